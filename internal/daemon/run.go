@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
+
+	"github.com/9harness/9harness/internal/saferoot"
+	"github.com/9harness/9harness/internal/sockpath"
+	"github.com/9harness/9harness/internal/tree"
+)
+
+// Config is everything the daemon is told at start.
+type Config struct {
+	Unix     string            // listen on this path
+	Name     string            // or post under $XDG_RUNTIME_DIR/9p/NAME
+	FD       int               // or serve the one connection on this descriptor (-1: none)
+	Roots    map[string]string // harness name -> root directory
+	MaxConns int
+	MaxMsize uint32
+	Logf     Logf
+	// Listening, if set, is called with the socket path once the daemon
+	// accepts connections on a socket it created.
+	Listening func(path string)
+}
+
+// Run serves until ctx is done. Where it listens is decided in this order:
+// --fd, then --unix or --name, then sockets handed over by systemd
+// (LISTEN_FDS), then the default path.
+func Run(ctx context.Context, cfg Config) error {
+	roots := make(map[string]*saferoot.Root, len(cfg.Roots))
+	for name, p := range cfg.Roots {
+		roots[name] = saferoot.New(p)
+	}
+	s := &Server{
+		Root:     tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now()}),
+		UID:      uint32(os.Getuid()),
+		GID:      uint32(os.Getgid()),
+		MaxConns: cfg.MaxConns,
+		MaxMsize: cfg.MaxMsize,
+		Logf:     cfg.Logf,
+	}
+
+	if cfg.FD >= 0 {
+		f := os.NewFile(uintptr(cfg.FD), "fd"+fmt.Sprint(cfg.FD))
+		if f == nil {
+			return fmt.Errorf("--fd %d: not an open descriptor", cfg.FD)
+		}
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--fd %d: %w", cfg.FD, err)
+		}
+		s.ServeConn(ctx, c)
+		return nil
+	}
+
+	path := cfg.Unix
+	if path == "" && cfg.Name != "" {
+		var err error
+		if path, err = sockpath.ForName(cfg.Name); err != nil {
+			return err
+		}
+	}
+	if path == "" && os.Getenv("LISTEN_FDS") != "" {
+		ls, err := activation.Listeners()
+		if err != nil {
+			return fmt.Errorf("socket activation: %w", err)
+		}
+		var l net.Listener
+		for _, x := range ls {
+			if x != nil {
+				l = x
+				break
+			}
+		}
+		if l == nil {
+			return fmt.Errorf("socket activation: LISTEN_FDS carried no listening socket")
+		}
+		s.logf("serving sockets handed over by systemd (%s)", l.Addr())
+		return s.Serve(ctx, l)
+	}
+	if path == "" {
+		path = sockpath.Default()
+	}
+	l, err := ListenUnix(path)
+	if err != nil {
+		return err
+	}
+	// The listener unlinks the socket when it is closed, which Serve does
+	// when ctx is done (SIGTERM, SIGINT).
+	if cfg.Listening != nil {
+		cfg.Listening(path)
+	}
+	return s.Serve(ctx, l)
+}

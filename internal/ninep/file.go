@@ -1,0 +1,284 @@
+// Package ninep adapts the protocol-neutral tree to 9P2000.L on
+// github.com/hugelgupf/p9. It is the only package that sees the library's
+// large File interface; everything below it speaks package tree.
+package ninep
+
+import (
+	"io"
+	"sync"
+
+	"github.com/hugelgupf/p9/fsimpl/templatefs"
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"github.com/9harness/9harness/internal/tree"
+)
+
+// Attacher serves one tree to one connection. The daemon makes one per
+// connection: p9's Attach takes no arguments, so binding the kernel-attested
+// peer here is the only way the files it returns can know who asked.
+type Attacher struct {
+	Root tree.Dir
+	UID  uint32 // owner reported for every file: the daemon's own uid
+	GID  uint32
+}
+
+// Attach implements p9.Attacher.
+func (a *Attacher) Attach() (p9.File, error) {
+	return &file{a: a, node: a.Root}, nil
+}
+
+// file is a p9.File over a tree.Node. Unopened files own nothing: p9 keeps
+// every intermediate file of a walk alive until the final fid is clunked.
+type file struct {
+	readOnly
+	templatefs.XattrUnimplemented
+	templatefs.NotLockable
+	templatefs.NoopRenamed
+
+	a    *Attacher
+	node tree.Node
+	up   []tree.Node // ancestors, root first; the root's ".." is the root
+
+	mu   sync.Mutex
+	h    tree.Handle  // set by Open on a file
+	snap []tree.Entry // the listing served by Readdir, taken at offset 0
+	open bool
+}
+
+var _ p9.File = (*file)(nil)
+
+func (f *file) clone() *file {
+	return &file{a: f.a, node: f.node, up: f.up}
+}
+
+// step walks one name from f in place.
+func (f *file) step(name string) error {
+	if name == ".." {
+		if n := len(f.up); n > 0 {
+			f.node, f.up = f.up[n-1], f.up[:n-1:n-1]
+		}
+		return nil
+	}
+	d, ok := f.node.(tree.Dir)
+	if !ok {
+		return linux.ENOTDIR
+	}
+	n, err := d.Lookup(name)
+	if err != nil {
+		return err
+	}
+	f.up = append(f.up[:len(f.up):len(f.up)], f.node)
+	f.node = n
+	return nil
+}
+
+// Walk implements p9.File.
+func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
+	nf := f.clone()
+	qids := make([]p9.QID, 0, len(names))
+	for _, name := range names {
+		if err := nf.step(name); err != nil {
+			return nil, nil, Errno(err)
+		}
+		a, err := nf.node.Attr()
+		if err != nil {
+			return nil, nil, Errno(err)
+		}
+		qids = append(qids, qidOf(a))
+	}
+	return qids, nf, nil
+}
+
+// WalkGetAttr implements p9.File. The server walks one component at a time
+// and always wants the attributes, so doing both here saves a stat per
+// component.
+func (f *file) WalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.Attr, error) {
+	nf := f.clone()
+	qids := make([]p9.QID, 0, len(names))
+	var a tree.Attr
+	for _, name := range names {
+		if err := nf.step(name); err != nil {
+			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
+		}
+		var err error
+		if a, err = nf.node.Attr(); err != nil {
+			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
+		}
+		qids = append(qids, qidOf(a))
+	}
+	if len(names) == 0 {
+		var err error
+		if a, err = nf.node.Attr(); err != nil {
+			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
+		}
+	}
+	return qids, nf, attrMask, f.a.attr(a), nil
+}
+
+// GetAttr implements p9.File.
+func (f *file) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	a, err := f.node.Attr()
+	if err != nil {
+		return p9.QID{}, p9.AttrMask{}, p9.Attr{}, Errno(err)
+	}
+	return qidOf(a), attrMask, f.a.attr(a), nil
+}
+
+// StatFS implements p9.File.
+func (f *file) StatFS() (p9.FSStat, error) {
+	return p9.FSStat{Type: 0x01021997, BlockSize: 4096, NameLength: 255}, nil
+}
+
+// Open implements p9.File. Only a read-only open of anything is allowed;
+// p9 calls it at most once per file.
+func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
+	if mode.Mode() != p9.ReadOnly || mode&oTrunc != 0 {
+		return p9.QID{}, 0, linux.EROFS
+	}
+	a, err := f.node.Attr()
+	if err != nil {
+		return p9.QID{}, 0, Errno(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fn, ok := f.node.(tree.File); ok {
+		h, err := fn.Open()
+		if err != nil {
+			return p9.QID{}, 0, Errno(err)
+		}
+		f.h = h
+	}
+	f.open = true
+	return qidOf(a), 0, nil
+}
+
+// ReadAt implements p9.File.
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	h := f.h
+	f.mu.Unlock()
+	if h == nil {
+		if _, ok := f.node.(tree.Dir); ok {
+			return 0, linux.EISDIR
+		}
+		return 0, linux.EBADF
+	}
+	n, err := h.ReadAt(p, off)
+	if err == io.EOF {
+		if n > 0 {
+			return n, nil
+		}
+		return 0, io.EOF
+	}
+	if err != nil {
+		return n, linux.EIO
+	}
+	return n, nil
+}
+
+// direntSize is the encoded size of one Rreaddir entry without its name:
+// qid[13] offset[8] type[1] name length[2].
+const direntSize = 13 + 8 + 1 + 2
+
+// Linux dirent types: v9fs hands Dirent.Type to dir_emit unchanged, so it
+// must be a DT_* value, not the qid type hugelgupf's own servers put there.
+const (
+	dtDir = 4
+	dtReg = 8
+)
+
+// Readdir implements p9.File. The listing is snapshotted at offset 0 and
+// offsets are indices into that snapshot (offset i+1 resumes after entry i),
+// so one listing of any size is complete and consistent, and the next
+// listing from 0 sees the directory as it is then. count is a byte budget.
+func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	d, ok := f.node.(tree.Dir)
+	if !ok {
+		return nil, linux.ENOTDIR
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.open {
+		return nil, linux.EBADF
+	}
+	if offset == 0 || f.snap == nil {
+		snap, err := d.List()
+		if err != nil {
+			return nil, Errno(err)
+		}
+		f.snap = snap
+	}
+	if offset >= uint64(len(f.snap)) {
+		return nil, nil
+	}
+	var out p9.Dirents
+	budget := int(count)
+	for i := offset; i < uint64(len(f.snap)); i++ {
+		e := f.snap[i]
+		sz := direntSize + len(e.Name)
+		if sz > budget {
+			break
+		}
+		budget -= sz
+		q := p9.QID{Type: p9.TypeRegular, Path: e.Path}
+		t := p9.QIDType(dtReg)
+		if e.Dir {
+			q.Type, t = p9.TypeDir, dtDir
+		}
+		out = append(out, p9.Dirent{QID: q, Offset: i + 1, Type: t, Name: e.Name})
+	}
+	return out, nil
+}
+
+// Close implements p9.File.
+func (f *file) Close() error {
+	f.mu.Lock()
+	h := f.h
+	f.h, f.snap = nil, nil
+	f.mu.Unlock()
+	if h != nil {
+		return h.Close()
+	}
+	return nil
+}
+
+// Readlink implements p9.File: the tree has no symlinks.
+func (f *file) Readlink() (string, error) { return "", linux.EINVAL }
+
+func qidOf(a tree.Attr) p9.QID {
+	q := p9.QID{Type: p9.TypeRegular, Version: a.Version, Path: a.Path}
+	if a.Dir {
+		q.Type = p9.TypeDir
+	}
+	return q
+}
+
+var attrMask = p9.AttrMask{Mode: true, NLink: true, UID: true, GID: true, RDev: true,
+	ATime: true, MTime: true, CTime: true, INo: true, Size: true, Blocks: true}
+
+func (a *Attacher) attr(t tree.Attr) p9.Attr {
+	mode := p9.FileMode(t.Mode) | p9.ModeRegular
+	if t.Dir {
+		mode = p9.FileMode(t.Mode) | p9.ModeDirectory
+	}
+	return p9.Attr{
+		Mode:             mode,
+		UID:              p9.UID(a.UID),
+		GID:              p9.GID(a.GID),
+		NLink:            p9.NLink(t.Nlink),
+		Size:             uint64(t.Size),
+		BlockSize:        4096,
+		Blocks:           (uint64(t.Size) + 511) / 512,
+		ATimeSeconds:     uint64(t.Atime.Unix()),
+		ATimeNanoSeconds: uint64(t.Atime.Nanosecond()),
+		MTimeSeconds:     uint64(t.Mtime.Unix()),
+		MTimeNanoSeconds: uint64(t.Mtime.Nanosecond()),
+		CTimeSeconds:     uint64(t.Ctime.Unix()),
+		CTimeNanoSeconds: uint64(t.Ctime.Nanosecond()),
+	}
+}
+
+// oTrunc is Linux's O_TRUNC: Tlopen carries the client's Linux open flags,
+// and a read-only open that truncates is still a write.
+const oTrunc = p9.OpenFlags(0o1000)

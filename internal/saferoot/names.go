@@ -1,0 +1,228 @@
+package saferoot
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/9harness/9harness/internal/errs"
+)
+
+// maxName is NAME_MAX on Linux: no directory entry has a longer name.
+const maxName = 255
+
+// ValidName reports whether name can be a single path component: non-empty,
+// at most 255 bytes, no '/', no NUL, and not "." or "..". It refuses with
+// kind Invalid before the filesystem is touched, so client bytes never form
+// anything but one component.
+func ValidName(name string) error {
+	const op = "saferoot.ValidName"
+	switch {
+	case name == "", name == ".", name == "..":
+		return errs.E(op, errs.Invalid, name, nil)
+	case len(name) > maxName:
+		return errs.E(op, errs.Invalid, name, nil)
+	case strings.IndexByte(name, '/') >= 0, strings.IndexByte(name, 0) >= 0:
+		return errs.E(op, errs.Invalid, name, nil)
+	}
+	return nil
+}
+
+// CheckRel validates a relative path: "" (the root itself), or components
+// separated by single '/', with no leading or trailing slash and no empty
+// component, each a ValidName (else kind Invalid) and not Excluded (else kind
+// Private). Every operation of Root calls it again, whatever its caller did.
+func CheckRel(rel string) error { return checkRel("saferoot.CheckRel", rel) }
+
+func checkRel(op, rel string) error {
+	if rel == "" {
+		return nil
+	}
+	for rest := rel; ; {
+		comp, tail, more := strings.Cut(rest, "/")
+		if ValidName(comp) != nil {
+			return errs.E(op, errs.Invalid, rel, nil)
+		}
+		if Excluded(comp) {
+			return errs.E(op, errs.Private, rel, nil)
+		}
+		if !more {
+			return nil
+		}
+		rest = tail
+	}
+}
+
+// The credential predicate. Its rules, and the real stores each one catches:
+//
+// Substrings, anywhere in the name:
+//   - "credentials": Claude Code's ~/.claude/.credentials.json (OAuth tokens),
+//     and any cloud-CLI-style credentials file a harness might keep.
+//   - "token": token caches and files such as token.json, .token, tokens.db.
+//   - "auth": Codex's ~/.codex/auth.json (API key or ChatGPT tokens), pi's
+//     ~/.pi/agent/auth.json, and oauth*/auth* stores of any harness. It also
+//     hides innocent names such as "author-notes": the price of never
+//     guessing wrong.
+//   - "secret": secrets.json, client_secret*.json, .secrets.
+//
+// Suffixes:
+//   - ".key": private keys, and the peer tokens Claude Code keeps beside its
+//     live-session registry, ~/.claude/sessions/<pid>.<hash>.key.
+//   - ".pem", ".p12", ".pfx": certificates with private keys (PEM, PKCS#12).
+//   - ".env": dotenv files (prod.env, .env by the exact rule below), which
+//     hold API keys by convention.
+//
+// Exact names (the harnesses' own config files, which may embed API keys or
+// provider credentials, and the classic home-directory secrets):
+//   - settings.json, settings.local.json (Claude Code), settings.yaml;
+//   - config.toml (Codex), config.yml, config.yaml (omp, hermes, dsh);
+//   - models.yml, models.yaml (provider definitions with keys);
+//   - .ssh, .netrc, .npmrc, .pypirc, .pgpass, .env.
+//
+// Prefixes: id_rsa, id_dsa, id_ecdsa, id_ed25519 (ssh private keys and their
+// .pub twins, wherever they are copied).
+//
+// All rules are case-insensitive. The comparison is made on a folded copy of
+// the name: ASCII letters are lowered by hand (no strings.ToLower, so the
+// predicate never allocates), and the few non-ASCII code points whose case
+// fold or normalisation is ASCII (ſ→s, K→k, ß→ss, ﬁ→fi, ...) are folded too,
+// while Unicode default-ignorable code points (zero-width space, ...) are
+// dropped. The reason is the casefolded directory (ext4, f2fs or tmpfs with
+// chattr +F): there the kernel itself resolves "ſettings.json" or
+// "sett\u200bings.json" to settings.json, so a client could name the secret
+// under a spelling an ASCII-only predicate lets through.
+var (
+	excludedSubstrings = [...]string{"credentials", "token", "auth", "secret"}
+	excludedSuffixes   = [...]string{".key", ".pem", ".env", ".p12", ".pfx"}
+	excludedPrefixes   = [...]string{"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"}
+	excludedNames      = [...]string{
+		"settings.json", "settings.yaml", "settings.local.json",
+		"config.yml", "config.yaml", "config.toml",
+		"models.yml", "models.yaml",
+		".ssh", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".env",
+	}
+)
+
+// Excluded reports whether name is credential-shaped (see the rules above).
+// An excluded name is never resolved and never listed, at any depth. It is a
+// pure function of name and does not allocate for names up to 255 bytes.
+func Excluded(name string) bool {
+	var buf [maxName + 1]byte
+	f := buf[:0]
+	if len(name) > len(buf) {
+		f = make([]byte, 0, len(name))
+	}
+	f = fold(f, name)
+	for _, p := range excludedNames {
+		if string(f) == p {
+			return true
+		}
+	}
+	for _, p := range excludedSuffixes {
+		if len(f) >= len(p) && string(f[len(f)-len(p):]) == p {
+			return true
+		}
+	}
+	for _, p := range excludedPrefixes {
+		if len(f) >= len(p) && string(f[:len(p)]) == p {
+			return true
+		}
+	}
+	for i := range f {
+		for _, p := range excludedSubstrings {
+			if f[i] == p[0] && len(f)-i >= len(p) && string(f[i:i+len(p)]) == p {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noMatch stands in the folded name for a code point that cannot be part of
+// any (ASCII) pattern, so that it still separates what is on either side.
+const noMatch = 0x80
+
+// fold appends to dst the matching form of s: ASCII lower-cased, the
+// non-ASCII code points that fold to ASCII replaced by their fold,
+// default-ignorable code points dropped, anything else (and each invalid
+// byte) one noMatch byte. The result is never longer than s.
+func fold(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, noMatch)
+			continue
+		}
+		if ignorable(r) {
+			continue
+		}
+		if a := asciiFold(r); a != "" {
+			dst = append(dst, a...)
+			continue
+		}
+		dst = append(dst, noMatch)
+	}
+	return dst
+}
+
+// asciiFold returns the ASCII string a non-ASCII rune folds or normalises to
+// (Unicode full case folding, NFD, or simple lower/upper case mapping), or "".
+// The list is every such code point of Unicode 14 whose image is a letter.
+func asciiFold(r rune) string {
+	switch r {
+	case 0x00DF, 0x1E9E: // ß ẞ
+		return "ss"
+	case 0x0130, 0x0131: // İ ı
+		return "i"
+	case 0x017F: // ſ long s
+		return "s"
+	case 0x212A: // Kelvin sign
+		return "k"
+	case 0xFB00:
+		return "ff"
+	case 0xFB01:
+		return "fi"
+	case 0xFB02:
+		return "fl"
+	case 0xFB03:
+		return "ffi"
+	case 0xFB04:
+		return "ffl"
+	case 0xFB05, 0xFB06:
+		return "st"
+	}
+	return ""
+}
+
+// ignorable reports whether r is a Unicode Default_Ignorable_Code_Point,
+// which the kernel's utf8 casefolding of older kernels ignores in name
+// comparisons (so "to\u200bken" named token there).
+func ignorable(r rune) bool {
+	switch {
+	case r == 0x00AD, r == 0x034F, r == 0x061C,
+		0x115F <= r && r <= 0x1160,
+		0x17B4 <= r && r <= 0x17B5,
+		0x180B <= r && r <= 0x180F,
+		0x200B <= r && r <= 0x200F,
+		0x202A <= r && r <= 0x202E,
+		0x2060 <= r && r <= 0x206F,
+		r == 0x3164,
+		0xFE00 <= r && r <= 0xFE0F,
+		r == 0xFEFF, r == 0xFFA0,
+		0xFFF0 <= r && r <= 0xFFF8,
+		0x1BCA0 <= r && r <= 0x1BCA3,
+		0x1D173 <= r && r <= 0x1D17A,
+		0xE0000 <= r && r <= 0xE0FFF:
+		return true
+	}
+	return false
+}

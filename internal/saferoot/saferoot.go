@@ -1,0 +1,371 @@
+// Package saferoot confines every stat, open and listing of a host path to a
+// directory tree, so that no byte from outside the tree and no
+// credential-shaped name inside it is ever answered, whatever races the
+// filesystem runs against the caller.
+//
+// Why not filepath.Join(root, rel) and os.Open: the kernel follows a symlink
+// at every component of a composed path, so a link anywhere in rel (or one
+// swapped in after any Lstat check, the plain TOCTOU) redirects the open
+// outside the root. Instead a rel path is resolved from an fd of the root by
+// openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS: one
+// kernel lookup that refuses any symlink at any position and any escape, with
+// no window between check and use. Where openat2 is missing (ENOSYS, kernels
+// before 5.6) the same guarantee comes from a walk of one openat per
+// component with O_NOFOLLOW, intermediates opened O_PATH|O_DIRECTORY, so a
+// component swapped for a link fails instead of redirecting the walk.
+//
+// Only regular files and directories are ever answered. Stat opens with
+// O_PATH and Open checks the type through an O_PATH fd before it opens for
+// reading, with O_NONBLOCK, and checks again after, so a fifo, socket or
+// device is never read and can never block the caller.
+//
+// Nothing is cached: each operation opens the root path anew. The root is
+// configuration, resolved normally (it may be a symlink), and a root that is
+// deleted and recreated, or that appears after start-up, keeps working. A
+// pinned fd would serve a deleted directory forever.
+package saferoot
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/errs"
+)
+
+// Root is a directory named by configuration. Its path is resolved normally
+// (it may legitimately be a symlink: it is configuration, not client input);
+// everything beneath it is resolved with no symlink ever followed.
+type Root struct {
+	path   string
+	noOat2 bool
+}
+
+// Option configures a Root.
+type Option func(*Root)
+
+// WithoutOpenat2 forces the per-component O_NOFOLLOW walk instead of openat2
+// (for tests, and to exercise the path old kernels take).
+func WithoutOpenat2() Option { return func(r *Root) { r.noOat2 = true } }
+
+// New returns the Root at path. It touches nothing: the path is opened by
+// each operation.
+func New(path string, opts ...Option) *Root {
+	r := &Root{path: path}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Path returns the configured path of the root.
+func (r *Root) Path() string { return r.path }
+
+// Info is what Stat reports of a regular file or directory.
+type Info struct {
+	Dir                 bool
+	Size                int64
+	Mode                uint32 // raw st_mode
+	Dev, Ino, Nlink     uint64
+	Atime, Mtime, Ctime time.Time // nanosecond precision
+}
+
+// Entry is one listed name.
+type Entry struct {
+	Name string
+	Dir  bool
+	Ino  uint64
+}
+
+// openat2Missing is set once openat2 has answered ENOSYS: the kernel will not
+// grow it while we run.
+var openat2Missing atomic.Bool
+
+const (
+	resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
+
+	pathFlags = unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// O_NOCTTY and O_LARGEFILE beyond the brief: a device raced in between
+	// the type check and the open must not become a controlling tty, and a
+	// 32-bit build must open large files.
+	readFlags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NOCTTY | unix.O_LARGEFILE
+	dirFlags  = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_LARGEFILE
+)
+
+// Exists reports whether the root directory itself exists now (fresh each
+// call).
+func (r *Root) Exists() bool {
+	fd, err := r.openRoot()
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// Stat reports on rel, "" for the root itself. Only a regular file or a
+// directory is answered; a symlink, fifo, socket or device is NotExist.
+func (r *Root) Stat(rel string) (Info, error) {
+	const op = "saferoot.Stat"
+	if err := checkRel(op, rel); err != nil {
+		return Info{}, err
+	}
+	rootfd, err := r.openRoot()
+	if err != nil {
+		return Info{}, errs.E(op, kindOf(err), rel, err)
+	}
+	defer unix.Close(rootfd)
+	if rel == "" {
+		return fstatInfo(op, rel, rootfd)
+	}
+	fd, err := r.resolve(rootfd, rel, pathFlags)
+	if err != nil {
+		return Info{}, errs.E(op, kindOf(err), rel, err)
+	}
+	defer unix.Close(fd)
+	return fstatInfo(op, rel, fd)
+}
+
+// Open opens a regular file for reading. A directory is IsDir; anything else
+// that is not a regular file is NotExist, and is refused by its type before it
+// is opened for reading (and again after, in case it was swapped between).
+// The file is returned in blocking mode; it is the caller's to close.
+func (r *Root) Open(rel string) (*os.File, error) {
+	const op = "saferoot.Open"
+	if err := checkRel(op, rel); err != nil {
+		return nil, err
+	}
+	rootfd, err := r.openRoot()
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	defer unix.Close(rootfd)
+
+	// The type check through O_PATH: a fifo is not opened (which would wake
+	// a writer blocked in its open) and a device is not opened at all.
+	if rel == "" {
+		return nil, errs.E(op, errs.IsDir, rel, nil)
+	}
+	pfd, err := r.resolve(rootfd, rel, pathFlags)
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	err = wantRegular(op, rel, pfd)
+	unix.Close(pfd)
+	if err != nil {
+		return nil, err
+	}
+
+	fd, err := r.resolve(rootfd, rel, readFlags)
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	if err := wantRegular(op, rel, fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// O_NONBLOCK only guarded the open; a regular file is read blocking, as
+	// os.Open would (some FUSE filesystems honour O_NONBLOCK on files).
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, errs.E(op, errs.IO, rel, err)
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(r.path, rel)), nil
+}
+
+// ReadDir lists the directory rel ("" for the root): regular files and
+// directories only, excluded names dropped, sorted by name in byte order.
+// Entry types and inode numbers come from getdents64 itself (d_type, d_ino);
+// only a DT_UNKNOWN entry costs an fstatat. There is no cap on the size.
+func (r *Root) ReadDir(rel string) ([]Entry, error) {
+	const op = "saferoot.ReadDir"
+	if err := checkRel(op, rel); err != nil {
+		return nil, err
+	}
+	rootfd, err := r.openRoot()
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	defer unix.Close(rootfd)
+	fd, err := r.resolve(rootfd, rel, dirFlags)
+	if err == unix.ENOTDIR && rel != "" {
+		// ENOTDIR is ambiguous: a file or link in the middle (NotExist), or
+		// the final component is not a directory. Only a regular file there
+		// is NotDir; a link or fifo is NotExist.
+		return nil, errs.E(op, r.notDirKind(rootfd, rel), rel, err)
+	}
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	defer unix.Close(fd)
+	ents, err := readDirents(fd)
+	if err != nil {
+		return nil, errs.E(op, kindOf(err), rel, err)
+	}
+	slices.SortFunc(ents, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return ents, nil
+}
+
+// notDirKind classifies a final ENOTDIR of ReadDir by an O_PATH look at rel.
+func (r *Root) notDirKind(rootfd int, rel string) errs.Kind {
+	fd, err := r.resolve(rootfd, rel, pathFlags)
+	if err != nil {
+		return errs.NotExist
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		return errs.NotDir
+	}
+	return errs.NotExist
+}
+
+// openRoot opens the root path afresh, following links: it is configuration.
+func (r *Root) openRoot() (int, error) {
+	for {
+		fd, err := unix.Open(r.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// resolve opens rel (valid, non-empty, or "" meaning the root itself) beneath
+// rootfd with flags, which include O_NOFOLLOW and O_CLOEXEC. It returns the
+// raw errno.
+func (r *Root) resolve(rootfd int, rel string, flags int) (int, error) {
+	if rel == "" {
+		rel = "."
+	}
+	if !r.noOat2 && !openat2Missing.Load() {
+		how := unix.OpenHow{Flags: uint64(flags), Resolve: resolveFlags}
+		for tries := 0; ; tries++ {
+			fd, err := unix.Openat2(rootfd, rel, &how)
+			// EAGAIN: the kernel saw a concurrent rename and could not vouch
+			// for the lookup; retrying is what the man page asks for.
+			if err == unix.EINTR || (err == unix.EAGAIN && tries < 16) {
+				continue
+			}
+			if err == unix.ENOSYS {
+				openat2Missing.Store(true)
+				break
+			}
+			return fd, err
+		}
+	}
+	return walk(rootfd, rel, flags)
+}
+
+// walk is the fallback of resolve: one openat per component from rootfd,
+// never following a link. An intermediate is opened O_PATH|O_DIRECTORY|
+// O_NOFOLLOW, so a symlink there fails with ENOTDIR instead of being followed;
+// the last gets the caller's flags plus O_NOFOLLOW, so a symlink there fails
+// with ELOOP, or (O_PATH) is opened as the link itself for the caller's
+// fstat to refuse.
+func walk(rootfd int, rel string, flags int) (int, error) {
+	if rel == "." {
+		return openat(rootfd, ".", flags|unix.O_NOFOLLOW)
+	}
+	dirfd := rootfd
+	for rest := rel; ; {
+		comp, tail, more := strings.Cut(rest, "/")
+		if comp == "" || comp == "." || comp == ".." {
+			// CheckRel has refused these already; this walk never trusts it.
+			if dirfd != rootfd {
+				unix.Close(dirfd)
+			}
+			return -1, unix.EINVAL
+		}
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if !more {
+			f = flags | unix.O_NOFOLLOW
+		}
+		fd, err := openat(dirfd, comp, f)
+		if dirfd != rootfd {
+			unix.Close(dirfd)
+		}
+		if err != nil || !more {
+			return fd, err
+		}
+		dirfd, rest = fd, tail
+	}
+}
+
+func openat(dirfd int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flags, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+func fstat(fd int, st *unix.Stat_t) error {
+	for {
+		err := unix.Fstat(fd, st)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// wantRegular refuses fd unless it is a regular file.
+func wantRegular(op, rel string, fd int) error {
+	var st unix.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		return errs.E(op, kindOf(err), rel, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFDIR:
+		return errs.E(op, errs.IsDir, rel, nil)
+	}
+	return errs.E(op, errs.NotExist, rel, nil)
+}
+
+// fstatInfo answers Stat for fd, refusing anything but a regular file or a
+// directory (O_PATH|O_NOFOLLOW opens a final symlink as itself: refused here).
+func fstatInfo(op, rel string, fd int) (Info, error) {
+	var st unix.Stat_t
+	if err := fstat(fd, &st); err != nil {
+		return Info{}, errs.E(op, kindOf(err), rel, err)
+	}
+	t := st.Mode & unix.S_IFMT
+	if t != unix.S_IFREG && t != unix.S_IFDIR {
+		return Info{}, errs.E(op, errs.NotExist, rel, nil)
+	}
+	return Info{
+		Dir:   t == unix.S_IFDIR,
+		Size:  st.Size,
+		Mode:  st.Mode,
+		Dev:   uint64(st.Dev),
+		Ino:   uint64(st.Ino),
+		Nlink: uint64(st.Nlink),
+		Atime: time.Unix(int64(st.Atim.Sec), int64(st.Atim.Nsec)),
+		Mtime: time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)),
+		Ctime: time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)),
+	}, nil
+}
+
+// kindOf classifies an errno. Every way a confined lookup can fail because
+// of what is on disk (absent, vanished, a link: ELOOP from O_NOFOLLOW or
+// RESOLVE_NO_SYMLINKS, an escape: EXDEV, a non-directory in the middle:
+// ENOTDIR, a socket: ENXIO) answers NotExist, exactly as absence does.
+func kindOf(err error) errs.Kind {
+	switch err {
+	case unix.ENOENT, unix.ELOOP, unix.EXDEV, unix.ENOTDIR, unix.ENXIO,
+		unix.ENODEV, unix.ESTALE:
+		return errs.NotExist
+	case unix.EISDIR:
+		return errs.IsDir
+	case unix.ENAMETOOLONG, unix.EINVAL:
+		return errs.Invalid
+	}
+	return errs.IO
+}

@@ -1,0 +1,14 @@
+package sockpath
+
+import (
+	"os"
+	"syscall"
+)
+
+func owner(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}

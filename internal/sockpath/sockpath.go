@@ -1,0 +1,62 @@
+// Package sockpath knows where 9harness sockets live by default, so that the
+// daemon and the client agree without either being told.
+package sockpath
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// DefaultName is the name the daemon posts under: $XDG_RUNTIME_DIR/9p/harness,
+// the posting convention of the earlier daemon and of its 9P tooling.
+const DefaultName = "harness"
+
+// Dir returns the directory sockets are posted in: $XDG_RUNTIME_DIR/9p, or,
+// where there is no runtime directory (a root shell, a container), a private
+// directory under the temporary directory, named for the uid.
+func Dir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "9p")
+	}
+	return filepath.Join(os.TempDir(), "9p-"+strconv.Itoa(os.Getuid()))
+}
+
+// ForName returns the socket path for a posted name.
+func ForName(name string) (string, error) {
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		return "", fmt.Errorf("sockpath: bad name %q: it must be one path component", name)
+	}
+	return filepath.Join(Dir(), name), nil
+}
+
+// Default is the default socket path.
+func Default() string {
+	p, _ := ForName(DefaultName)
+	return p
+}
+
+// EnsureDir creates dir with mode 0700 if it is missing. If it exists it must
+// be a real directory (not a symlink) owned by this uid, because a directory
+// under a shared /tmp could have been planted by someone else.
+func EnsureDir(dir string) error {
+	const op = "sockpath.EnsureDir"
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", op, dir)
+	}
+	if uid, ok := owner(fi); ok && uid != os.Getuid() {
+		return fmt.Errorf("%s: %s is owned by uid %d, not by us (uid %d)", op, dir, uid, os.Getuid())
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package tree
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// Harnesses are the harnesses 9harness knows, in the order they are listed.
+var Harnesses = []string{"claude", "codex", "omp", "pi", "hermes", "dsh"}
+
+// Config is what the tree is built from.
+type Config struct {
+	// Roots maps a harness name to its pinned root. A harness with no entry
+	// has no mirrors; one whose directory is missing has none until it appears.
+	Roots map[string]*saferoot.Root
+	PID   int
+	Start time.Time
+	Now   func() time.Time // nil means time.Now
+}
+
+// New builds the root directory of the tree:
+//
+//	/pid /uptime
+//	/claude/{projects/,history,skills/}
+//	/codex/{sessions/,session-index,history}
+//	/omp/ /pi/ (each harness's agent directory) /hermes/ /dsh/ (whole roots)
+//	/skills/{claude,codex,omp}/
+func New(cfg Config) Dir {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := cfg.Start
+	root := func(name string) *saferoot.Root { return cfg.Roots[name] }
+
+	// at is a child that mirrors rel under a harness root.
+	at := func(name, harness, rel string, w want) Child {
+		return Child{Name: name, Make: func() (Node, error) {
+			r := root(harness)
+			if r == nil {
+				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+			}
+			return mirror(r, rel, w)
+		}}
+	}
+	// dir is a static directory that exists only while the harness root does.
+	dir := func(name, harness string, children ...Child) Child {
+		d := NewStatic("/"+name, start, children...)
+		return Child{Name: name, Make: func() (Node, error) {
+			if r := root(harness); r == nil || !r.Exists() {
+				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+			}
+			return d, nil
+		}}
+	}
+	fixed := func(n Node) func() (Node, error) { return func() (Node, error) { return n, nil } }
+
+	pid := NewGen("/pid", func() time.Time { return start }, func() []byte {
+		return []byte(strconv.Itoa(cfg.PID) + "\n")
+	})
+	uptime := NewGen("/uptime", now, func() []byte {
+		return fmt.Appendf(nil, "%d\n", int64(now().Sub(start)/time.Second))
+	})
+	skills := NewStatic("/skills", start,
+		at("claude", "claude", "skills", wantDir),
+		at("codex", "codex", "skills", wantDir),
+		at("omp", "omp", "agent/skills", wantDir),
+	)
+	return NewStatic("/", start,
+		Child{Name: "pid", Make: fixed(pid)},
+		Child{Name: "uptime", Make: fixed(uptime)},
+		dir("claude", "claude",
+			at("projects", "claude", "projects", wantDir),
+			at("history", "claude", "history.jsonl", wantFile),
+			at("skills", "claude", "skills", wantDir),
+		),
+		dir("codex", "codex",
+			at("sessions", "codex", "sessions", wantDir),
+			at("session-index", "codex", "session_index.jsonl", wantFile),
+			at("history", "codex", "history.jsonl", wantFile),
+		),
+		at("omp", "omp", "agent", wantDir),
+		at("pi", "pi", "agent", wantDir),
+		at("hermes", "hermes", "", wantDir),
+		at("dsh", "dsh", "", wantDir),
+		Child{Name: "skills", Make: fixed(skills)},
+	)
+}
+
+// DefaultRoots returns $HOME/.NAME for every harness.
+func DefaultRoots(home string) map[string]string {
+	m := make(map[string]string, len(Harnesses))
+	for _, h := range Harnesses {
+		m[h] = home + string(os.PathSeparator) + "." + h
+	}
+	return m
+}

@@ -1,0 +1,493 @@
+// Package wire sits between a client connection and a hugelgupf/p9 (v0.4.1)
+// Server. The server is handed a *Conn instead of the raw net.Conn
+// (srv.Handle(wc, wc)), and the Conn fixes on the wire what the library gets
+// wrong or cannot do:
+//
+//   - Tauth is answered here with Rlerror(ENOENT). p9 hard-codes ENOSYS, and
+//     diod's libnpclient (diodls, diodcat, ...) treats only success or ENOENT
+//     as "no authentication required", so every diod tool fails against stock
+//     p9.
+//   - Tversion msize is capped at Options.MaxMsize before p9 sees it. p9 has no
+//     msize knob: it grants up to 4 MiB and allocates msize-sized buffers per
+//     connection and per in-flight Tread.
+//   - Tread count is clamped to msize-11 (the Rread header). p9 slices its
+//     msize buffer with the count, so a larger count panics inside the handler
+//     and comes back as EFAULT; and a count of exactly msize gives an Rread
+//     larger than msize.
+//   - Rflush is held until the reply to its oldtag has been written. p9 clears
+//     a tag before it sends the tag's reply and Tflush waits only for the
+//     clear, so the two race for the send lock and Rflush can go out first.
+//     The client may reuse oldtag as soon as it reads Rflush, and then takes
+//     the late old reply for the answer to its new request.
+//   - End of input cancels Context, so File methods that wait (and select on
+//     it) return when the client hangs up. Otherwise p9's Handle waits for
+//     such a handler forever and the connection's goroutines and fids leak.
+//   - A malformed frame ends that one connection.
+//
+// Outbound, p9 writes each message as several Writes (header, fixed part,
+// payload). Conn reassembles them and sends each message with one writev,
+// without copying the payload.
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// 9P2000.L message types and sizes used here.
+const (
+	hdrLen = 7 // size[4] type[1] tag[2]
+	noTag  = 0xFFFF
+
+	msgRlerror  = 7
+	msgTversion = 100
+	msgRversion = 101
+	msgTauth    = 102
+	msgTflush   = 108
+	msgRflush   = 109
+	msgTread    = 116
+
+	rreadHdr = hdrLen + 4 // Rread: header plus count[4]
+	enoent   = 2
+
+	defaultMaxMsize = 1 << 20
+	defaultMinMsize = 4096
+
+	// readBuf is the inbound buffer. Every frame up to this size is read
+	// whole before p9 sees its first byte. Larger frames (only big Twrites,
+	// in practice) are streamed to p9 without another copy. The four types
+	// Conn parses must fit.
+	readBuf = 64 << 10
+)
+
+// Options configures a Conn.
+type Options struct {
+	// MaxMsize caps the msize a client may negotiate: a larger Tversion
+	// msize is rewritten before p9 sees it. 0 means 1 MiB.
+	MaxMsize uint32
+	// MinMsize is the smallest msize accepted; a Tversion asking for less
+	// closes the connection. 0 means 4096.
+	MinMsize uint32
+	// Logf, if not nil, receives the reason a connection was ended.
+	Logf func(format string, args ...any)
+}
+
+// Stats counts what the Conn did on top of p9.
+type Stats struct {
+	AuthAnswered uint64 // Tauth answered with Rlerror(ENOENT)
+	FlushHeld    uint64 // Rflush frames held back until the oldtag's reply
+	ReadClamped  uint64 // Tread counts lowered to msize-11
+}
+
+// Conn is the io.ReadCloser and io.WriteCloser given to p9.Server.Handle.
+// p9 calls Read from one goroutine at a time and Write from one goroutine at a
+// time (under its send lock); Conn's own replies come from the Read side, so
+// writes to the network are serialised by a mutex of its own.
+type Conn struct {
+	c      net.Conn
+	br     *bufio.Reader
+	max    uint32
+	min    uint32
+	logf   func(string, ...any)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Read side.
+	cur  []byte // rest of a rewritten frame (already discarded from br)
+	left int    // bytes of the current frame still to be served from br
+	rerr error  // sticky
+
+	msize atomic.Uint32 // granted by p9's Rversion; 0 before
+
+	mu       sync.Mutex
+	version  string
+	inflight map[uint16]struct{} // tags handed to p9 whose reply is not yet written
+	flushOf  map[uint16]uint16   // Tflush tag -> oldtag, if oldtag was in flight
+	held     map[uint16][][]byte // oldtag -> Rflush frames waiting for its reply
+	closed   bool
+
+	wmu sync.Mutex // serialises writes to c
+	out []byte     // header and fixed part of the reply being reassembled
+
+	closeOnce sync.Once
+	closeErr  error
+
+	nAuth, nHeld, nClamp atomic.Uint64
+}
+
+// New wraps c. Inbound bytes come from r: normally c itself, or
+// io.MultiReader(bytes.NewReader(first), c) when a front door has already
+// consumed the first message.
+func New(c net.Conn, r io.Reader, o Options) *Conn {
+	if o.MaxMsize == 0 {
+		o.MaxMsize = defaultMaxMsize
+	}
+	if o.MinMsize == 0 {
+		o.MinMsize = defaultMinMsize
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &Conn{
+		c:        c,
+		br:       bufio.NewReaderSize(r, readBuf),
+		max:      o.MaxMsize,
+		min:      o.MinMsize,
+		logf:     o.Logf,
+		ctx:      ctx,
+		cancel:   cancel,
+		inflight: make(map[uint16]struct{}),
+		flushOf:  make(map[uint16]uint16),
+		held:     make(map[uint16][][]byte),
+	}
+}
+
+// Context is cancelled when the inbound side reaches EOF or fails, or when
+// the Conn is closed. File methods that can wait must select on it: p9's
+// Handle does not return until every handler has, so a handler that ignores a
+// hung-up client pins its goroutine and the connection's fids for good.
+// context.Cause tells why it ended.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Stats returns the counters.
+func (c *Conn) Stats() Stats {
+	return Stats{AuthAnswered: c.nAuth.Load(), FlushHeld: c.nHeld.Load(), ReadClamped: c.nClamp.Load()}
+}
+
+// Version is the version string of the last Tversion ("" before one).
+func (c *Conn) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// Msize is the msize p9 granted in its last Rversion (0 before one).
+func (c *Conn) Msize() uint32 { return c.msize.Load() }
+
+// limit is the largest frame accepted in either direction: the negotiated
+// msize, or MaxMsize before negotiation.
+func (c *Conn) limit() uint32 {
+	if m := c.msize.Load(); m != 0 {
+		return m
+	}
+	return c.max
+}
+
+// Read serves p9 the current inbound frame, loading the next one when the
+// current one is used up. It never returns bytes of two frames in one call.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
+	if len(c.cur) == 0 && c.left == 0 {
+		if err := c.next(); err != nil {
+			c.rerr = err
+			c.cancel(err)
+			return 0, err
+		}
+	}
+	if len(c.cur) > 0 {
+		n := copy(p, c.cur)
+		c.cur = c.cur[n:]
+		return n, nil
+	}
+	if len(p) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.br.Read(p)
+	c.left -= n
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // EOF inside a frame
+		}
+		c.rerr = err
+		c.cancel(err)
+	}
+	return n, err
+}
+
+// badFrame ends the connection because of what the client sent.
+func (c *Conn) badFrame(format string, args ...any) error {
+	err := fmt.Errorf("wire: "+format, args...)
+	c.shutdown(err)
+	return err
+}
+
+// next waits for the next frame, checks it, answers or rewrites it if need
+// be, and marks its tag in flight before p9 sees a byte of it.
+func (c *Conn) next() error {
+	c.cur = nil
+	for {
+		h, err := c.br.Peek(hdrLen)
+		if err != nil {
+			if err == io.EOF && len(h) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		size, typ, tag := binary.LittleEndian.Uint32(h), h[4], binary.LittleEndian.Uint16(h[5:])
+		if lim := c.limit(); size < hdrLen || size > lim {
+			return c.badFrame("frame size %d outside [%d, %d]", size, hdrLen, lim)
+		}
+		parsed := typ == msgTversion || typ == msgTauth || typ == msgTread || typ == msgTflush
+		if size > readBuf {
+			if parsed {
+				return c.badFrame("type %d frame of %d bytes", typ, size)
+			}
+			c.track(typ, tag, 0)
+			c.left = int(size)
+			return nil
+		}
+		f, err := c.br.Peek(int(size))
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		var oldtag uint16
+		switch typ {
+		case msgTauth:
+			if _, err := c.br.Discard(int(size)); err != nil {
+				return err
+			}
+			if err := c.answerAuth(tag); err != nil {
+				return err
+			}
+			continue
+		case msgTversion: // msize[4] version[s]
+			if size < hdrLen+6 {
+				return c.badFrame("short Tversion")
+			}
+			msize, n := binary.LittleEndian.Uint32(f[7:]), binary.LittleEndian.Uint16(f[11:])
+			if hdrLen+6+uint32(n) > size {
+				return c.badFrame("Tversion string overruns the frame")
+			}
+			c.mu.Lock()
+			c.version = string(f[13 : 13+n])
+			c.mu.Unlock()
+			if msize < c.min {
+				return c.badFrame("Tversion msize %d below %d", msize, c.min)
+			}
+			if msize > c.max {
+				f = c.rewrite(f)
+				binary.LittleEndian.PutUint32(f[7:], c.max)
+			}
+		case msgTread: // fid[4] offset[8] count[4]
+			if size < hdrLen+16 {
+				return c.badFrame("short Tread")
+			}
+			lim := uint32(0)
+			if l := c.limit(); l > rreadHdr {
+				lim = l - rreadHdr
+			}
+			if binary.LittleEndian.Uint32(f[19:]) > lim {
+				f = c.rewrite(f)
+				binary.LittleEndian.PutUint32(f[19:], lim)
+				c.nClamp.Add(1)
+			}
+		case msgTflush: // oldtag[2]
+			if size < hdrLen+2 {
+				return c.badFrame("short Tflush")
+			}
+			oldtag = binary.LittleEndian.Uint16(f[7:])
+		}
+		c.track(typ, tag, oldtag)
+		if c.cur == nil {
+			c.left = int(size)
+		}
+		return nil
+	}
+}
+
+// rewrite copies the frame f out of the read buffer so that it can be
+// changed, and arranges for Read to serve the copy.
+func (c *Conn) rewrite(f []byte) []byte {
+	g := append([]byte(nil), f...)
+	c.br.Discard(len(f)) // cannot fail: f was peeked
+	c.cur = g
+	return g
+}
+
+// track marks tag in flight. For a Tflush whose oldtag is in flight it also
+// remembers the pair, so that Write can hold the Rflush. Tags are marked
+// here, before p9 has read the frame: p9's Tflush finds a tag it has not
+// started yet idle and answers at once, and that Rflush too must wait.
+func (c *Conn) track(typ uint8, tag, oldtag uint16) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if typ == msgTflush {
+		if _, ok := c.inflight[oldtag]; ok {
+			c.flushOf[tag] = oldtag
+		}
+	}
+	c.inflight[tag] = struct{}{}
+}
+
+// answerAuth writes Rlerror(ENOENT) for a Tauth. ENOENT, not p9's ENOSYS:
+// diod's libnpclient accepts only success or ENOENT as "auth not required".
+// The write waits for the write lock; only a client that stops reading its
+// replies can make it wait long, and that stalls only its own connection.
+func (c *Conn) answerAuth(tag uint16) error {
+	var b [hdrLen + 4]byte
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
+	b[4] = msgRlerror
+	binary.LittleEndian.PutUint16(b[5:], tag)
+	binary.LittleEndian.PutUint32(b[7:], enoent)
+	c.wmu.Lock()
+	_, err := c.c.Write(b[:])
+	c.wmu.Unlock()
+	if err != nil {
+		c.shutdown(err)
+		return err
+	}
+	c.nAuth.Add(1)
+	return nil
+}
+
+// Write takes p9's output. Parts of a message are copied until the part that
+// completes it arrives; the message then goes out in one writev inside that
+// Write call, so the completing part (the payload of an Rread) is never
+// copied and not kept after Write returns.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	total := len(p)
+	for len(p) > 0 {
+		if len(c.out) < hdrLen {
+			k := min(hdrLen-len(c.out), len(p))
+			c.out = append(c.out, p[:k]...)
+			p = p[k:]
+			if len(c.out) < hdrLen {
+				break
+			}
+			size := binary.LittleEndian.Uint32(c.out)
+			if size < hdrLen {
+				c.out = c.out[:0]
+				return total - len(p), fmt.Errorf("wire: p9 wrote a frame of size %d", size)
+			}
+			if size == hdrLen { // header-only message (Rflush, Rclunk, ...)
+				if err := c.emit(nil); err != nil {
+					return total - len(p), err
+				}
+			}
+			continue
+		}
+		need := int(binary.LittleEndian.Uint32(c.out)) - len(c.out)
+		if len(p) < need {
+			c.out = append(c.out, p...)
+			break
+		}
+		err := c.emit(p[:need])
+		p = p[need:]
+		if err != nil {
+			return total - len(p), err
+		}
+	}
+	return total, nil
+}
+
+// emit sends the message c.out+tail, or holds it if it is an Rflush whose
+// oldtag's reply has not been written yet. Called with wmu held.
+func (c *Conn) emit(tail []byte) error {
+	defer func() { c.out = c.out[:0] }()
+	typ, tag := c.out[4], binary.LittleEndian.Uint16(c.out[5:])
+	if typ == msgRversion {
+		body := c.out[hdrLen:]
+		if len(body) < 4 {
+			body = append(append([]byte(nil), body...), tail...)
+		}
+		if len(body) >= 4 {
+			if m := binary.LittleEndian.Uint32(body); m != 0 {
+				c.msize.Store(m)
+			}
+		}
+	}
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return net.ErrClosed
+	}
+	if typ == msgRflush {
+		if old, ok := c.flushOf[tag]; ok {
+			delete(c.flushOf, tag)
+			if _, busy := c.inflight[old]; busy {
+				// Hold it: once the client reads Rflush it may reuse
+				// old, and would take old's late reply for the answer
+				// to its new request.
+				c.held[old] = append(c.held[old], append(append([]byte(nil), c.out...), tail...))
+				c.mu.Unlock()
+				c.nHeld.Add(1)
+				return nil
+			}
+		}
+	}
+	// An Rlerror to NOTAG that no request asked for is p9 refusing a frame
+	// it could not decode. That request's tag will never be answered, so
+	// end the connection after passing the error on.
+	_, notagBusy := c.inflight[noTag]
+	undecodable := typ == msgRlerror && tag == noTag && !notagBusy
+
+	// Untrack the tag, and every Rflush held behind it, before writing:
+	// the client may reuse a tag as soon as it reads the reply, and a new
+	// request tracked under it must not be untracked by this late delete.
+	bufs := net.Buffers{c.out}
+	if len(tail) > 0 {
+		bufs = append(bufs, tail)
+	}
+	for queue := []uint16{tag}; len(queue) > 0; queue = queue[1:] {
+		t := queue[0]
+		delete(c.inflight, t)
+		for _, f := range c.held[t] {
+			bufs = append(bufs, f)
+			queue = append(queue, binary.LittleEndian.Uint16(f[5:]))
+		}
+		delete(c.held, t)
+	}
+	c.mu.Unlock()
+
+	if _, err := bufs.WriteTo(c.c); err != nil {
+		c.shutdown(err)
+		return err
+	}
+	if undecodable {
+		c.shutdown(errors.New("wire: p9 could not decode a request"))
+	}
+	return nil
+}
+
+// shutdown closes the network connection, cancels Context and drops held
+// Rflush frames (there is no one left to send them to). It runs once.
+func (c *Conn) shutdown(cause error) {
+	c.closeOnce.Do(func() {
+		// Log why the connection ended, unless it already had (a write
+		// failing after the client hung up is no news).
+		if cause != errClosed && c.logf != nil && c.ctx.Err() == nil {
+			c.logf("%v", cause)
+		}
+		c.mu.Lock()
+		c.closed = true
+		c.held, c.flushOf = nil, nil
+		c.mu.Unlock()
+		c.closeErr = c.c.Close()
+		c.cancel(cause)
+	})
+}
+
+var errClosed = errors.New("wire: connection closed")
+
+// Close closes the connection and cancels Context. p9 calls it twice (as
+// reader and as writer); every call returns the first call's result.
+func (c *Conn) Close() error {
+	c.shutdown(errClosed)
+	return c.closeErr
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages the tests need, when they are missing.
+# diod: diodls/diodcat/diodload, an independent 9P2000.L client nobody here wrote.
+# zstd: the tests decode fixtures with the real tool.
+set -eu
+PATH=$PATH:/usr/sbin:/sbin
+missing=""
+command -v diodls >/dev/null 2>&1 || missing="$missing diod"
+command -v zstd >/dev/null 2>&1 || missing="$missing zstd"
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps: please install:$missing" >&2
+	exit 1
+fi
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+echo "deps: installing$missing" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing

@@ -1,0 +1,204 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+// require fails the test when a tool is missing under CI (CI=true), and
+// skips it, saying why, on a developer's machine that lacks it.
+func require(t testing.TB, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err == nil {
+		return p
+	}
+	for _, d := range []string{"/usr/sbin", "/sbin"} {
+		if p := filepath.Join(d, tool); isExec(p) {
+			return p
+		}
+	}
+	missing(t, tool+" is not installed (make deps installs it)")
+	return ""
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode()&0o111 != 0
+}
+
+// requireRoot is require for tests that must switch uids.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		missing(t, "needs root (to run peers under other uids)")
+	}
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("missing in CI: %s", why)
+	}
+	t.Skipf("skipped: %s", why)
+}
+
+// fixtureHome copies testdata/home into a fresh directory, so a test may
+// add, append and remove files without touching the repository.
+func fixtureHome(t testing.TB) string {
+	t.Helper()
+	dst := t.TempDir()
+	out, err := exec.Command("cp", "-a", "../testdata/home/.", dst).CombinedOutput()
+	if err != nil {
+		t.Fatalf("copy fixtures: %v: %s", err, out)
+	}
+	return dst
+}
+
+// rootArgs pins every harness root to the fixture home.
+func rootArgs(home string) []string {
+	var a []string
+	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
+		a = append(a, "--root", h+"="+filepath.Join(home, "."+h))
+	}
+	return a
+}
+
+// daemon is a running 9harnessd.
+type daemon struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	sock   string
+	stderr *syncBuffer
+	done   chan error
+}
+
+// startDaemon runs 9harnessd on a fresh socket with the given extra args
+// and waits until it accepts connections.
+func startDaemon(t testing.TB, home string, extra ...string) *daemon {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "harness.sock")
+	d := launch(t, append(append([]string{"--unix", sock}, rootArgs(home)...), extra...)...)
+	d.sock = sock
+	d.waitReady()
+	return d
+}
+
+func launch(t testing.TB, args ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(bin("9harnessd"), args...)
+	d.cmd.Stderr = d.stderr
+	d.cmd.Stdout = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *daemon) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-d.done:
+			d.done <- err
+			d.t.Fatalf("daemon exited early: %v\n%s", err, d.stderr.String())
+		default:
+		}
+		if c, err := net.Dial("unix", d.sock); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatalf("daemon did not listen on %s\n%s", d.sock, d.stderr.String())
+}
+
+// stop sends SIGTERM and waits; a daemon that does not stop in time is a
+// test failure (and is then killed: it is our own child).
+func (d *daemon) stop() {
+	if d.cmd.Process == nil {
+		return
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+		d.t.Errorf("daemon did not stop on SIGTERM within 10s\n%s", d.stderr.String())
+	}
+}
+
+// wait returns the daemon's exit error, waiting at most 10 s.
+func (d *daemon) wait() error {
+	select {
+	case err := <-d.done:
+		d.done <- err
+		return err
+	case <-time.After(10 * time.Second):
+		d.t.Fatalf("daemon still running\n%s", d.stderr.String())
+		return nil
+	}
+}
+
+func (d *daemon) client() *client.Client {
+	d.t.Helper()
+	c, err := client.Dial(d.sock)
+	if err != nil {
+		d.t.Fatalf("dial %s: %v", d.sock, err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// diod runs one of diod's clients against the daemon and returns stdout.
+func (d *daemon) diod(tool string, args ...string) ([]byte, error) {
+	d.t.Helper()
+	p := require(d.t, tool)
+	cmd := exec.Command(p, append([]string{"-s", d.sock, "-a", "/"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, errors.New(strings.TrimSpace(err.Error() + ": " + stderr.String()))
+	}
+	return out, nil
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

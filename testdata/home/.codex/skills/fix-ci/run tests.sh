@@ -1,0 +1,3 @@
+#!/bin/sh
+# file name with a space
+go test ./...
