@@ -4,9 +4,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/hugelgupf/p9/p9"
@@ -40,6 +43,7 @@ type Server struct {
 	UID, GID uint32 // the daemon's own ids: the gate admits only this uid
 	MaxConns int
 	MaxMsize uint32
+	Owner    string // the daemon's user name, for 9P2000 stats
 	Logf     Logf
 
 	mu     sync.Mutex
@@ -100,11 +104,56 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	}
 	defer s.untrack(c)
 
-	w := wire.New(c, c, wire.Options{MaxMsize: s.MaxMsize, Logf: s.Logf})
-	stop := context.AfterFunc(ctx, func() { w.Close() })
+	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
-	a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID}
-	p9.NewServer(a).Handle(w, w)
+
+	first, err := readFirst(c)
+	if err != nil {
+		s.logf("closed connection from %v: %v", cred, err)
+		return
+	}
+	tag, msize, version, err := parseTversion(first)
+	if err != nil {
+		s.logf("closed connection from %v: %v", cred, err)
+		return
+	}
+	if msize < minMsize {
+		s.logf("closed connection from %v: msize %d below the floor of %d", cred, msize, minMsize)
+		return
+	}
+	switch pick(version) {
+	case dialectL:
+		w := wire.New(c, io.MultiReader(bytes.NewReader(first), c), wire.Options{MaxMsize: s.maxMsize(), MinMsize: minMsize, Logf: s.Logf})
+		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID}
+		p9.NewServer(a).Handle(w, w)
+	case dialect2000:
+		// srv9p's Serve returns at EOF without cancelling handlers; none of
+		// this tree's handlers block, and the replay cancels at EOF for
+		// the ones that will (the move).
+		_, cancel := context.WithCancel(ctx)
+		defer cancel()
+		in := newReplay(first, c, cancel)
+		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize()).Serve(in, c)
+	default:
+		c.Write(rversionMsg(tag, msize, "unknown"))
+		s.logf("closed connection from %v: unknown version %q", cred, version)
+	}
+}
+
+// owner is the user name reported as the owner of every file on the
+// 9P2000 side, which carries names where 9P2000.L carries numbers.
+func (s *Server) owner() string {
+	if s.Owner != "" {
+		return s.Owner
+	}
+	return strconv.Itoa(int(s.UID))
+}
+
+func (s *Server) maxMsize() uint32 {
+	if s.MaxMsize > 0 {
+		return s.MaxMsize
+	}
+	return DefaultMaxMsize
 }
 
 func (s *Server) maxConns() int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -43,6 +44,9 @@ func Run(ctx context.Context, cfg Config) error {
 		MaxConns: cfg.MaxConns,
 		MaxMsize: cfg.MaxMsize,
 		Logf:     cfg.Logf,
+	}
+	if u, err := user.Current(); err == nil {
+		s.Owner = u.Username
 	}
 
 	if cfg.FD >= 0 {

@@ -87,9 +87,11 @@ func checkRel(op, rel string) error {
 // fold or normalisation is ASCII (ſ→s, K→k, ß→ss, ﬁ→fi, ...) are folded too,
 // while Unicode default-ignorable code points (zero-width space, ...) are
 // dropped. The reason is the casefolded directory (ext4, f2fs or tmpfs with
-// chattr +F): there the kernel itself resolves "ſettings.json" or
-// "sett\u200bings.json" to settings.json, so a client could name the secret
-// under a spelling an ASCII-only predicate lets through.
+// chattr +F): there the kernel's NFD+casefold name comparison resolves
+// "ſettings.json" (and, on kernels that still ignore default-ignorables,
+// "sett\u200bings.json") to settings.json, so a client could name the secret
+// under a spelling an ASCII-only predicate lets through. Over-excluding such
+// names elsewhere costs nothing.
 var (
 	excludedSubstrings = [...]string{"credentials", "token", "auth", "secret"}
 	excludedSuffixes   = [...]string{".key", ".pem", ".env", ".p12", ".pfx"}

@@ -478,8 +478,8 @@ func (c *Conn) shutdown(cause error) {
 		c.closed = true
 		c.held, c.flushOf = nil, nil
 		c.mu.Unlock()
+		c.cancel(cause) // first, so that the cause is not the read the close fails
 		c.closeErr = c.c.Close()
-		c.cancel(cause)
 	})
 }
 

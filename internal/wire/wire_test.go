@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -173,11 +175,12 @@ func runFlushRounds(t *testing.T, h *harness, maxRounds int, budget time.Duratio
 			t.Fatalf("unexpected %v while draining", m)
 		}
 	}
-	if lateOld > 0 {
-		// Stock p9 answers every request; wait for the last late replies.
-		if m := next(); true {
+	for lateOld > 0 { // p9 answers every request: collect the last late replies
+		if m := cl.recv(); m.tag != T || !bytes.Equal(m.data(), slowContent) {
 			t.Fatalf("unexpected %v while draining", m)
 		}
+		res.stale++
+		lateOld--
 	}
 	return res
 }
@@ -234,7 +237,7 @@ func settleGoroutines(baseline int) int {
 }
 
 func TestEOFCancels(t *testing.T) {
-	baseline := settleGoroutines(0)
+	baseline := runtime.NumGoroutine()
 	for i := 0; i < 20; i++ {
 		h := start(t, true, Options{})
 		h.cl.setup(65536)
@@ -263,9 +266,25 @@ func TestEOFCancels(t *testing.T) {
 			t.Fatal("no cause")
 		}
 	}
-	if n := settleGoroutines(baseline); n > baseline {
+	n := settleGoroutines(baseline)
+	if n > baseline {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("goroutines: %d after 20 disconnects, baseline %d\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
+	}
+	t.Logf("goroutines: baseline %d, after 20 disconnects %d", baseline, n)
+
+	// Stock p9 on a raw conn, reported only: Handle waits for the blocked
+	// read however long the client has been gone.
+	raw := start(t, false, Options{})
+	raw.cl.setup(65536)
+	raw.cl.send(tread(5, 1, 0, 64))
+	<-raw.fs.entered
+	raw.cl.c.Close()
+	select {
+	case <-raw.done:
+		t.Logf("stock p9: Handle returned after the disconnect")
+	case <-time.After(200 * time.Millisecond):
+		t.Logf("stock p9: Handle still running 200ms after the disconnect (until the read is released)")
 	}
 }
 
@@ -340,5 +359,59 @@ func BenchmarkSmallRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// readFrame reads one frame from the server side as p9 does: header, body.
+func readFrame(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	h := make([]byte, hdrLen)
+	if _, err := io.ReadFull(r, h); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.LittleEndian.Uint32(h)-hdrLen)
+	if _, err := io.ReadFull(r, b); err != nil {
+		t.Fatal(err)
+	}
+	return append(h, b...)
+}
+
+// The hold logic without p9 and its scheduling: Rflushes written before the
+// reply they flush (including a flush of that flush) come out after it, the
+// reply may arrive in pieces, and no tag stays in flight.
+func TestHoldOrder(t *testing.T) {
+	cc, sc := socketpair(t)
+	defer cc.Close()
+	wc := New(sc, sc, Options{})
+	defer wc.Close()
+	cl := &client{t: t, c: cc, br: bufio.NewReader(cc)}
+
+	cl.send(tread(5, 1, 0, 64), tflush(6, 5), tflush(7, 6), tflush(8, 99))
+	for range 4 {
+		readFrame(t, wc)
+	}
+	rread := frame(msgRread, 5, u32(uint32(len(slowContent))), slowContent)
+	for _, w := range [][]byte{frame(msgRflush, 8), frame(msgRflush, 7), frame(msgRflush, 6), rread[:3], rread[3:9], rread[9:12], rread[12:]} {
+		if _, err := wc.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []struct {
+		typ uint8
+		tag uint16
+	}{{msgRflush, 8}, {msgRread, 5}, {msgRflush, 6}, {msgRflush, 7}}
+	for _, w := range want {
+		if m := cl.recv(); m.typ != w.typ || m.tag != w.tag {
+			t.Fatalf("got %v, want type %d tag %d", m, w.typ, w.tag)
+		}
+	}
+	if s := wc.Stats(); s.FlushHeld != 2 {
+		t.Fatalf("stats %+v, want FlushHeld 2", s)
+	}
+	wc.mu.Lock()
+	n, h, f := len(wc.inflight), len(wc.held), len(wc.flushOf)
+	wc.mu.Unlock()
+	if n+h+f != 0 {
+		t.Fatalf("left over: %d in flight, %d held, %d flushOf", n, h, f)
 	}
 }

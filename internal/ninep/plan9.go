@@ -1,0 +1,220 @@
+package ninep
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"9fans.net/go/plan9"
+	"9fans.net/go/plan9/srv9p"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/tree"
+)
+
+// errString is the 9P2000 twin of errnoOf: plain 9P2000 carries error
+// strings, and Linux v9fs and plan9port turn them back into errno by table,
+// so each kind gets the spelling those tables know.
+var errString = [...]string{
+	errs.Other:       "i/o error",
+	errs.NotExist:    "file does not exist",
+	errs.Private:     "file does not exist",
+	errs.Invalid:     "invalid argument",
+	errs.Permission:  "permission denied",
+	errs.ReadOnly:    "read only file system",
+	errs.NotDir:      "not a directory",
+	errs.IsDir:       "is a directory",
+	errs.Exist:       "file already exists",
+	errs.Busy:        "device or resource busy",
+	errs.IO:          "i/o error",
+	errs.Interrupted: "interrupted",
+}
+
+// plan9Err translates err for the 9P2000 wire.
+func plan9Err(err error) error {
+	k := errs.KindOf(err)
+	if int(k) < len(errString) {
+		return errors.New(errString[k])
+	}
+	return errors.New("i/o error")
+}
+
+var errRO = errors.New(errString[errs.ReadOnly])
+
+// p9state is the per-fid state of the 9P2000 adapter. A walk with
+// fid == newfid mutates it while other requests may read it, hence the lock.
+type p9state struct {
+	mu   sync.Mutex
+	name string
+	node tree.Node
+	up   []tree.Node
+	h    tree.Handle
+	snap []tree.Entry
+}
+
+func st(f *srv9p.Fid) *p9state { return f.Aux().(*p9state) }
+
+// NewPlan9 returns a plain-9P2000 server over the same tree the 9P2000.L
+// adapter serves, with the same names, modes, sizes, mtimes, qids and
+// refusals. It uses srv9p with Tree == nil: srv9p's Tree stores stats and
+// cannot drop entries, which a live tree needs. One server per connection.
+func NewPlan9(root tree.Dir, owner string, msize uint32) *srv9p.Server {
+	return &srv9p.Server{
+		Msize: msize,
+		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
+			if aname != "" && aname != "/" {
+				return plan9.Qid{}, srv9p.Ebadattach
+			}
+			a, err := root.Attr()
+			if err != nil {
+				return plan9.Qid{}, plan9Err(err)
+			}
+			fid.SetAux(&p9state{name: "/", node: root})
+			return qid9(a), nil
+		},
+		Walk: func(ctx context.Context, fid, newfid *srv9p.Fid, names []string) ([]plan9.Qid, error) {
+			return srv9p.Walk(fid, newfid, names,
+				func(old, nw *srv9p.Fid) error {
+					s := st(old)
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					nw.SetAux(&p9state{name: s.name, node: s.node, up: s.up})
+					return nil
+				},
+				func(f *srv9p.Fid, name string) (plan9.Qid, error) {
+					s := st(f)
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					w := file{node: s.node, up: s.up}
+					if err := w.step(name); err != nil {
+						return plan9.Qid{}, plan9Err(err)
+					}
+					a, err := w.node.Attr()
+					if err != nil {
+						return plan9.Qid{}, plan9Err(err)
+					}
+					s.node, s.up = w.node, w.up
+					if name != ".." {
+						s.name = name
+					} else if len(s.up) == 0 {
+						s.name = "/"
+					}
+					return qid9(a), nil
+				})
+		},
+		Open: func(ctx context.Context, fid *srv9p.Fid, mode uint8) error {
+			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
+				return errRO
+			}
+			s := st(fid)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if f, ok := s.node.(tree.File); ok {
+				h, err := f.Open()
+				if err != nil {
+					return plan9Err(err)
+				}
+				s.h = h
+			}
+			return nil
+		},
+		Read: func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (int, error) {
+			s := st(fid)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if d, ok := s.node.(tree.Dir); ok {
+				// The listing is snapshotted at offset 0 and served from
+				// the snapshot after, as on the 9P2000.L side.
+				if off == 0 || s.snap == nil {
+					snap, err := d.List()
+					if err != nil {
+						return 0, plan9Err(err)
+					}
+					s.snap = snap
+				}
+				return fid.ReadDir(data, off, func(i int, dir *plan9.Dir) bool {
+					if i >= len(s.snap) {
+						return false
+					}
+					e := s.snap[i]
+					n, err := d.Lookup(e.Name)
+					var a tree.Attr
+					if err == nil {
+						a, err = n.Attr()
+					}
+					if err != nil {
+						// Gone since the snapshot: serve what the
+						// listing knew rather than end the read early.
+						a = tree.Attr{Dir: e.Dir, Path: e.Path, Mode: 0o444}
+						if e.Dir {
+							a.Mode = 0o555
+						}
+					}
+					*dir = dir9(e.Name, a, owner)
+					return true
+				})
+			}
+			if s.h == nil {
+				return 0, errors.New("not open for read")
+			}
+			n, err := s.h.ReadAt(data, off)
+			if n > 0 || err == nil || errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, plan9Err(errs.E("read", errs.IO, "", err))
+		},
+		Stat: func(ctx context.Context, fid *srv9p.Fid) (*plan9.Dir, error) {
+			s := st(fid)
+			s.mu.Lock()
+			node, name := s.node, s.name
+			s.mu.Unlock()
+			a, err := node.Attr()
+			if err != nil {
+				return nil, plan9Err(err)
+			}
+			d := dir9(name, a, owner)
+			return &d, nil
+		},
+		Wstat: func(context.Context, *srv9p.Fid, *plan9.Dir) error { return errRO },
+		Clunk: func(fid *srv9p.Fid) {
+			s, ok := fid.Aux().(*p9state)
+			if !ok {
+				return
+			}
+			s.mu.Lock()
+			h := s.h
+			s.h, s.snap = nil, nil
+			s.mu.Unlock()
+			if h != nil {
+				h.Close()
+			}
+		},
+	}
+}
+
+func qid9(a tree.Attr) plan9.Qid {
+	q := plan9.Qid{Path: a.Path, Vers: a.Version, Type: plan9.QTFILE}
+	if a.Dir {
+		q.Type = plan9.QTDIR
+	}
+	return q
+}
+
+func dir9(name string, a tree.Attr, owner string) plan9.Dir {
+	mode := plan9.Perm(a.Mode)
+	if a.Dir {
+		mode |= plan9.DMDIR
+	}
+	return plan9.Dir{
+		Qid:    qid9(a),
+		Mode:   mode,
+		Atime:  uint32(a.Atime.Unix()),
+		Mtime:  uint32(a.Mtime.Unix()),
+		Length: uint64(a.Size),
+		Name:   name,
+		Uid:    owner,
+		Gid:    owner,
+		Muid:   owner,
+	}
+}
