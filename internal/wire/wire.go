@@ -296,6 +296,19 @@ func (c *Conn) next() error {
 				return c.badFrame("short Tflush")
 			}
 			oldtag = binary.LittleEndian.Uint16(f[7:])
+			if oldtag == tag {
+				// A flush of itself. Stock p9 waits for the old tag,
+				// which is this very request, forever: the connection
+				// could never be torn down (found by FuzzConn). There
+				// is nothing to flush, so answer it here.
+				if _, err := c.br.Discard(int(size)); err != nil {
+					return err
+				}
+				if err := c.answerSelfFlush(tag); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		c.track(typ, tag, oldtag)
 		if c.cur == nil {
@@ -351,6 +364,21 @@ func (c *Conn) answerAuth(tag uint16) error {
 	}
 	c.nAuth.Add(1)
 	return nil
+}
+
+// answerSelfFlush writes the Rflush of a Tflush that names its own tag.
+func (c *Conn) answerSelfFlush(tag uint16) error {
+	var b [hdrLen]byte
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
+	b[4] = msgTflush + 1
+	binary.LittleEndian.PutUint16(b[5:], tag)
+	c.wmu.Lock()
+	_, err := c.c.Write(b[:])
+	c.wmu.Unlock()
+	if err != nil {
+		c.shutdown(err)
+	}
+	return err
 }
 
 // Write takes p9's output. Parts of a message are copied until the part that
