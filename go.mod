@@ -9,4 +9,7 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+require (
+	github.com/godbus/dbus/v5 v5.2.4 // indirect
+	github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+)

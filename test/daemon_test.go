@@ -27,7 +27,7 @@ func TestOtherUIDGetsNothing(t *testing.T) {
 	defer os.RemoveAll(dir)
 	must(t, os.Chmod(dir, 0o755))
 	sock := filepath.Join(dir, "harness.sock")
-	d := launch(t, append([]string{"--unix", sock}, rootArgs(home)...)...)
+	d := launch(t, append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(home)...)...)
 	d.sock = sock
 	d.waitReady()
 	must(t, os.Chmod(sock, 0o666))
@@ -52,7 +52,7 @@ func TestOtherUIDGetsNothing(t *testing.T) {
 	if err != nil || !strings.Contains(string(pout), "REPLY-BYTES 0") {
 		t.Fatalf("raw probe as uid 65534: %v\n%s", err, pout)
 	}
-	eventually(t, func() bool { return strings.Contains(d.stderr.String(), "uid=65534") }, "the refusal in the log")
+	eventually(t, func() bool { return strings.Contains(d.stderr.String(), "peer_uid=65534") }, "the refusal in the audit log")
 	// The owner is still served.
 	if _, err := d.client().ReadFile("/pid"); err != nil {
 		t.Fatal(err)

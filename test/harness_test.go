@@ -89,7 +89,7 @@ type daemon struct {
 func startDaemon(t testing.TB, home string, extra ...string) *daemon {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "harness.sock")
-	d := launch(t, append(append([]string{"--unix", sock}, rootArgs(home)...), extra...)...)
+	d := launch(t, append(append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(home)...), extra...)...)
 	d.sock = sock
 	d.waitReady()
 	return d

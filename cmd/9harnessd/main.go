@@ -11,11 +11,14 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/daemon"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
@@ -30,6 +33,12 @@ const usage = `usage: 9harnessd [flags]
 Codex, omp, pi, hermes, dsh) as a read-only 9P2000.L file tree on a unix
 socket. Only processes of your own uid are answered; credential-shaped
 files are never listed or read; symlinks are never followed.
+
+Who may do what (decided from the kernel's SO_PEERCRED, never from 9P):
+  read    the daemon's own uid, plus --allow-uid and --allow-group grants
+  move    nobody, unless --allow-move; then only the daemon's own uid
+          (and, with --polkit, only if polkitd agrees too)
+Refusals and moves are recorded in the journal (journalctl -t 9harnessd).
 
 Where it listens (first that applies):
   --fd N            serve the one connection already open on descriptor N
@@ -83,6 +92,49 @@ func (r rootFlags) Set(v string) error {
 	return nil
 }
 
+// idList collects repeatable --allow-uid/--allow-group values, names or
+// numbers, resolved after parsing.
+type idList []string
+
+func (l *idList) String() string     { return strings.Join(*l, ",") }
+func (l *idList) Set(v string) error { *l = append(*l, v); return nil }
+
+func (l idList) resolve(lookup func(string) (string, error)) ([]uint32, error) {
+	var out []uint32
+	for _, v := range l {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			out = append(out, uint32(n))
+			continue
+		}
+		id, err := lookup(v)
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: id %q is not a number", v, id)
+		}
+		out = append(out, uint32(n))
+	}
+	return out, nil
+}
+
+func lookupUser(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Uid, nil
+}
+
+func lookupGroup(name string) (string, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return "", err
+	}
+	return g.Gid, nil
+}
+
 func main() {
 	cfg, err := parse(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -116,6 +168,13 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	fs.Var(roots, "root", "pin a harness root: `NAME=PATH` (repeatable; default $HOME/.NAME)")
 	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "refuse connections beyond `N` at once")
 	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "largest 9P message size granted, in `bytes` (4096..4194304)")
+	var allowUIDs, allowGroups idList
+	fs.Var(&allowUIDs, "allow-uid", "also let `USER` (a name or uid) read the tree (repeatable)")
+	fs.Var(&allowGroups, "allow-group", "also let members of `GROUP` (a name or gid) read the tree (repeatable)")
+	allowMove := fs.Bool("allow-move", false, "allow the daemon's own uid to move agents (the one write; off by default)")
+	usePolkit := fs.Bool("polkit", false, "also ask the system's polkitd (action "+authz.PolkitAction+") before any move")
+	auditTo := fs.String("audit", "auto", "where refusals and moves are recorded: `auto` (the journal if reachable, else stderr), journal, stderr")
+	procRoot := fs.String("proc", "/proc", "the process table to read (`DIR`; for tests)")
 	quiet := fs.Bool("quiet", false, "log only refusals and errors")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -149,6 +208,14 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	if *maxConns < 1 {
 		return nil, fmt.Errorf("--max-conns %d: must be at least 1", *maxConns)
 	}
+	uids, err := allowUIDs.resolve(lookupUser)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-uid: %w", err)
+	}
+	gids, err := allowGroups.resolve(lookupGroup)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-group: %w", err)
+	}
 	home, err := os.UserHomeDir()
 	if err != nil && len(roots) < len(tree.Harnesses) {
 		return nil, fmt.Errorf("no home directory for the default roots (%v); pass --root NAME=PATH", err)
@@ -167,11 +234,22 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		MaxConns: *maxConns,
 		MaxMsize: uint32(*msize),
 		Logf:     logf,
+
+		AllowUIDs:   uids,
+		AllowGroups: gids,
+		AllowMove:   *allowMove,
+		Polkit:      *usePolkit,
+		Audit:       *auditTo,
+		ProcRoot:    *procRoot,
 		Listening: func(path string) {
 			if *quiet {
 				return
 			}
-			logf("9harnessd %s: serving %s (read-only)", version, path)
+			mode := "read-only"
+			if *allowMove {
+				mode = "moves allowed for uid " + strconv.Itoa(os.Getuid())
+			}
+			logf("9harnessd %s: serving %s (%s)", version, path, mode)
 			for _, h := range tree.Harnesses {
 				logf("  %-6s %s", h, all[h])
 			}

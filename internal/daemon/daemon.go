@@ -6,6 +6,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 
+	"github.com/9harness/9harness/internal/audit"
+	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/ninep"
 	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/tree"
@@ -45,6 +48,15 @@ type Server struct {
 	MaxMsize uint32
 	Owner    string // the daemon's user name, for 9P2000 stats
 	Logf     Logf
+	// Policy decides who may read (and later move). Nil admits only the
+	// daemon's own uid.
+	Policy *authz.Policy
+	// Audit records refusals. Refused connections go through a rate
+	// limiter so that a flood cannot fill the journal. Nil logs them with
+	// Logf.
+	Audit audit.Sink
+	// ProcRoot is where peers' /proc entries are read ("/proc").
+	ProcRoot string
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -87,19 +99,20 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // ServeConn serves one connection and closes it.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	cred, err := peer.Of(c)
+	p, err := peer.Identify(c, s.ProcRoot)
 	if err != nil {
 		s.logf("refused connection: %v", err)
 		return
 	}
-	// The gate: a peer whose uid is not ours gets nothing, not even an
-	// Rversion, so no byte of the connection is read before this check.
-	if cred.UID != s.UID {
-		s.logf("refused connection from %v: not uid %d", cred, s.UID)
+	defer p.Close()
+	// The gate: a peer the policy does not let read gets nothing, not even
+	// an Rversion, so no byte of the connection is read before this.
+	if d := s.policy().Decide(ctx, Subject(p), authz.Read); !d.Allow {
+		s.refuse(p, d.Reason)
 		return
 	}
 	if !s.track(c) {
-		s.logf("refused connection from %v: %d connections already open (the cap)", cred, s.maxConns())
+		s.refuse(p, fmt.Sprintf("%d connections are already open (the cap)", s.maxConns()))
 		return
 	}
 	defer s.untrack(c)
@@ -109,16 +122,16 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 
 	first, err := readFirst(c)
 	if err != nil {
-		s.logf("closed connection from %v: %v", cred, err)
+		s.logf("closed connection from %v: %v", p, err)
 		return
 	}
 	tag, msize, version, err := parseTversion(first)
 	if err != nil {
-		s.logf("closed connection from %v: %v", cred, err)
+		s.logf("closed connection from %v: %v", p, err)
 		return
 	}
 	if msize < minMsize {
-		s.logf("closed connection from %v: msize %d below the floor of %d", cred, msize, minMsize)
+		s.logf("closed connection from %v: msize %d below the floor of %d", p, msize, minMsize)
 		return
 	}
 	switch pick(version) {
@@ -136,7 +149,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize()).Serve(in, c)
 	default:
 		c.Write(rversionMsg(tag, msize, "unknown"))
-		s.logf("closed connection from %v: unknown version %q", cred, version)
+		s.logf("closed connection from %v: unknown version %q", p, version)
 	}
 }
 
@@ -154,6 +167,40 @@ func (s *Server) maxMsize() uint32 {
 		return s.MaxMsize
 	}
 	return DefaultMaxMsize
+}
+
+// Subject is the peer as the policy sees it.
+func Subject(p *peer.Peer) authz.Subject {
+	return authz.Subject{UID: p.UID, GID: p.GID, Groups: p.Groups, PID: p.PID, StartTime: p.StartTime}
+}
+
+func (s *Server) policy() *authz.Policy {
+	if s.Policy != nil {
+		return s.Policy
+	}
+	return &authz.Policy{Owner: s.UID}
+}
+
+// refuse records a refused connection.
+func (s *Server) refuse(p *peer.Peer, reason string) {
+	if s.Audit == nil {
+		s.logf("refused connection from %v: %s", p, reason)
+		return
+	}
+	s.Audit.Send(audit.Event{
+		ID:       audit.IDConnRefused,
+		Priority: audit.PriWarning,
+		Message:  fmt.Sprintf("refused a connection from uid %d (pid %d, %s): %s", p.UID, p.PID, p.Comm, reason),
+		Fields: map[string]string{
+			"PEER_UID":  strconv.FormatUint(uint64(p.UID), 10),
+			"PEER_GID":  strconv.FormatUint(uint64(p.GID), 10),
+			"PEER_PID":  strconv.Itoa(int(p.PID)),
+			"PEER_COMM": p.Comm,
+			"ACTION":    string(authz.Read),
+			"DECISION":  "deny",
+			"REASON":    reason,
+		},
+	})
 }
 
 func (s *Server) maxConns() int {

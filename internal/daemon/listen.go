@@ -12,13 +12,14 @@ import (
 	"github.com/9harness/9harness/internal/sockpath"
 )
 
-// ListenUnix listens on path with the socket mode 0600, creating its
+// ListenUnix listens on path with the given socket mode (0600 unless
+// other uids are granted), creating its
 // directory 0700 when missing. A socket already at path is probed: if a
 // daemon answers, ListenUnix refuses (two daemons on one name would split
 // their clients); if the connection is refused, the socket is stale (its
 // daemon died) and is replaced. Anything at path that is not a socket is
 // never removed.
-func ListenUnix(path string) (*net.UnixListener, error) {
+func ListenUnix(path string, mode os.FileMode) (*net.UnixListener, error) {
 	const op = "listen"
 	if err := sockpath.EnsureDir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", op, path, err)
@@ -26,7 +27,7 @@ func ListenUnix(path string) (*net.UnixListener, error) {
 	for attempt := 0; ; attempt++ {
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		if err == nil {
-			if err := os.Chmod(path, 0o600); err != nil {
+			if err := os.Chmod(path, mode); err != nil {
 				l.Close()
 				return nil, fmt.Errorf("%s %s: %w", op, path, err)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/activation"
 
+	"github.com/9harness/9harness/internal/audit"
+	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/saferoot"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
@@ -24,9 +26,29 @@ type Config struct {
 	MaxConns int
 	MaxMsize uint32
 	Logf     Logf
+
+	AllowUIDs   []uint32 // --allow-uid: may read
+	AllowGroups []uint32 // --allow-group: members may read
+	AllowMove   bool     // --allow-move
+	Polkit      bool     // --polkit: ask polkitd before any move
+	Audit       string   // "auto" (journal if reachable, else stderr), "journal", "stderr"
+	ProcRoot    string   // "" = /proc
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
+}
+
+func auditSink(kind string) (audit.Sink, error) {
+	switch kind {
+	case "", "auto":
+		sink, _ := audit.Default(os.Stderr)
+		return sink, nil
+	case "journal":
+		return audit.Journal{}, nil
+	case "stderr":
+		return &audit.Logfmt{W: os.Stderr}, nil
+	}
+	return nil, fmt.Errorf("--audit %q: want auto, journal or stderr", kind)
 }
 
 // Run serves until ctx is done. Where it listens is decided in this order:
@@ -48,6 +70,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if u, err := user.Current(); err == nil {
 		s.Owner = u.Username
 	}
+	s.ProcRoot = cfg.ProcRoot
+	s.Policy = &authz.Policy{Owner: s.UID, AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
+	if cfg.Polkit {
+		s.Policy.Polkit = &authz.Polkit{}
+	}
+	sink, err := auditSink(cfg.Audit)
+	if err != nil {
+		return err
+	}
+	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 
 	if cfg.FD >= 0 {
 		f := os.NewFile(uintptr(cfg.FD), "fd"+fmt.Sprint(cfg.FD))
@@ -91,7 +123,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if path == "" {
 		path = sockpath.Default()
 	}
-	l, err := ListenUnix(path)
+	// With grants, other uids must be able to reach the socket at all: its
+	// mode then admits everyone, and the kernel-attested gate decides.
+	mode := os.FileMode(0o600)
+	if len(cfg.AllowUIDs)+len(cfg.AllowGroups) > 0 {
+		mode = 0o666
+	}
+	l, err := ListenUnix(path, mode)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,15 @@
 // Package peer identifies the process at the other end of a unix socket by
-// asking the kernel (SO_PEERCRED), never by anything the peer says.
+// asking the kernel (SO_PEERCRED, SO_PEERPIDFD), never by anything the peer
+// says: the 9P Tattach uname and n_uname are never consulted.
 package peer
 
 import (
+	"bytes"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,27 +24,167 @@ type Cred struct {
 
 func (c Cred) String() string { return fmt.Sprintf("pid=%d uid=%d gid=%d", c.PID, c.UID, c.GID) }
 
+// Peer is a connected process as the kernel names it.
+type Peer struct {
+	Cred
+	// Groups are the peer's supplementary groups, read from its /proc entry
+	// while a pidfd pinned it. Nil when they could not be read from the
+	// pinned process (it exited, it is in another pid namespace, or the
+	// kernel has no SO_PEERPIDFD): no group grant then applies.
+	Groups []uint32
+	// Comm is the peer's command name, for the audit trail.
+	Comm string
+	// StartTime is field 22 of the peer's stat (clock ticks since boot):
+	// with the pid it names the process for polkit's unix-process subject.
+	StartTime uint64
+
+	pidfd int // -1 when the kernel gave none
+}
+
 // Of returns the peer credentials of a unix-domain connection. It reads no
 // byte of the connection.
 func Of(c net.Conn) (Cred, error) {
-	const op = "peer.Of"
+	p, err := identify(c, "", false)
+	if err != nil {
+		return Cred{}, err
+	}
+	return p.Cred, nil
+}
+
+// Identify returns the kernel's account of c's peer, with its pidfd, groups,
+// command name and start time. procRoot is "/proc" unless a test says
+// otherwise. The caller closes the Peer.
+func Identify(c net.Conn, procRoot string) (*Peer, error) {
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	return identify(c, procRoot, true)
+}
+
+func identify(c net.Conn, procRoot string, full bool) (*Peer, error) {
+	const op = "peer.Identify"
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return Cred{}, fmt.Errorf("%s: %T is not a unix socket", op, c)
+		return nil, fmt.Errorf("%s: %T is not a unix socket", op, c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return Cred{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	var cr *unix.Ucred
+	p := &Peer{pidfd: -1}
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
+		var cr *unix.Ucred
 		cr, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if serr != nil {
+			return
+		}
+		p.Cred = Cred{PID: cr.Pid, UID: cr.Uid, GID: cr.Gid}
+		if full {
+			// A pidfd stays bound to the peer process: a later look at
+			// /proc/<pid> can be checked against it, so pid reuse cannot
+			// substitute another process. Kernels before 6.5 lack it.
+			if pfd, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+				p.pidfd = pfd
+				unix.CloseOnExec(pfd)
+			}
+		}
 	}); err != nil {
-		return Cred{}, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if serr != nil {
-		return Cred{}, fmt.Errorf("%s: SO_PEERCRED: %w", op, serr)
+		return nil, fmt.Errorf("%s: SO_PEERCRED: %w", op, serr)
 	}
-	return Cred{PID: cr.Pid, UID: cr.Uid, GID: cr.Gid}, nil
+	if full {
+		p.readProc(procRoot)
+	}
+	return p, nil
+}
+
+// readProc fills Groups, Comm and StartTime from /proc/<pid>, and keeps
+// them only if the pinned process is still alive afterwards: while it
+// lives, its pid cannot have been reused, so what was read was its own.
+func (p *Peer) readProc(procRoot string) {
+	if p.PID <= 0 || p.pidfd < 0 {
+		return
+	}
+	dir := procRoot + "/" + strconv.Itoa(int(p.PID))
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return
+	}
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return
+	}
+	if !p.Alive() {
+		return
+	}
+	p.Groups = parseGroups(status)
+	p.Comm, p.StartTime = parseStat(stat)
+}
+
+// Alive reports whether the pinned peer process still exists. Without a
+// pidfd it reports false: nothing about the process can be trusted then.
+func (p *Peer) Alive() bool {
+	if p.pidfd < 0 {
+		return false
+	}
+	return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil
+}
+
+// PIDFD returns the pinned pidfd, or -1.
+func (p *Peer) PIDFD() int { return p.pidfd }
+
+// Close releases the pidfd.
+func (p *Peer) Close() error {
+	if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+		p.pidfd = -1
+	}
+	return nil
+}
+
+func (p *Peer) String() string {
+	s := p.Cred.String()
+	if p.Comm != "" {
+		s += " comm=" + strconv.Quote(p.Comm)
+	}
+	return s
+}
+
+// parseGroups reads the "Groups:" line of /proc/<pid>/status.
+func parseGroups(status []byte) []uint32 {
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		rest, ok := bytes.CutPrefix(line, []byte("Groups:"))
+		if !ok {
+			continue
+		}
+		gs := []uint32{}
+		for _, f := range strings.Fields(string(rest)) {
+			if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+				gs = append(gs, uint32(g))
+			}
+		}
+		return gs
+	}
+	return nil
+}
+
+// parseStat returns comm and starttime (field 22) from a stat line. The
+// comm is between the first '(' and the last ')': a comm may itself hold
+// ") (", so the fields are split only after the last ')'.
+func parseStat(stat []byte) (comm string, start uint64) {
+	open := bytes.IndexByte(stat, '(')
+	end := bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", 0
+	}
+	comm = string(stat[open+1 : end])
+	f := strings.Fields(string(stat[end+1:]))
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) > 19 {
+		start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return comm, start
 }

@@ -81,14 +81,16 @@ func atExit(f func()) {
 	cleanMu.Unlock()
 }
 
-// cleanup runs the registered cleanups once, newest first.
+// cleanup runs the registered cleanups, newest first. The lock is held
+// throughout, so a second caller (a signal arriving while a failure is being
+// handled) waits until the servers are stopped and the data removed.
 func cleanup() {
 	cleanMu.Lock()
-	fs := cleanups
-	cleanups = nil
-	cleanMu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
+	defer cleanMu.Unlock()
+	for len(cleanups) > 0 {
+		f := cleanups[len(cleanups)-1]
+		cleanups = cleanups[:len(cleanups)-1]
+		f()
 	}
 }
 
@@ -840,12 +842,16 @@ func report(mach string, cells []*cell) string {
 	row(byKey["getattr/rtt"], rtt, "", "1.00x", "anchor")
 	for _, pr := range [][2]string{{"diod1", ""}, {"ours1", "diod1"}, {"diodN", ""}, {"oursN", "diodN"}} {
 		c, s := byKey["getattr/"+pr[0]], st["getattr/"+pr[0]]
+		vsRTT := ratio(s.med, rtt.med)
+		if strings.HasSuffix(pr[0], "N") {
+			vsRTT = "" // many streams against one: not comparable
+		}
 		if pr[1] == "" {
-			row(c, s, "1.00x", ratio(s.med, rtt.med), "reference")
+			row(c, s, "1.00x", vsRTT, "reference")
 			continue
 		}
 		d := st["getattr/"+pr[1]]
-		row(c, s, ratio(s.med, d.med), ratio(s.med, rtt.med), met(s.med/d.med, 1))
+		row(c, s, ratio(s.med, d.med), vsRTT, met(s.med/d.med, 1))
 	}
 	p("\n")
 	return b.String()
