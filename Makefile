@@ -30,9 +30,11 @@ vet:
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
 
-# Benchmarks never run inside `make test`.
+# Benchmarks never run inside `make test`. The side-by-side run against
+# diod needs root (diod serves as root) and writes BENCHMARKS.md.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+	$(GO) run ./test/bench -out BENCHMARKS.md
 
 clean:
 	rm -rf $(BIN)

@@ -7,6 +7,12 @@ PATH=$PATH:/usr/sbin:/sbin
 missing=""
 command -v diodls >/dev/null 2>&1 || missing="$missing diod"
 command -v zstd >/dev/null 2>&1 || missing="$missing zstd"
+# The system tests (root only): a real journald, system bus and polkitd.
+if [ "$(id -u)" = 0 ]; then
+	[ -x /usr/lib/systemd/systemd-journald ] || missing="$missing systemd"
+	command -v dbus-daemon >/dev/null 2>&1 || missing="$missing dbus"
+	[ -x /usr/lib/polkit-1/polkitd ] || missing="$missing polkitd"
+fi
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "deps: please install:$missing" >&2

@@ -202,3 +202,46 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+func netDial(sock string) (net.Conn, error) { return net.DialTimeout("unix", sock, 5*time.Second) }
+
+// readAtLeast reads until n frames arrived, the peer closed, or the deadline.
+func readAtLeast(c net.Conn, buf []byte, frames int) (int, error) {
+	got := 0
+	for {
+		k, err := c.Read(buf[got:])
+		got += k
+		if countFrames(buf[:got]) >= frames || err != nil {
+			return got, err
+		}
+	}
+}
+
+func countFrames(b []byte) int {
+	n := 0
+	for len(b) >= 7 {
+		size := int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24
+		if size < 7 || size > len(b) {
+			break
+		}
+		n++
+		b = b[size:]
+	}
+	return n
+}
+
+func indexFrame(b []byte, typ byte) int {
+	off := 0
+	for len(b) >= 7 {
+		size := int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24
+		if size < 7 || size > len(b) {
+			break
+		}
+		if b[4] == typ {
+			return off
+		}
+		off += size
+		b = b[size:]
+	}
+	return -1
+}

@@ -70,3 +70,17 @@ func TestPolicy(t *testing.T) {
 		})
 	}
 }
+
+// With the system bus unreachable, a move under --polkit is refused and the
+// reason says why.
+func TestPolkitUnreachable(t *testing.T) {
+	p := Policy{Owner: 7, AllowMove: true, Polkit: &Polkit{Bus: "unix:path=/nonexistent/9harness-test-bus"}}
+	d := p.Decide(context.Background(), Subject{UID: 7, PID: 1, StartTime: 1}, Move)
+	if d.Allow || !strings.Contains(d.Reason, "polkit could not be asked") || !strings.Contains(d.Reason, "system bus") {
+		t.Fatalf("%+v", d)
+	}
+	d = p.Decide(context.Background(), Subject{UID: 7}, Move)
+	if d.Allow || !strings.Contains(d.Reason, "start time are unknown") {
+		t.Fatalf("unknown process: %+v", d)
+	}
+}

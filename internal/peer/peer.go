@@ -130,7 +130,11 @@ func (p *Peer) Alive() bool {
 	if p.pidfd < 0 {
 		return false
 	}
-	return unix.PidfdSendSignal(p.pidfd, 0, nil, 0) == nil
+	// Signal 0 through the pidfd only checks: ESRCH means the process is
+	// gone; EPERM means it lives but is not ours to signal (a peer of
+	// another uid), which is still alive.
+	err := unix.PidfdSendSignal(p.pidfd, 0, nil, 0)
+	return err == nil || err == unix.EPERM
 }
 
 // PIDFD returns the pinned pidfd, or -1.
