@@ -6,8 +6,8 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
