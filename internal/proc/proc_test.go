@@ -1,0 +1,84 @@
+package proc
+
+import (
+	"os"
+	"testing"
+
+	"github.com/9harness/9harness/internal/proc/proctest"
+)
+
+func TestFixtureTable(t *testing.T) {
+	dir := t.TempDir()
+	err := proctest.Write(dir,
+		proctest.Proc{PID: 100, PPID: 1, UID: 1000, Start: 5000, Argv: []string{"claude", "--resume", "x"}, Env: []string{"ZMX_SESSION=work", "A=b=c"}, Cwd: "/home/g/src", FDs: []string{"/dev/null", "/home/g/.codex/sessions/x.jsonl"}, Threads: []int{101, 102}},
+		proctest.Proc{PID: 200, PPID: 100, UID: 1000, Start: 6000, Comm: "a) (b", Argv: []string{"node", "/x/bin/dsh"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := New(dir)
+	pids, err := tab.PIDs()
+	if err != nil || len(pids) != 2 {
+		t.Fatalf("pids %v %v (threads must not list)", pids, err)
+	}
+	p, err := tab.Stat(200)
+	if err != nil || p.PPID != 100 || p.Start != 6000 || p.Comm != "a) (b" || p.UID != 1000 || p.Argv[1] != "/x/bin/dsh" {
+		t.Fatalf("stat %+v %v", p, err)
+	}
+	if v, ok := tab.Getenv(100, "ZMX_SESSION"); !ok || v != "work" {
+		t.Fatalf("getenv %q %v", v, ok)
+	}
+	if v, _ := tab.Getenv(100, "A"); v != "b=c" {
+		t.Fatalf("getenv A %q", v)
+	}
+	if cwd, _ := tab.Cwd(100); cwd != "/home/g/src" {
+		t.Fatal(cwd)
+	}
+	if fds, _ := tab.FDs(100); len(fds) != 2 {
+		t.Fatal(fds)
+	}
+	if !tab.Alive(100, 5000) || tab.Alive(100, 5001) || tab.Alive(300, 1) {
+		t.Fatal("alive")
+	}
+	if a := tab.Ancestry(200); len(a) != 2 || a[0] != 200 || a[1] != 100 {
+		t.Fatalf("ancestry %v", a)
+	}
+	boot, err := tab.BootTime()
+	if err != nil || boot.Unix() != proctest.Boot {
+		t.Fatal(boot, err)
+	}
+	if s := Started(boot, 5000); s.Unix() != proctest.Boot+50 {
+		t.Fatal(s)
+	}
+	// A reused pid is another process.
+	proctest.Add(dir, proctest.Proc{PID: 100, PPID: 1, Start: 9999, Argv: []string{"sleep"}})
+	if tab.Alive(100, 5000) {
+		t.Fatal("reused pid still alive as the old process")
+	}
+	if _, err := tab.Stat(4242); err == nil {
+		t.Fatal("missing pid")
+	}
+}
+
+// The live table: our own process.
+func TestLive(t *testing.T) {
+	tab := New("/proc")
+	p, err := tab.Stat(os.Getpid())
+	if err != nil || p.PPID != os.Getppid() || p.Start == 0 || p.UID != uint32(os.Getuid()) {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if !tab.Alive(os.Getpid(), p.Start) {
+		t.Fatal("not alive")
+	}
+	if _, err := tab.BootTime(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseStatHostile(t *testing.T) {
+	for _, s := range []string{"", "(", ")", "1 (x", "1 (x) S", "1 (x) S a b"} {
+		if _, err := ParseStat([]byte(s)); err == nil {
+			t.Errorf("%q parsed", s)
+		}
+	}
+}
