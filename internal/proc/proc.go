@@ -254,11 +254,15 @@ func (t *Table) Ancestry(pid int) []int {
 	seen := map[int]bool{}
 	for pid > 0 && !seen[pid] {
 		seen[pid] = true
-		out = append(out, pid)
-		p, err := t.Stat(pid)
+		b, err := os.ReadFile(t.path(pid, "stat"))
 		if err != nil {
 			break
 		}
+		p, err := ParseStat(b)
+		if err != nil {
+			break
+		}
+		out = append(out, pid)
 		pid = p.PPID
 	}
 	return out
