@@ -41,6 +41,18 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)
 		return 1
 	}
+	// The fake harness, under the names the harnesses' processes have.
+	fake := filepath.Join(dir, "fakeharness")
+	if out, err := exec.Command("go", "build", "-o", fake, "./fakeharness").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the fake harness: %v\n%s", err, out)
+		return 1
+	}
+	for _, name := range []string{"claude", "codex"} {
+		if err := os.Link(fake, filepath.Join(dir, name)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	// A copy of the test binary itself, runnable by other uids: tests
 	// re-run it as a helper peer under another uid.
 	self, err := os.ReadFile(os.Args[0])
