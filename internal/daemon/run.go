@@ -12,6 +12,8 @@ import (
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
+	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
@@ -38,6 +40,17 @@ type Config struct {
 	Listening func(path string)
 }
 
+// pidDomain names the daemon's pid namespace the way Claude's registry
+// does ("linux::pid:[4026531836]"), so a record written in another
+// namespace is not believed.
+func pidDomain() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return "linux::" + ns
+}
+
 func auditSink(kind string) (audit.Sink, error) {
 	switch kind {
 	case "", "auto":
@@ -59,8 +72,19 @@ func Run(ctx context.Context, cfg Config) error {
 	for name, p := range cfg.Roots {
 		roots[name] = saferoot.New(p)
 	}
+	procRoot := cfg.ProcRoot
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	procs := proc.New(procRoot)
+	home, _ := os.UserHomeDir()
+	envs := make(map[string]harness.Env, len(roots))
+	for name, r := range roots {
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain()}
+	}
+	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid()}
 	s := &Server{
-		Root:     tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now()}),
+		Root:     tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active}),
 		UID:      uint32(os.Getuid()),
 		GID:      uint32(os.Getgid()),
 		MaxConns: cfg.MaxConns,

@@ -21,10 +21,13 @@ type Config struct {
 	PID   int
 	Start time.Time
 	Now   func() time.Time // nil means time.Now
+	// Active, if set, adds /active: one directory per live agent.
+	Active *ActiveConfig
 }
 
 // New builds the root directory of the tree:
 //
+//	/active/<harness>/<pid>/...   (when cfg.Active is set)
 //	/pid /uptime
 //	/claude/{projects/,history,skills/}
 //	/codex/{sessions/,session-index,history}
@@ -71,7 +74,15 @@ func New(cfg Config) Dir {
 		at("codex", "codex", "skills", wantDir),
 		at("omp", "omp", "agent/skills", wantDir),
 	)
-	return NewStatic("/", start,
+	children := []Child{}
+	if cfg.Active != nil {
+		ac := *cfg.Active
+		if ac.Now == nil {
+			ac.Now = now
+		}
+		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root())})
+	}
+	return NewStatic("/", start, append(children,
 		Child{Name: "pid", Make: fixed(pid)},
 		Child{Name: "uptime", Make: fixed(uptime)},
 		dir("claude", "claude",
@@ -89,7 +100,7 @@ func New(cfg Config) Dir {
 		at("hermes", "hermes", "", wantDir),
 		at("dsh", "dsh", "", wantDir),
 		Child{Name: "skills", Make: fixed(skills)},
-	)
+	)...)
 }
 
 // DefaultRoots returns $HOME/.NAME for every harness.

@@ -98,6 +98,8 @@ func (g *Gen) Open() (Handle, error) { return snapshot{bytes.NewReader(g.content
 
 type snapshot struct{ *bytes.Reader }
 
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
 func (snapshot) Close() error { return nil }
 
 func join(dir, name string) string {

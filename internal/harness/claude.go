@@ -1,0 +1,517 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// claude is Claude Code (root ~/.claude, or $CLAUDE_CONFIG_DIR).
+//
+// Processes: the native install runs as argv[0] "claude" (its comm is often
+// the version string, "2.1.212", so comm is never used); an old npm install
+// rewrites its cmdline to just "claude" (process.title), or shows
+// "node …/@anthropic-ai/claude-code/cli.js" when that is disabled. Background
+// workers run from the full versioned path
+// (~/.local/share/claude/versions/2.1.201) with --bg-spare/--bg-pty-host:
+// helpers. So are one-shot print runs (-p) and the non-session subcommands
+// (mcp, doctor, update, …).
+//
+// Resolution: the live registry sessions/<pid>.json is the only exact route
+// (Claude opens and closes its transcript per event, so no fd is held). A
+// record is believed only if its procStart, when present, is the decimal
+// starttime of this process (else the pid was reused) and its pidDomain,
+// when both are known, is the daemon's pid namespace. The registry's
+// sessionId goes stale after /clear; see claudeNewer.
+type claude struct{}
+
+func (claude) Name() string { return "claude" }
+
+var (
+	claudeFlags = flags{
+		value: set("--model", "--session-id", "--settings", "--add-dir", "--permission-mode",
+			"--allowedTools", "--allowed-tools", "--disallowedTools", "--disallowed-tools",
+			"--mcp-config", "--append-system-prompt", "--system-prompt", "--output-format",
+			"--input-format", "--agents", "--agent", "--fallback-model", "--max-turns", "--betas",
+			"--plugin-dir", "--setting-sources", "--debug-file", "-n", "--name", "--effort",
+			"--tools", "--permission-prompt-tool", "--max-budget-usd", "--json-schema"),
+		optional: set("-r", "--resume", "--debug", "-d", "-w", "--worktree", "--from-pr"),
+	}
+	claudeHelperWords = set("mcp", "config", "doctor", "update", "upgrade", "install",
+		"setup-token", "plugin", "plugins", "migrate-installer", "auth", "login", "logout",
+		"daemon", "serve", "gateway", "dashboard", "acp", "ps", "render", "export")
+	claudeVersion = regexp.MustCompile(`^\d+(\.\d+)+([-+][0-9A-Za-z.-]+)?$`)
+	claudeRecord  = regexp.MustCompile(`^\d+\.json$`)
+)
+
+// Classify implements Harness.
+func (claude) Classify(p, parent proc.Proc) Kind {
+	if len(p.Argv) == 0 {
+		return None
+	}
+	argv := normArgv(p.Argv)
+	b := base(argv[0])
+	var args []string
+	switch {
+	case strings.Contains(argv[0], "/claude/versions/") && claudeVersion.MatchString(b):
+		// The versioned binary is only ever run by name by Claude itself,
+		// for its background workers; the user's "claude" is the symlink.
+		return Helper
+	case b == "claude" || b == "claude.exe":
+		args = argv[1:]
+	case isNode(b):
+		script, rest := interpScript(argv[1:])
+		if !strings.Contains(script, "/claude-code/") || !(strings.HasSuffix(script, "/cli.js") || strings.HasSuffix(script, "/cli.mjs")) {
+			return None
+		}
+		args = rest
+	default:
+		return None
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--bg-") {
+			return Helper
+		}
+	}
+	if hasFlag(args, "-p", "--print") || claudeHelperWords[claudeFlags.positional(args)] {
+		return Helper
+	}
+	return Session
+}
+
+// claudeReg is a live-registry record, sessions/<pid>.json.
+type claudeReg struct {
+	PID       int             `json:"pid"`
+	SessionID string          `json:"sessionId"`
+	Cwd       string          `json:"cwd"`
+	StartedAt json.RawMessage `json:"startedAt"` // ms since the epoch
+	ProcStart json.RawMessage `json:"procStart"` // Linux: decimal starttime, as a string
+	PIDDomain string          `json:"pidDomain"`
+	Name      string          `json:"name"`
+	Status    string          `json:"status"`
+}
+
+// claudeRegistry reads and vets p's record. It returns nil and why when
+// there is no record to believe.
+func claudeRegistry(env Env, p proc.Proc) (*claudeReg, string) {
+	var reg claudeReg
+	if !readJSON(env.Root, "sessions/"+strconv.Itoa(p.PID)+".json", smallFile, &reg) {
+		return nil, "no registry record"
+	}
+	if reg.PID != 0 && reg.PID != p.PID {
+		return nil, fmt.Sprintf("registry record names pid %d", reg.PID)
+	}
+	if len(reg.ProcStart) > 0 && string(reg.ProcStart) != "null" {
+		var s string
+		if json.Unmarshal(reg.ProcStart, &s) != nil {
+			s = string(reg.ProcStart) // a bare number
+		}
+		if want := strconv.FormatUint(p.Start, 10); s != want {
+			return nil, fmt.Sprintf("registry record is another process's: procStart %q, this process started at %s", s, want)
+		}
+	}
+	if reg.PIDDomain != "" && env.PIDDomain != "" && reg.PIDDomain != env.PIDDomain {
+		return nil, "registry record is from another pid namespace (" + reg.PIDDomain + ")"
+	}
+	if !isUUID(reg.SessionID) {
+		return nil, "registry record has no session id"
+	}
+	return &reg, ""
+}
+
+// claudeSanitize is Claude's project-dir name for a path: every character
+// that is not an ASCII letter or digit becomes '-', counted in UTF-16 code
+// units as JavaScript does (an astral character becomes two).
+func claudeSanitize(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		switch {
+		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		case r > 0xffff:
+			b.WriteString("--")
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// claudeProjectDir is the rel path of cwd's project dir. A sanitized name
+// longer than 200 characters is cut and suffixed with a hash that differs
+// between Claude's runtimes, so such a dir is found by its prefix, preferring
+// one that holds sid's transcript.
+func claudeProjectDir(r *saferoot.Root, cwd, sid string) string {
+	name := claudeSanitize(cwd)
+	if len(name) <= 200 {
+		return "projects/" + name
+	}
+	ents, err := r.ReadDir("projects")
+	if err != nil {
+		return ""
+	}
+	found := ""
+	for _, e := range ents {
+		if !e.Dir || !strings.HasPrefix(e.Name, name[:200]+"-") {
+			continue
+		}
+		if found == "" {
+			found = "projects/" + e.Name
+		}
+		if sid != "" {
+			if _, err := r.Stat("projects/" + e.Name + "/" + sid + ".jsonl"); err == nil {
+				return "projects/" + e.Name
+			}
+		}
+	}
+	return found
+}
+
+// claudeClaimed is the session ids the other registry records name: a
+// newer transcript that one of them owns is not this process's /clear.
+func claudeClaimed(r *saferoot.Root, pid int) map[string]bool {
+	ents, err := r.ReadDir("sessions")
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	own := strconv.Itoa(pid) + ".json"
+	n := 0
+	for _, e := range ents {
+		if e.Dir || e.Name == own || !claudeRecord.MatchString(e.Name) {
+			continue
+		}
+		if n++; n > 512 {
+			break
+		}
+		var reg claudeReg
+		if readJSON(r, "sessions/"+e.Name, smallFile, &reg) && reg.SessionID != "" {
+			out[reg.SessionID] = true
+		}
+	}
+	return out
+}
+
+// claudeNewer looks for the session that /clear started without telling the
+// registry: the newest transcript in projDir other than sid's, written after
+// sid's (than; zero when sid's does not exist) and begun at or after since
+// (the registry's startedAt), that no other registry record claims and that
+// is not a sidechain. It returns that session id, or "". With no since
+// there is nothing to compare with, and every newer transcript would look
+// like this process's: it returns "".
+func claudeNewer(r *saferoot.Root, projDir, sid string, than, since time.Time, pid int) string {
+	if since.IsZero() {
+		return ""
+	}
+	ents, err := r.ReadDir(projDir)
+	if err != nil {
+		return ""
+	}
+	var cands []byMtime
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name, ".jsonl")
+		if e.Dir || !ok || id == sid || !isUUID(id) {
+			continue
+		}
+		info, err := r.Stat(projDir + "/" + e.Name)
+		if err != nil || !info.Mtime.After(than) || info.Mtime.Before(since) {
+			continue
+		}
+		cands = append(cands, byMtime{id, info.Mtime})
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	claimed := claudeClaimed(r, pid)
+	newestFirst(cands)
+	tried := 0
+	for _, c := range cands {
+		if claimed[c.rel] {
+			continue
+		}
+		if tried++; tried > 8 {
+			break
+		}
+		head, _ := windows(r, projDir+"/"+c.rel+".jsonl", headWindow, 0)
+		for j, ln := range head {
+			var l struct {
+				Timestamp   string `json:"timestamp"`
+				IsSidechain bool   `json:"isSidechain"`
+			}
+			if json.Unmarshal(ln, &l) != nil {
+				continue
+			}
+			if j == 0 && l.IsSidechain {
+				break
+			}
+			if l.Timestamp == "" {
+				continue
+			}
+			if ts, ok := parseTime(l.Timestamp); ok && !ts.Before(since) {
+				return c.rel
+			}
+			break
+		}
+	}
+	return ""
+}
+
+// claudeArgvSession is the session a process without a registry record was
+// started on, when its argv still shows it (native builds before the
+// registry existed; npm builds overwrite their argv).
+func claudeArgvSession(argv []string) string {
+	if len(argv) < 2 {
+		return ""
+	}
+	for _, names := range [][]string{{"--resume", "-r"}, {"--session-id"}} {
+		if v, ok := flagValue(argv[1:], names...); ok && isUUID(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+// Resolve implements Harness.
+func (claude) Resolve(env Env, p proc.Proc) Agent {
+	a, _ := start("claude", env, p)
+	if env.Root == nil {
+		return a
+	}
+	reg, why := claudeRegistry(env, p)
+	procStart, haveStart := started(env, p)
+	cwd := cleanCwd(a.Cwd)
+	var sid, via string
+	var since time.Time
+	switch {
+	case reg != nil:
+		a.Name, a.Status = reg.Name, reg.Status
+		sid, via = reg.SessionID, "registry"
+		if reg.Cwd != "" {
+			cwd = reg.Cwd // the launch cwd names the project dir
+		}
+		if ms, ok := number(reg.StartedAt); ok && ms > 0 {
+			since = time.UnixMilli(int64(ms))
+		} else if haveStart {
+			since = procStart
+		}
+	default:
+		sid = claudeArgvSession(normArgv(p.Argv))
+		if sid == "" || !haveStart {
+			a.Via = "none (" + why + ")"
+			return a
+		}
+		via, since = "transcript (no registry; session from argv)", procStart
+	}
+	a.Session, a.Via = sid, via
+	projDir := claudeProjectDir(env.Root, cwd, sid)
+	if projDir == "" {
+		return a
+	}
+	tr := projDir + "/" + sid + ".jsonl"
+	var than time.Time
+	info, err := env.Root.Stat(tr)
+	if err == nil {
+		than = info.Mtime
+	}
+	if newer := claudeNewer(env.Root, projDir, sid, than, since, p.PID); newer != "" {
+		if reg != nil {
+			a.Via = "transcript (registry session " + sid + " is stale after /clear)"
+		} else {
+			a.Via = "transcript (no registry; argv session " + sid + " is stale after /clear)"
+		}
+		a.Session, sid = newer, newer
+		tr, err = projDir+"/"+newer+".jsonl", nil
+	}
+	if err != nil {
+		return a // the session has written nothing yet
+	}
+	a.Transcript = tr
+	a.Title, a.Model = claudeFacts(env.Root, tr)
+	a.Agents = claudeSubs(env.Root, projDir, sid)
+	return a
+}
+
+// claudeLine is the part of a transcript line Resolve reads.
+type claudeLine struct {
+	Type        string `json:"type"`
+	IsSidechain bool   `json:"isSidechain"`
+	IsMeta      bool   `json:"isMeta"`
+	SessionID   string `json:"sessionId"`
+	CustomTitle string `json:"customTitle"`
+	AITitle     string `json:"aiTitle"`
+	LastPrompt  string `json:"lastPrompt"`
+	Summary     string `json:"summary"`
+	Message     *struct {
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+// claudeFacts reads a transcript's title and model from its head and tail
+// windows. The title follows Claude's own listing: the last customTitle,
+// else the last aiTitle, else the last lastPrompt, else the last summary,
+// else the first real user prompt. The model is the last assistant line's
+// (synthetic messages carry "<synthetic>" and are skipped).
+func claudeFacts(r *saferoot.Root, rel string) (title, model string) {
+	head, tail := windows(r, rel, headWindow, tailWindow)
+	var custom, ai, prompt, summary, first string
+	for _, ln := range append(head, tail...) {
+		var l claudeLine
+		if json.Unmarshal(ln, &l) != nil {
+			continue
+		}
+		switch l.Type {
+		case "custom-title":
+			custom = pick(custom, l.CustomTitle)
+		case "ai-title":
+			ai = pick(ai, l.AITitle)
+		case "last-prompt":
+			prompt = pick(prompt, l.LastPrompt)
+		case "summary":
+			summary = pick(summary, l.Summary)
+		case "user":
+			if first == "" && !l.IsMeta && !l.IsSidechain && l.Message != nil {
+				first = claudeUserText(l.Message.Content)
+			}
+		case "assistant":
+			if l.Message != nil && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
+				model = l.Message.Model
+			}
+		}
+	}
+	for _, t := range []string{custom, ai, prompt, summary, first} {
+		if t = cleanTitle(t); t != "" {
+			return t, model
+		}
+	}
+	return "", model
+}
+
+// pick keeps the later non-empty value.
+func pick(old, new string) string {
+	if strings.TrimSpace(new) != "" {
+		return new
+	}
+	return old
+}
+
+// claudeUserText is the prompt a user line carries, or "" for tool results
+// and the command/hook wrappers Claude records as user lines.
+func claudeUserText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) != nil {
+		var blocks []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(content, &blocks) != nil {
+			return ""
+		}
+		for _, b := range blocks {
+			if b.Type == "tool_result" {
+				return ""
+			}
+			if b.Type == "text" && s == "" {
+				s = b.Text
+			}
+		}
+	}
+	if s = strings.TrimSpace(s); strings.HasPrefix(s, "<") {
+		return ""
+	}
+	return s
+}
+
+// claudeSubs lists the sub-agents of session sid:
+// <projDir>/<sid>/subagents/[<group>/…]agent-<id>.jsonl with an optional
+// agent-<id>.meta.json sidecar ({agentType, description}), plus the
+// agent-<id>.jsonl files old builds wrote straight into the project dir
+// (those name their session inside, on every line).
+func claudeSubs(r *saferoot.Root, projDir, sid string) []Sub {
+	var files []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := r.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if len(files) >= 256 {
+				return
+			}
+			switch {
+			case e.Dir && depth < 3:
+				walk(dir+"/"+e.Name, depth+1)
+			case !e.Dir && strings.HasPrefix(e.Name, "agent-") && strings.HasSuffix(e.Name, ".jsonl"):
+				files = append(files, dir+"/"+e.Name)
+			}
+		}
+	}
+	walk(projDir+"/"+sid+"/subagents", 0)
+	if ents, err := r.ReadDir(projDir); err == nil {
+		n := 0
+		for _, e := range ents {
+			if e.Dir || !strings.HasPrefix(e.Name, "agent-") || !strings.HasSuffix(e.Name, ".jsonl") {
+				continue
+			}
+			if n++; n > 64 {
+				break
+			}
+			var l claudeLine
+			if json.Unmarshal(firstLine(r, projDir+"/"+e.Name, smallFile), &l) == nil && l.SessionID == sid {
+				files = append(files, projDir+"/"+e.Name)
+			}
+		}
+	}
+	var subs []Sub
+	var ids []string
+	for _, f := range files {
+		id := strings.TrimSuffix(strings.TrimPrefix(path.Base(f), "agent-"), ".jsonl")
+		name := "agent-" + id
+		var meta struct {
+			AgentType string `json:"agentType"`
+		}
+		if readJSON(r, strings.TrimSuffix(f, ".jsonl")+".meta.json", smallFile, &meta) {
+			if t := componentName(meta.AgentType); t != "" {
+				name = t + "-" + componentName(id)
+			}
+		}
+		subs = append(subs, Sub{Name: name, Model: claudeSubModel(r, f), Transcript: f})
+		ids = append(ids, id)
+	}
+	return uniqueSubs(subs, ids)
+}
+
+// claudeSubModel is the last assistant model of a sub-agent transcript.
+func claudeSubModel(r *saferoot.Root, rel string) string {
+	head, tail := windows(r, rel, 0, subTail)
+	model := ""
+	for _, ln := range append(head, tail...) {
+		var l claudeLine
+		if json.Unmarshal(ln, &l) == nil && l.Type == "assistant" && l.Message != nil && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
+			model = l.Message.Model
+		}
+	}
+	return model
+}
+
+// Resume implements Harness: claude --resume <sid>, run in the session's cwd.
+func (claude) Resume(a Agent, env Env) ([]string, error) {
+	if !isUUID(a.Session) {
+		return nil, unresolved("claude", a)
+	}
+	return []string{"claude", "--resume", a.Session}, nil
+}
+
+// unresolved is the refusal for an agent whose session is not known.
+func unresolved(name string, a Agent) error {
+	return errs.E("harness.Resume", errs.Permission, "", fmt.Errorf("%s pid %d: session unresolved (via %s)", name, a.PID, a.Via))
+}

@@ -1,0 +1,520 @@
+// Package harness holds everything 9harness knows about the agent harnesses
+// it lists under /active: how each one's processes look (which are
+// interactive sessions, which are its daemons and helpers), how a live
+// process resolves to its session (the route is named in Agent.Via), what the
+// session's title, model and status are, and the fixed argv that resumes it.
+//
+// One file per harness: claude.go, codex.go, omp.go, pi.go, hermes.go,
+// dsh.go. The formats they read are the ones the harnesses really write
+// today (shared/research/harness-formats.md), not the seed design's.
+//
+// Two rules hold throughout. Every harness file is read through the
+// harness's saferoot.Root with a relative path, never by os.Open on a
+// composed path, so no symlink and no credential-shaped name is ever
+// followed. And every read is bounded: a transcript is read as a head and a
+// tail window (about a megabyte at most), never whole, so a huge or growing
+// file costs the same as a small one.
+//
+// Nothing is cached. Resolve derives every fact afresh from disk and the
+// process table each time it is called; what it cannot establish stays
+// empty, and Via says how the rest was found.
+package harness
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// Kind says what a process is to a harness.
+type Kind int
+
+const (
+	None    Kind = iota // not this harness's
+	Session             // an interactive agent: listed under /active
+	Helper              // a daemon/helper/worker of this harness: never listed
+)
+
+func (k Kind) String() string {
+	switch k {
+	case None:
+		return "none"
+	case Session:
+		return "session"
+	case Helper:
+		return "helper"
+	}
+	return "kind(?)"
+}
+
+// Env is what a harness resolves against.
+type Env struct {
+	Procs     *proc.Table
+	Root      *saferoot.Root // this harness's root (~/.claude etc.); may be nil, or absent on disk
+	Home      string         // the user's home directory (omp's home-relative dir names)
+	TmpDir    string         // os.TempDir() normally (omp's -tmp- scheme)
+	PIDDomain string         // "linux::pid:[<inode>]" of the daemon's pid namespace, "" if unknown (Claude's pidDomain guard)
+}
+
+// Found is a process claimed as a session by a harness during a scan.
+type Found struct {
+	Harness string
+	Proc    proc.Proc
+}
+
+// Agent is everything known about one live agent. Empty strings mean
+// "absent" (the tree omits the file), never "empty value".
+type Agent struct {
+	Harness   string
+	PID, PPID int
+	Start     uint64
+	Cwd       string
+	Session   string // session id; "" when unresolved
+	// Via names the route that resolved the session: "registry", "fd",
+	// "dir", "transcript" or "none", followed by a parenthesised note when
+	// routes disagree or a guard refused one, e.g.
+	// "transcript (registry session X is stale after /clear)".
+	Via        string
+	Transcript string // path relative to the harness root of the live transcript; "" if none
+	Name       string // the harness's own name for the session (Claude's registry "name")
+	Title      string
+	Model      string
+	Status     string // only where the harness itself publishes one (Claude's registry "status")
+	Zmx        string // the process's ZMX_SESSION, "" outside zmx
+	Tmux       string // always "": the session name is not in the environment; the caller asks tmux
+	TmuxSocket string // first comma-field of $TMUX, "" outside tmux
+	Agents     []Sub  // sub-agents, sorted by Name
+}
+
+// Sub is one sub-agent of a session. Name is unique within its session and
+// is a valid single path component; Transcript is relative to the harness
+// root.
+type Sub struct{ Name, Model, Transcript string }
+
+// Harness is one harness's knowledge.
+type Harness interface {
+	Name() string
+	// Classify looks only at argv/comm (and the parent's, for wrappers) and says what p is.
+	Classify(p, parent proc.Proc) Kind
+	// Resolve derives the agent's facts fresh from disk and /proc. It never errors: what it cannot know stays empty.
+	Resolve(env Env, p proc.Proc) Agent
+	// Resume returns the fixed argv that resumes a's session (argv[0] is the program name to look up on PATH, e.g. "claude"), or an error saying why this harness/session cannot be resumed.
+	Resume(a Agent, env Env) ([]string, error)
+}
+
+var all = []Harness{claude{}, codex{}, omp{}, pi{}, hermes{}, dsh{}}
+
+// All returns the six harnesses in the order claude, codex, omp, pi, hermes, dsh.
+func All() []Harness { return slices.Clone(all) }
+
+// ByName returns the harness called name, or nil.
+func ByName(name string) Harness {
+	for _, h := range all {
+		if h.Name() == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// Scan walks the table once: it reads argv for every process (nothing else
+// for non-matches), stats only the candidates, skips any pid in exclude (the
+// daemon's own ancestry), and returns the sessions, each claimed by exactly
+// one harness, in pid order. Helpers/daemons/workers are never returned. A
+// process whose argv is empty (kernel thread, zombie) never matches. Only
+// processes of uid `uid` are considered.
+//
+// The first harness (in All's order) whose Classify says Session or Helper
+// claims the process; the others are not asked. The parent handed to
+// Classify carries only PID and Argv: that is all the wrapper rules need,
+// and it keeps a scan at one cmdline read per process.
+func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
+	pids, err := t.PIDs()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(pids)
+	argvs := make(map[int][]string, len(pids))
+	for _, pid := range pids {
+		if argv, err := t.Argv(pid); err == nil && len(argv) > 0 {
+			argvs[pid] = argv
+		}
+	}
+	var out []Found
+	for _, pid := range pids {
+		argv := argvs[pid]
+		if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
+			continue
+		}
+		p, err := t.Stat(pid)
+		if err != nil || p.UID != uid || len(p.Argv) == 0 {
+			continue
+		}
+		parent := proc.Proc{PID: p.PPID, Argv: argvs[p.PPID]}
+		if h, k := classify(p, parent); k == Session {
+			out = append(out, Found{Harness: h.Name(), Proc: p})
+		}
+	}
+	return out, nil
+}
+
+// classify asks the harnesses in order; the first that says Session or
+// Helper claims p. It returns nil, None when none does.
+func classify(p, parent proc.Proc) (Harness, Kind) {
+	for _, h := range all {
+		if k := h.Classify(p, parent); k != None {
+			return h, k
+		}
+	}
+	return nil, None
+}
+
+// mayBeHarness is Scan's cheap pre-filter on argv alone: generous, so that
+// Classify (which may also look at comm) decides.
+func mayBeHarness(argv []string) bool {
+	argv = normArgv(argv)
+	b := base(argv[0])
+	switch b {
+	case "claude", "claude.exe", "codex", "omp", "pi", "hermes", "dsh", "bun":
+		return true
+	}
+	return isNode(b) || isPython(b) || strings.HasPrefix(b, "codex-") ||
+		strings.Contains(argv[0], "/claude/versions/")
+}
+
+// ---- argv helpers ----
+
+// base is the last path element of an argv word.
+func base(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+var harnessNames = map[string]bool{"claude": true, "codex": true, "omp": true, "pi": true, "hermes": true, "dsh": true}
+
+// normArgv undoes a process title that was written as one space-separated
+// string over the argv area (process.title on some runtimes): when the whole
+// cmdline is one word and its first field names a harness, it is split on
+// spaces.
+func normArgv(argv []string) []string {
+	if len(argv) == 1 && strings.ContainsRune(strings.TrimSpace(argv[0]), ' ') {
+		f := strings.Fields(argv[0])
+		if harnessNames[base(f[0])] {
+			return f
+		}
+	}
+	return argv
+}
+
+func isNode(b string) bool { return b == "node" || b == "nodejs" || strings.HasPrefix(b, "node-") }
+
+func isPython(b string) bool { return strings.HasPrefix(b, "python") }
+
+// interpScript finds the script a node or bun process runs: the first
+// argument that is not one of the interpreter's own options. It returns the
+// script and the script's arguments.
+func interpScript(args []string) (string, []string) {
+	valued := map[string]bool{"-r": true, "--require": true, "--import": true, "--loader": true,
+		"--experimental-loader": true, "--env-file": true, "--conditions": true, "-C": true, "--preload": true, "--cwd": true}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "run" || a == "x" || a == "--":
+			// bun run <script>, bun x <bin>
+			continue
+		case a == "-e" || a == "--eval" || a == "-p" || a == "--print":
+			return "", nil // inline code, no script
+		case valued[a]:
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a, args[i+1:]
+		}
+	}
+	return "", nil
+}
+
+// flags describes a command line's options: which take a value, and which
+// take an optional one (consumed only when the next word is not a flag).
+type flags struct {
+	value, optional map[string]bool
+}
+
+func set(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+// positional returns the first argument that is neither an option nor an
+// option's value: a subcommand or a prompt. Anything after "--" is a prompt,
+// never a subcommand, so it returns "" there.
+func (f flags) positional(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if strings.Contains(a, "=") {
+				continue
+			}
+			if f.value[a] {
+				i++
+			} else if f.optional[a] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+			}
+		default:
+			return a
+		}
+	}
+	return ""
+}
+
+// hasFlag reports whether args hold one of names, alone or as name=value.
+func hasFlag(args []string, names ...string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		for _, n := range names {
+			if a == n || strings.HasPrefix(a, n+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flagValue returns the value of the first of names in args.
+func flagValue(args []string, names ...string) (string, bool) {
+	for i, a := range args {
+		if a == "--" {
+			return "", false
+		}
+		for _, n := range names {
+			if a == n && i+1 < len(args) {
+				return args[i+1], true
+			}
+			if v, ok := strings.CutPrefix(a, n+"="); ok {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// ---- agent helpers ----
+
+// procInfo is what every harness reads of a process before it looks at disk.
+type procInfo struct {
+	env map[string]string // the few variables harnesses care about
+}
+
+var wantEnv = set("ZMX_SESSION", "TMUX", "HOME", "TMPDIR", "TMP", "TEMP")
+
+// start fills what /proc alone says of p: identity, cwd, and the session
+// hosts from its environment. Via starts as "none".
+func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
+	a := Agent{Harness: name, PID: p.PID, PPID: p.PPID, Start: p.Start, Via: "none"}
+	info := procInfo{env: map[string]string{}}
+	if env.Procs == nil {
+		return a, info
+	}
+	if cwd, err := env.Procs.Cwd(p.PID); err == nil {
+		a.Cwd = cwd
+	}
+	if vars, err := env.Procs.Environ(p.PID); err == nil {
+		for _, kv := range vars {
+			if k, v, ok := strings.Cut(kv, "="); ok && wantEnv[k] {
+				info.env[k] = v
+			}
+		}
+	}
+	a.Zmx = info.env["ZMX_SESSION"]
+	if t := info.env["TMUX"]; t != "" {
+		a.TmuxSocket, _, _ = strings.Cut(t, ",")
+	}
+	return a, info
+}
+
+// started is the wall-clock start of p, when the table has a boot time.
+func started(env Env, p proc.Proc) (time.Time, bool) {
+	if env.Procs == nil {
+		return time.Time{}, false
+	}
+	boot, err := env.Procs.BootTime()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return proc.Started(boot, p.Start), true
+}
+
+// cleanCwd is a /proc cwd as a path: a deleted directory's " (deleted)"
+// suffix removed.
+func cleanCwd(cwd string) string {
+	cwd = strings.TrimSuffix(cwd, " (deleted)")
+	if cwd == "" {
+		return ""
+	}
+	return filepath.Clean(cwd)
+}
+
+// sameDir reports whether a directory recorded by a harness is the process's
+// cwd. /proc gives the canonical path; a harness may have recorded a
+// spelling through a symlink, which is resolved before giving up.
+func sameDir(recorded, cwd string) bool {
+	if recorded == "" || cwd == "" {
+		return false
+	}
+	recorded, cwd = filepath.Clean(recorded), cleanCwd(cwd)
+	if recorded == cwd {
+		return true
+	}
+	if !filepath.IsAbs(recorded) {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(recorded)
+	return err == nil && real == cwd
+}
+
+// rootPrefixes are the spellings of the root's path that an fd link may
+// start with: as configured, and with its symlinks resolved (the kernel
+// reports the resolved path).
+func rootPrefixes(r *saferoot.Root) []string {
+	p := filepath.Clean(r.Path())
+	if !filepath.IsAbs(p) {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+	}
+	out := []string{p + "/"}
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		out = append(out, real+"/")
+	}
+	return out
+}
+
+// held returns the files pid holds open beneath the root's dir `under`
+// (a rel prefix ending in "/"), as valid rel paths, without duplicates.
+// A deleted file is not held for this purpose.
+func held(env Env, pid int, under string) []string {
+	if env.Procs == nil || env.Root == nil {
+		return nil
+	}
+	targets, err := env.Procs.FDs(pid)
+	if err != nil {
+		return nil
+	}
+	prefixes := rootPrefixes(env.Root)
+	var out []string
+	for _, t := range targets {
+		if strings.HasSuffix(t, " (deleted)") {
+			continue
+		}
+		for _, pre := range prefixes {
+			rel, ok := strings.CutPrefix(t, pre)
+			if !ok || !strings.HasPrefix(rel, under) || saferoot.CheckRel(rel) != nil {
+				continue
+			}
+			if !slices.Contains(out, rel) {
+				out = append(out, rel)
+			}
+			break
+		}
+	}
+	return out
+}
+
+// absPath is rel beneath the root as an absolute path (for resume argv that
+// takes a file).
+func absPath(r *saferoot.Root, rel string) string {
+	p := r.Path()
+	if !filepath.IsAbs(p) {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+	}
+	return filepath.Join(p, rel)
+}
+
+// isUUID reports whether s is the 8-4-4-4-12 hex form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// safeArg reports whether a session id read from disk can be one argv word
+// of a resume command: printable, and not an option.
+func safeArg(s string) bool {
+	if s == "" || s[0] == '-' || len(s) > 512 {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// componentName makes s a safe, readable single path component for a
+// sub-agent name: runs of anything outside [A-Za-z0-9._-] become one '-'.
+func componentName(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range s {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	out := strings.Trim(b.String(), "-.")
+	if len(out) > 100 {
+		out = out[:100]
+	}
+	return out
+}
+
+// uniqueSubs sorts subs by name and makes names unique by suffixing the
+// distinguishing id where two collide.
+func uniqueSubs(subs []Sub, ids []string) []Sub {
+	seen := map[string]int{}
+	for _, s := range subs {
+		seen[s.Name]++
+	}
+	for i := range subs {
+		if seen[subs[i].Name] > 1 || subs[i].Name == "" {
+			subs[i].Name = strings.TrimPrefix(subs[i].Name+"-"+componentName(ids[i]), "-")
+		}
+	}
+	slices.SortFunc(subs, func(a, b Sub) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(subs, func(a, b Sub) bool { return a.Name == b.Name })
+}

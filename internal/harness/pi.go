@@ -1,0 +1,58 @@
+package harness
+
+import (
+	"strings"
+
+	"github.com/9harness/9harness/internal/proc"
+)
+
+// pi is plain pi (badlogic/pi-mono, npm @mariozechner/pi-coding-agent, now
+// @earendil-works/pi-coding-agent; root ~/.pi, sessions under
+// agent/sessions/). Its transcripts are the format omp forked, in the
+// legacy dir scheme only: agent/sessions/--<cwd>--/<ts>_<uuid>.jsonl.
+//
+// Processes: argv[0] "pi" (a compiled binary, or node's process.title), or
+// node/bun running …/pi or a pi-coding-agent cli. omp's package is also
+// named pi-coding-agent (@oh-my-pi/pi-coding-agent): a path under oh-my-pi
+// is omp's, never pi's.
+//
+// Resolution: the held transcript (via fd) if any, else the newest
+// transcript in --<cwd>-- whose header names the cwd and that was written
+// since the process started (via dir).
+type pi struct{}
+
+func (pi) Name() string { return "pi" }
+
+// Classify implements Harness.
+func (pi) Classify(p, parent proc.Proc) Kind {
+	if len(p.Argv) == 0 {
+		return None
+	}
+	argv := normArgv(p.Argv)
+	b := base(argv[0])
+	switch {
+	case b == "pi":
+		return piKind(argv[1:])
+	case b == "bun" || isNode(b):
+		script, rest := interpScript(argv[1:])
+		if strings.Contains(script, "oh-my-pi") {
+			return None
+		}
+		if base(script) == "pi" || (strings.Contains(script, "pi-coding-agent") && (strings.HasSuffix(script, "/cli.js") || strings.HasSuffix(script, "/cli.ts"))) {
+			return piKind(rest)
+		}
+	}
+	return None
+}
+
+// Resolve implements Harness.
+func (pi) Resolve(env Env, p proc.Proc) Agent {
+	a, _ := start("pi", env, p)
+	resolvePi(&a, env, p, "agent/sessions", []string{piLegacyDir(cleanCwd(a.Cwd))})
+	return a
+}
+
+// Resume implements Harness: pi --session <absolute transcript path>.
+func (pi) Resume(a Agent, env Env) ([]string, error) {
+	return piResume("pi", a, env)
+}

@@ -1,0 +1,464 @@
+package tree
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// ActiveConfig is what /active is derived from.
+type ActiveConfig struct {
+	Procs *proc.Table
+	UID   uint32                 // only this uid's processes are agents
+	Envs  map[string]harness.Env // per harness name
+	// Self is the daemon's pid: its ancestry is never listed, so the
+	// daemon can neither show nor act on the process tree it lives in.
+	Self int
+	Now  func() time.Time
+}
+
+// active is /active. It remembers only what identifies each agent
+// (harness, pid, start time), refreshed by a scan on a listing of /active
+// or /active/<harness> and on a lookup that misses; every field is derived
+// again from disk when it is opened.
+type active struct {
+	cfg   ActiveConfig
+	start time.Time
+
+	mu      sync.Mutex
+	byH     map[string]map[int]proc.Proc
+	scanned time.Time
+}
+
+func newActive(cfg ActiveConfig, start time.Time) *active {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &active{cfg: cfg, start: start}
+}
+
+// rescan walks the process table once.
+func (a *active) rescan() error {
+	exclude := map[int]bool{}
+	if a.cfg.Self > 0 {
+		for _, pid := range a.cfg.Procs.Ancestry(a.cfg.Self) {
+			exclude[pid] = true
+		}
+	}
+	found, err := harness.Scan(a.cfg.Procs, a.cfg.UID, exclude)
+	if err != nil {
+		return errs.E("active.scan", errs.IO, "/active", err)
+	}
+	byH := make(map[string]map[int]proc.Proc, len(Harnesses))
+	for _, f := range found {
+		if byH[f.Harness] == nil {
+			byH[f.Harness] = map[int]proc.Proc{}
+		}
+		byH[f.Harness][f.Proc.PID] = f.Proc
+	}
+	a.mu.Lock()
+	a.byH, a.scanned = byH, a.cfg.Now()
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *active) known(h string, pid int) (proc.Proc, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.byH[h][pid]
+	return p, ok
+}
+
+func (a *active) pids(h string) []proc.Proc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]proc.Proc, 0, len(a.byH[h]))
+	for _, p := range a.byH[h] {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// root is the /active directory: one directory per harness, always.
+func (a *active) root() *activeRoot { return &activeRoot{a} }
+
+type activeRoot struct{ a *active }
+
+func (r *activeRoot) Attr() (Attr, error) {
+	t := r.a.start
+	return Attr{Dir: true, Mode: 0o555, Nlink: 2, Atime: t, Mtime: t, Ctime: t, Path: SynthPath("/active")}, nil
+}
+
+func (r *activeRoot) Lookup(name string) (Node, error) {
+	for _, h := range Harnesses {
+		if h == name {
+			return &activeHarness{a: r.a, h: h}, nil
+		}
+	}
+	return nil, errs.E("active.Lookup", errs.NotExist, "/active/"+name, nil)
+}
+
+func (r *activeRoot) List() ([]Entry, error) {
+	if err := r.a.rescan(); err != nil {
+		return nil, err
+	}
+	names := append([]string(nil), Harnesses...)
+	sort.Strings(names)
+	out := make([]Entry, len(names))
+	for i, h := range names {
+		out[i] = Entry{Name: h, Dir: true, Path: SynthPath("/active/" + h)}
+	}
+	return out, nil
+}
+
+// activeHarness is /active/<harness>: one directory per live agent, named
+// by pid, as /proc names processes.
+type activeHarness struct {
+	a *active
+	h string
+}
+
+func (d *activeHarness) Attr() (Attr, error) {
+	t := d.a.start
+	return Attr{Dir: true, Mode: 0o555, Nlink: 2, Atime: t, Mtime: t, Ctime: t, Path: SynthPath("/active/" + d.h)}, nil
+}
+
+func (d *activeHarness) Lookup(name string) (Node, error) {
+	const op = "active.Lookup"
+	pid, err := strconv.Atoi(name)
+	if err != nil || pid <= 0 || strconv.Itoa(pid) != name {
+		return nil, errs.E(op, errs.NotExist, "/active/"+d.h+"/"+name, nil)
+	}
+	p, ok := d.a.known(d.h, pid)
+	if !ok || !d.a.cfg.Procs.Alive(pid, p.Start) {
+		// A miss rescans: an agent started since the last listing is
+		// found by name, and a reused pid is seen for what it is.
+		if err := d.a.rescan(); err != nil {
+			return nil, err
+		}
+		if p, ok = d.a.known(d.h, pid); !ok {
+			return nil, errs.E(op, errs.NotExist, "/active/"+d.h+"/"+name, nil)
+		}
+	}
+	return d.a.agent(d.h, p), nil
+}
+
+func (d *activeHarness) List() ([]Entry, error) {
+	if err := d.a.rescan(); err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, p := range d.a.pids(d.h) {
+		name := strconv.Itoa(p.PID)
+		out = append(out, Entry{Name: name, Dir: true, Path: agentPath(d.h, p)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// agentPath includes the start time: a reused pid is a different directory.
+func agentPath(h string, p proc.Proc) uint64 {
+	return SynthPath("/active/" + h + "/" + strconv.Itoa(p.PID) + "@" + strconv.FormatUint(p.Start, 10))
+}
+
+func (a *active) agent(h string, p proc.Proc) *agentDir {
+	return &agentDir{a: a, h: h, p: p}
+}
+
+// agentDir is /active/<harness>/<pid>. It holds the identity only; the
+// facts are resolved when it is listed or a field is looked up, and again
+// when that field is opened.
+type agentDir struct {
+	a *active
+	h string
+	p proc.Proc
+}
+
+func (d *agentDir) treePath() string { return "/active/" + d.h + "/" + strconv.Itoa(d.p.PID) }
+
+func (d *agentDir) alive() error {
+	if !d.a.cfg.Procs.Alive(d.p.PID, d.p.Start) {
+		return errs.E("active", errs.NotExist, d.treePath(), nil)
+	}
+	return nil
+}
+
+func (d *agentDir) started() time.Time {
+	boot, err := d.a.cfg.Procs.BootTime()
+	if err != nil {
+		return d.a.start
+	}
+	return proc.Started(boot, d.p.Start)
+}
+
+// resolve derives the agent's facts now.
+func (d *agentDir) resolve() (harness.Agent, error) {
+	if err := d.alive(); err != nil {
+		return harness.Agent{}, err
+	}
+	h := harness.ByName(d.h)
+	return h.Resolve(d.a.cfg.Envs[d.h], d.p), nil
+}
+
+func (d *agentDir) Attr() (Attr, error) {
+	if err := d.alive(); err != nil {
+		return Attr{}, err
+	}
+	t := d.started()
+	return Attr{Dir: true, Mode: 0o555, Nlink: 2, Atime: t, Mtime: t, Ctime: t, Path: agentPath(d.h, d.p)}, nil
+}
+
+// field is one fact of an agent: its value (without the newline) from a
+// resolved Agent, and whether it is known at all.
+type field struct {
+	name  string
+	value func(d *agentDir, a harness.Agent) (string, bool)
+}
+
+func str(v string) (string, bool) { return v, v != "" }
+
+var fields = []field{
+	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }},
+	{"ppid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(a.PPID), a.PPID > 0 }},
+	{"started", func(d *agentDir, a harness.Agent) (string, bool) {
+		return strconv.FormatInt(d.started().Unix(), 10), true
+	}},
+	{"cwd", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Cwd) }},
+	{"name", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Name) }},
+	{"title", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Title) }},
+	{"session", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Session) }},
+	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }},
+	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }},
+	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }},
+	// zmx is always present: empty outside a zmx session is itself the
+	// answer ("not in one"), and the move writes here.
+	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, true }},
+}
+
+func (d *agentDir) Lookup(name string) (Node, error) {
+	a, err := d.resolve()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		if f.name == name {
+			if _, ok := f.value(d, a); !ok {
+				break
+			}
+			return &factFile{d: d, f: f}, nil
+		}
+	}
+	switch name {
+	case "transcript":
+		if n, err := d.transcript(a.Transcript); err == nil {
+			return n, nil
+		}
+	case "agents":
+		if len(a.Agents) > 0 {
+			return &subAgents{d: d}, nil
+		}
+	}
+	return nil, errs.E("active.Lookup", errs.NotExist, d.treePath()+"/"+name, nil)
+}
+
+func (d *agentDir) transcript(rel string) (Node, error) {
+	env := d.a.cfg.Envs[d.h]
+	if rel == "" || env.Root == nil {
+		return nil, errs.E("active.transcript", errs.NotExist, d.treePath()+"/transcript", nil)
+	}
+	if err := saferoot.CheckRel(rel); err != nil {
+		return nil, err
+	}
+	return mirror(env.Root, rel, wantFile)
+}
+
+func (d *agentDir) List() ([]Entry, error) {
+	a, err := d.resolve()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, f := range fields {
+		if _, ok := f.value(d, a); ok {
+			out = append(out, Entry{Name: f.name, Path: SynthPath(d.treePath() + "/" + f.name + "@" + strconv.FormatUint(d.p.Start, 10))})
+		}
+	}
+	if n, err := d.transcript(a.Transcript); err == nil {
+		if at, err := n.Attr(); err == nil {
+			out = append(out, Entry{Name: "transcript", Path: at.Path})
+		}
+	}
+	if len(a.Agents) > 0 {
+		out = append(out, Entry{Name: "agents", Dir: true, Path: SynthPath(d.treePath() + "/agents@" + strconv.FormatUint(d.p.Start, 10))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// factFile is one fact. Its content is derived when it is opened and held
+// by the handle, so one reader never sees a value torn across its reads.
+type factFile struct {
+	d *agentDir
+	f field
+}
+
+func (ff *factFile) content() ([]byte, error) {
+	a, err := ff.d.resolve()
+	if err != nil {
+		return nil, err
+	}
+	v, ok := ff.f.value(ff.d, a)
+	if !ok {
+		return nil, errs.E("active.Open", errs.NotExist, ff.d.treePath()+"/"+ff.f.name, nil)
+	}
+	if v == "" {
+		return nil, nil
+	}
+	return []byte(v + "\n"), nil
+}
+
+func (ff *factFile) Attr() (Attr, error) {
+	b, err := ff.content()
+	if err != nil {
+		return Attr{}, err
+	}
+	t := ff.d.started()
+	return Attr{Mode: 0o444, Size: int64(len(b)), Nlink: 1, Atime: t, Mtime: t, Ctime: t,
+		Path: SynthPath(ff.d.treePath() + "/" + ff.f.name + "@" + strconv.FormatUint(ff.d.p.Start, 10))}, nil
+}
+
+func (ff *factFile) Open() (Handle, error) {
+	b, err := ff.content()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot{bytesReader(b)}, nil
+}
+
+// subAgents is /active/<harness>/<pid>/agents: one directory per sub-agent
+// with its model and transcript.
+type subAgents struct{ d *agentDir }
+
+func (s *subAgents) Attr() (Attr, error) {
+	if err := s.d.alive(); err != nil {
+		return Attr{}, err
+	}
+	t := s.d.started()
+	return Attr{Dir: true, Mode: 0o555, Nlink: 2, Atime: t, Mtime: t, Ctime: t,
+		Path: SynthPath(s.d.treePath() + "/agents@" + strconv.FormatUint(s.d.p.Start, 10))}, nil
+}
+
+func (s *subAgents) subs() ([]harness.Sub, error) {
+	a, err := s.d.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return a.Agents, nil
+}
+
+func (s *subAgents) Lookup(name string) (Node, error) {
+	subs, err := s.subs()
+	if err != nil {
+		return nil, err
+	}
+	for _, sub := range subs {
+		if sub.Name == name && saferoot.ValidName(name) == nil {
+			return &subAgent{d: s.d, name: name}, nil
+		}
+	}
+	return nil, errs.E("active.Lookup", errs.NotExist, s.d.treePath()+"/agents/"+name, nil)
+}
+
+func (s *subAgents) List() ([]Entry, error) {
+	subs, err := s.subs()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, sub := range subs {
+		if saferoot.ValidName(sub.Name) != nil {
+			continue
+		}
+		out = append(out, Entry{Name: sub.Name, Dir: true, Path: SynthPath(s.d.treePath() + "/agents/" + sub.Name + "@" + strconv.FormatUint(s.d.p.Start, 10))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+type subAgent struct {
+	d    *agentDir
+	name string
+}
+
+func (s *subAgent) sub() (harness.Sub, error) {
+	a, err := s.d.resolve()
+	if err != nil {
+		return harness.Sub{}, err
+	}
+	for _, sub := range a.Agents {
+		if sub.Name == s.name {
+			return sub, nil
+		}
+	}
+	return harness.Sub{}, errs.E("active", errs.NotExist, s.d.treePath()+"/agents/"+s.name, nil)
+}
+
+func (s *subAgent) path() string {
+	return s.d.treePath() + "/agents/" + s.name + "@" + strconv.FormatUint(s.d.p.Start, 10)
+}
+
+func (s *subAgent) Attr() (Attr, error) {
+	if _, err := s.sub(); err != nil {
+		return Attr{}, err
+	}
+	t := s.d.started()
+	return Attr{Dir: true, Mode: 0o555, Nlink: 2, Atime: t, Mtime: t, Ctime: t, Path: SynthPath(s.path())}, nil
+}
+
+func (s *subAgent) Lookup(name string) (Node, error) {
+	sub, err := s.sub()
+	if err != nil {
+		return nil, err
+	}
+	switch name {
+	case "model":
+		if sub.Model != "" {
+			return NewGen(s.path()+"/model", s.d.started, func() []byte {
+				sub, err := s.sub()
+				if err != nil || sub.Model == "" {
+					return nil
+				}
+				return []byte(sub.Model + "\n")
+			}), nil
+		}
+	case "transcript":
+		if n, err := s.d.transcript(sub.Transcript); err == nil {
+			return n, nil
+		}
+	}
+	return nil, errs.E("active.Lookup", errs.NotExist, s.path()+"/"+name, nil)
+}
+
+func (s *subAgent) List() ([]Entry, error) {
+	sub, err := s.sub()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	if sub.Model != "" {
+		out = append(out, Entry{Name: "model", Path: SynthPath(s.path() + "/model")})
+	}
+	if n, err := s.d.transcript(sub.Transcript); err == nil {
+		if at, err := n.Attr(); err == nil {
+			out = append(out, Entry{Name: "transcript", Path: at.Path})
+		}
+	}
+	return out, nil
+}
