@@ -64,7 +64,7 @@ func walk9(t testing.TB, fs *plan9client.Fsys) []string {
 // for every path the same qid, mode, size, mtime and bytes.
 func TestDialectsConform(t *testing.T) {
 	home := fixtureHome(t)
-	d := startDaemon(t, home)
+	d := startDaemon(t, home, "--proc", emptyProc(t))
 	fs := mount9(t, d.sock)
 	c := d.client()
 

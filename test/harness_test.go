@@ -245,3 +245,15 @@ func indexFrame(b []byte, typ byte) int {
 	}
 	return -1
 }
+
+// emptyProc is a fixture process table with no processes, for tests that
+// compare the whole tree: /active then holds only its six harness
+// directories, whatever runs on the machine.
+func emptyProc(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte("btime 1790000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

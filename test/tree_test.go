@@ -138,7 +138,7 @@ func isErrno(err error, e linux.Errno) bool {
 // client and through diodcat; diodls lists exactly the expected names.
 func TestFixtureTree(t *testing.T) {
 	home := fixtureHome(t)
-	d := startDaemon(t, home)
+	d := startDaemon(t, home, "--proc", emptyProc(t))
 	c := d.client()
 
 	got := walk(t, c)
