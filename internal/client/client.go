@@ -161,3 +161,18 @@ func (r *Reader) File() p9.File { return r.f }
 
 // Close clunks the fid.
 func (r *Reader) Close() error { return r.f.Close() }
+
+// WriteFile writes data at offset 0 of path in one write: the tree's one
+// writable kind of file (an agent's zmx or tmux) takes a whole value.
+func (c *Client) WriteFile(path string, data []byte) error {
+	f, err := c.Walk(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, _, err := f.Open(p9.WriteOnly); err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	return err
+}

@@ -134,10 +134,15 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		s.logf("closed connection from %v: msize %d below the floor of %d", p, msize, minMsize)
 		return
 	}
+	writer := tree.Writer{Subject: Subject(p), Comm: p.Comm}
+	// Writes (moves) run on a context that neither the client's hang-up
+	// nor the daemon's SIGTERM cancels: a started move completes within
+	// its own bounds, and shutdown waits for it.
+	wctx := context.WithoutCancel(ctx)
 	switch pick(version) {
 	case dialectL:
 		w := wire.New(c, io.MultiReader(bytes.NewReader(first), c), wire.Options{MaxMsize: s.maxMsize(), MinMsize: minMsize, Logf: s.Logf})
-		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID}
+		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx}
 		p9.NewServer(a).Handle(w, w)
 	case dialect2000:
 		// srv9p's Serve returns at EOF without cancelling handlers; none of
@@ -146,7 +151,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		_, cancel := context.WithCancel(ctx)
 		defer cancel()
 		in := newReplay(first, c, cancel)
-		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize()).Serve(in, c)
+		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize(), writer, wctx).Serve(in, c)
 	default:
 		c.Write(rversionMsg(tag, msize, "unknown"))
 		s.logf("closed connection from %v: unknown version %q", p, version)

@@ -13,6 +13,7 @@ import (
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 	"github.com/9harness/9harness/internal/sockpath"
@@ -38,6 +39,21 @@ type Config struct {
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
+}
+
+// moves adapts the mover to the tree's write hook.
+type moves struct {
+	m    *move.Mover
+	envs map[string]harness.Env
+}
+
+func (mv moves) Move(ctx context.Context, w tree.Writer, h string, p proc.Proc, host string, value []byte) error {
+	hs, ok := move.Hosts()[host]
+	hr := harness.ByName(h)
+	if !ok || hr == nil {
+		return fmt.Errorf("move: unknown host %q or harness %q", host, h)
+	}
+	return mv.m.Move(ctx, move.Request{Peer: w.Subject, PeerCmd: w.Comm, Harness: hr, Env: mv.envs[h], Proc: p, Host: hs, Value: value})
 }
 
 // pidDomain names the daemon's pid namespace the way Claude's registry
@@ -83,6 +99,23 @@ func Run(ctx context.Context, cfg Config) error {
 		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain()}
 	}
 	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid()}
+	policy := &authz.Policy{Owner: uint32(os.Getuid()), AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
+	if cfg.Polkit {
+		policy.Polkit = &authz.Polkit{}
+	}
+	sink, err := auditSink(cfg.Audit)
+	if err != nil {
+		return err
+	}
+	var mover *move.Mover
+	if cfg.AllowMove {
+		var launcher move.Launcher = move.Detached{}
+		if um := move.UserManager(); um != nil {
+			launcher = um
+		}
+		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher}
+		active.Mover = moves{m: mover, envs: envs}
+	}
 	s := &Server{
 		Root:     tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active}),
 		UID:      uint32(os.Getuid()),
@@ -95,15 +128,17 @@ func Run(ctx context.Context, cfg Config) error {
 		s.Owner = u.Username
 	}
 	s.ProcRoot = cfg.ProcRoot
-	s.Policy = &authz.Policy{Owner: s.UID, AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
-	if cfg.Polkit {
-		s.Policy.Polkit = &authz.Polkit{}
-	}
-	sink, err := auditSink(cfg.Audit)
-	if err != nil {
-		return err
-	}
+	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
+	if mover != nil {
+		// SIGTERM with a move in flight: the move finishes (within its own
+		// bounds) before the daemon exits.
+		defer func() {
+			wctx, cancel := context.WithTimeout(context.Background(), move.GiveUp+move.SessionWait+10*time.Second)
+			defer cancel()
+			mover.Wait(wctx)
+		}()
+	}
 
 	if cfg.FD >= 0 {
 		f := os.NewFile(uintptr(cfg.FD), "fd"+fmt.Sprint(cfg.FD))

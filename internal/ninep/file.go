@@ -4,6 +4,7 @@
 package ninep
 
 import (
+	"context"
 	"io"
 	"sync"
 
@@ -21,6 +22,12 @@ type Attacher struct {
 	Root tree.Dir
 	UID  uint32 // owner reported for every file: the daemon's own uid
 	GID  uint32
+	// Writer is the connection's peer, as the kernel named it: the one
+	// write (the move) is decided on it, never on the 9P uname.
+	Writer tree.Writer
+	// Ctx bounds writes. It is the daemon's, not the connection's: a move,
+	// once started, completes whether or not the client stays.
+	Ctx context.Context
 }
 
 // Attach implements p9.Attacher.
@@ -134,7 +141,11 @@ func (f *file) StatFS() (p9.FSStat, error) {
 // p9 calls it at most once per file.
 func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if mode.Mode() != p9.ReadOnly || mode&oTrunc != 0 {
-		return p9.QID{}, 0, linux.EROFS
+		// The one write: only a node that implements it may be opened
+		// for writing (echo name > zmx opens with O_TRUNC).
+		if _, ok := f.node.(tree.Writable); !ok || mode.Mode() == p9.ReadWrite {
+			return p9.QID{}, 0, linux.EROFS
+		}
 	}
 	a, err := f.node.Attr()
 	if err != nil {
@@ -241,6 +252,38 @@ func (f *file) Close() error {
 		return h.Close()
 	}
 	return nil
+}
+
+// WriteAt implements p9.File: the whole value arrives in one write at
+// offset 0 (echo name > file), and the write returns when the move it asks
+// for has completed or been refused.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	w, ok := f.node.(tree.Writable)
+	if !ok {
+		return 0, linux.EROFS
+	}
+	if off != 0 {
+		return 0, linux.EINVAL
+	}
+	ctx := f.a.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := w.Write(ctx, f.a.Writer, p); err != nil {
+		return 0, Errno(err)
+	}
+	return len(p), nil
+}
+
+// SetAttr implements p9.File. A shell's truncation of a writable file
+// (O_TRUNC as a setattr of size 0) is accepted and does nothing; every
+// other change is refused.
+func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
+	if _, ok := f.node.(tree.Writable); ok && valid.Size && attr.Size == 0 &&
+		!valid.Permissions && !valid.UID && !valid.GID && !valid.ATime && !valid.MTime && !valid.CTime {
+		return nil
+	}
+	return linux.EROFS
 }
 
 // Readlink implements p9.File: the tree has no symlinks.

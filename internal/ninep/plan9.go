@@ -59,7 +59,10 @@ func st(f *srv9p.Fid) *p9state { return f.Aux().(*p9state) }
 // adapter serves, with the same names, modes, sizes, mtimes, qids and
 // refusals. It uses srv9p with Tree == nil: srv9p's Tree stores stats and
 // cannot drop entries, which a live tree needs. One server per connection.
-func NewPlan9(root tree.Dir, owner string, msize uint32) *srv9p.Server {
+func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
+	if wctx == nil {
+		wctx = context.Background()
+	}
 	return &srv9p.Server{
 		Msize: msize,
 		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
@@ -104,12 +107,16 @@ func NewPlan9(root tree.Dir, owner string, msize uint32) *srv9p.Server {
 				})
 		},
 		Open: func(ctx context.Context, fid *srv9p.Fid, mode uint8) error {
-			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
-				return errRO
-			}
 			s := st(fid)
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
+				// Only the one writable node may be opened for writing.
+				if _, ok := s.node.(tree.Writable); !ok || mode&3 != plan9.OWRITE || mode&plan9.ORCLOSE != 0 {
+					return errRO
+				}
+				return nil
+			}
 			if f, ok := s.node.(tree.File); ok {
 				h, err := f.Open()
 				if err != nil {
@@ -175,6 +182,25 @@ func NewPlan9(root tree.Dir, owner string, msize uint32) *srv9p.Server {
 			}
 			d := dir9(name, a, owner)
 			return &d, nil
+		},
+		Write: func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (int, error) {
+			s := st(fid)
+			s.mu.Lock()
+			node := s.node
+			s.mu.Unlock()
+			w, ok := node.(tree.Writable)
+			if !ok {
+				return 0, errRO
+			}
+			if off != 0 {
+				return 0, errors.New(errString[errs.Invalid])
+			}
+			// The daemon's context, not the request's: a move completes
+			// whether or not the client stays.
+			if err := w.Write(wctx, writer, data); err != nil {
+				return 0, plan9Err(err)
+			}
+			return len(data), nil
 		},
 		Wstat: func(context.Context, *srv9p.Fid, *plan9.Dir) error { return errRO },
 		Clunk: func(fid *srv9p.Fid) {

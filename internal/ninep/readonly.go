@@ -10,8 +10,6 @@ import (
 // remove, rename, link or setattr to the host.
 type readOnly struct{}
 
-func (readOnly) SetAttr(p9.SetAttrMask, p9.SetAttr) error { return linux.EROFS }
-func (readOnly) WriteAt([]byte, int64) (int, error)       { return 0, linux.EROFS }
 func (readOnly) FSync() error                             { return linux.EROFS }
 func (readOnly) Create(string, p9.OpenFlags, p9.FileMode, p9.UID, p9.GID) (p9.File, p9.QID, uint32, error) {
 	return nil, p9.QID{}, 0, linux.EROFS

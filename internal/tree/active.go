@@ -1,6 +1,8 @@
 package tree
 
 import (
+	"context"
+	"os/exec"
 	"sort"
 	"strconv"
 	"sync"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -21,6 +24,13 @@ type ActiveConfig struct {
 	// daemon can neither show nor act on the process tree it lives in.
 	Self int
 	Now  func() time.Time
+	// Mover, if set (--allow-move), makes the zmx and tmux files writable.
+	Mover Mover
+}
+
+// Mover performs the move a write into zmx or tmux asks for.
+type Mover interface {
+	Move(ctx context.Context, w Writer, harness string, p proc.Proc, host string, value []byte) error
 }
 
 // active is /active. It remembers only what identifies each agent
@@ -237,9 +247,30 @@ var fields = []field{
 	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }},
 	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }},
 	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }},
-	// zmx is always present: empty outside a zmx session is itself the
-	// answer ("not in one"), and the move writes here.
+	// zmx and tmux are always present: empty outside a session is itself
+	// the answer ("not in one"), and the move writes here.
 	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, true }},
+	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), true }},
+}
+
+// tmuxSession asks tmux which session the agent's pane is in: the name is
+// not in the environment, only the server socket and the pane are.
+func (d *agentDir) tmuxSession(a harness.Agent) string {
+	if a.TmuxSocket == "" {
+		return ""
+	}
+	tm, err := exec.LookPath("tmux")
+	if err != nil {
+		return ""
+	}
+	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	name, err := move.TmuxSession(ctx, tm, a.TmuxSocket, pane)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 func (d *agentDir) Lookup(name string) (Node, error) {
@@ -251,6 +282,9 @@ func (d *agentDir) Lookup(name string) (Node, error) {
 		if f.name == name {
 			if _, ok := f.value(d, a); !ok {
 				break
+			}
+			if (f.name == "zmx" || f.name == "tmux") && d.a.cfg.Mover != nil {
+				return &hostFile{factFile{d: d, f: f}}, nil
 			}
 			return &factFile{d: d, f: f}, nil
 		}
@@ -340,6 +374,23 @@ func (ff *factFile) Open() (Handle, error) {
 		return nil, err
 	}
 	return snapshot{bytesReader(b)}, nil
+}
+
+// hostFile is zmx or tmux when moves are allowed: reading gives the
+// session the agent lives in; writing a name moves it into a new one.
+type hostFile struct{ factFile }
+
+var _ Writable = (*hostFile)(nil)
+
+func (h *hostFile) Attr() (Attr, error) {
+	a, err := h.factFile.Attr()
+	a.Mode = 0o644
+	return a, err
+}
+
+// Write implements Writable.
+func (h *hostFile) Write(ctx context.Context, w Writer, data []byte) error {
+	return h.d.a.cfg.Mover.Move(ctx, w, h.d.h, h.d.p, h.f.name, data)
 }
 
 // subAgents is /active/<harness>/<pid>/agents: one directory per sub-agent

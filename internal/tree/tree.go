@@ -15,9 +15,12 @@
 package tree
 
 import (
+	"context"
 	"hash/fnv"
 	"io"
 	"time"
+
+	"github.com/9harness/9harness/internal/authz"
 )
 
 // Attr is what a node reports about itself.
@@ -62,6 +65,19 @@ type File interface {
 type Handle interface {
 	io.ReaderAt
 	io.Closer
+}
+
+// Writer is who writes, as the kernel named them.
+type Writer struct {
+	Subject authz.Subject
+	Comm    string
+}
+
+// Writable is the one write the tree has: a node that implements it takes
+// a whole value. Every other node is read-only because it does not.
+type Writable interface {
+	Node
+	Write(ctx context.Context, w Writer, data []byte) error
 }
 
 // Entry is one directory entry.
