@@ -20,7 +20,7 @@ import (
 // a PATH with the fakes first.
 type moveEnv struct {
 	home, cwd, tmuxDir, zmxDir, record string
-	env                                 []string
+	env                                []string
 }
 
 func newMoveEnv(t *testing.T) *moveEnv {

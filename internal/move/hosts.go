@@ -55,7 +55,9 @@ func (Zmx) SocketDir(env []string) string {
 	return "/tmp/zmx-" + uid
 }
 
-func (z Zmx) fullName(name string, env []string) string { return getenv(env, "ZMX_SESSION_PREFIX") + name }
+func (z Zmx) fullName(name string, env []string) string {
+	return getenv(env, "ZMX_SESSION_PREFIX") + name
+}
 
 // Check implements Host: the socket path must fit in sun_path (107 bytes
 // and a NUL), as zmx requires.

@@ -99,4 +99,3 @@ func (s *Systemd) Launch(ctx context.Context, argv []string, cwd string, env []s
 	}
 	return nil
 }
-

@@ -10,7 +10,7 @@ import (
 // remove, rename, link or setattr to the host.
 type readOnly struct{}
 
-func (readOnly) FSync() error                             { return linux.EROFS }
+func (readOnly) FSync() error { return linux.EROFS }
 func (readOnly) Create(string, p9.OpenFlags, p9.FileMode, p9.UID, p9.GID) (p9.File, p9.QID, uint32, error) {
 	return nil, p9.QID{}, 0, linux.EROFS
 }

@@ -32,6 +32,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/proc/proctest"
 )
 
 const (
@@ -48,6 +54,7 @@ var (
 	readMin  = flag.Duration("read-min", time.Second, "minimum duration of one sequential-read sample (the read is repeated)")
 	listMin  = flag.Duration("list-min", 500*time.Millisecond, "minimum duration of one listing sample (the listing is repeated)")
 	parallel = flag.Int("conns", 16, "connections in the concurrent getattr cells")
+	onlyAct  = flag.Bool("active-only", false, "measure only the /active listing section (needs no diod; prints, writes no -out)")
 )
 
 func main() {
@@ -119,18 +126,25 @@ func run() int {
 		os.Exit(1)
 	}()
 
-	diod := tool("diod")
-	e := &env{diodcat: tool("diodcat"), diodls: tool("diodls")}
 	ours := ourDaemon()
-
-	m := machine(ours)
-	fmt.Println("machine:", m)
-
 	tmp, err := os.MkdirTemp("", "9harness-bench-")
 	if err != nil {
 		fatalf("%v", err)
 	}
 	atExit(func() { os.RemoveAll(tmp) })
+	if *onlyAct {
+		fmt.Println("machine:", machine(ours))
+		a := activeCells(ours, tmp)
+		fmt.Print("\n" + activeReport(a))
+		return 0
+	}
+
+	diod := tool("diod")
+	e := &env{diodcat: tool("diodcat"), diodls: tool("diodls")}
+
+	m := machine(ours)
+	fmt.Println("machine:", m)
+
 	e.tmp, e.data = tmp, filepath.Join(tmp, "data")
 	e.diodSock, e.ourSock = filepath.Join(tmp, "diod.sock"), filepath.Join(tmp, "9harnessd.sock")
 	if e.null, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
@@ -160,12 +174,14 @@ func run() int {
 				fatalf("round %d, %s: %v", r+1, c.name, err)
 			}
 			c.samples = append(c.samples, v)
-			fmt.Printf("  round %d  %-44s %12.0f %s\n", r+1, c.name, v, c.unit)
+			printSample(r, c, v)
 		}
 	}
 	fmt.Printf("measured in %s\n", time.Since(t0).Round(time.Second))
 
-	md := report(m, cells)
+	act := activeCells(ours, tmp)
+
+	md := report(m, cells) + activeReport(act)
 	fmt.Println()
 	fmt.Print(md)
 	if *outPath != "-" {
@@ -854,5 +870,580 @@ func report(mach string, cells []*cell) string {
 		row(c, s, ratio(s.med, d.med), vsRTT, met(s.med/d.med, 1))
 	}
 	p("\n")
+	return b.String()
+}
+
+func printSample(r int, c *cell, v float64) {
+	if c.unit == "ms" {
+		fmt.Printf("  round %d  %-60s %10.2f %s\n", r+1, c.name, v, c.unit)
+		return
+	}
+	fmt.Printf("  round %d  %-44s %12.0f %s\n", r+1, c.name, v, c.unit)
+}
+
+// ---------------------------------------------------------------- /active
+
+const (
+	fixtureProcs = 2000 // processes in the generated fixture table
+	liveSleepers = 500  // harness-shaped sleepers added to the live table
+)
+
+// activeRun is the /active section: its cells and what they were measured on.
+type activeRun struct {
+	cells                   []*cell
+	fixtureAgents           int // agents the fixture table holds
+	fixtureFiles, liveFiles int // field files one listing reads
+	liveAgents, liveProcs   int // agents listed and processes in the live table
+	sizes                   string
+}
+
+// activeCells builds the fixture table and home, starts the sleepers and
+// two daemons, checks both listings once, and measures them against
+// ps -eo pid,args, interleaved over the rounds.
+func activeCells(ours, tmp string) *activeRun {
+	dir := filepath.Join(tmp, "active")
+	procDir, home, agents := makeActiveFixture(dir)
+	run := &activeRun{fixtureAgents: agents, sizes: transcriptSizesText()}
+	fmt.Printf("/active: fixture table of %d processes (%d agents) in %s\n", fixtureProcs, agents, procDir)
+
+	fixSock := filepath.Join(dir, "fixture.sock")
+	args := []string{"--unix", fixSock, "--quiet", "--proc", procDir}
+	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
+		args = append(args, "--root", h+"="+filepath.Join(home, "."+h))
+	}
+	start("9harnessd (fixture table)", fixSock, ours, args...)
+
+	sleepers := startSleepers(filepath.Join(dir, "bin"), liveSleepers)
+	empty := filepath.Join(dir, "empty-home")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	liveSock := filepath.Join(dir, "live.sock")
+	args = []string{"--unix", liveSock, "--quiet"}
+	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
+		args = append(args, "--root", h+"="+filepath.Join(empty, "."+h))
+	}
+	start("9harnessd (live table)", liveSock, ours, args...)
+
+	// Check both once: the fixture lists exactly its agents, each with a
+	// session; the live table lists every sleeper.
+	fmt.Println("/active: verifying both listings once")
+	got, err := listActive(fixSock, false, func(h, pid string, fields map[string]string) {
+		if fields["session"] == "" {
+			fatalf("fixture /active/%s/%s: no session (via %q)", h, pid, fields["via"])
+		}
+	})
+	if err != nil {
+		fatalf("fixture listing: %v", err)
+	}
+	if got.agents != agents {
+		fatalf("fixture listing: %d agents, want %d", got.agents, agents)
+	}
+	run.fixtureFiles = got.files
+	seen := map[string]bool{}
+	got, err = listActive(liveSock, true, func(h, pid string, _ map[string]string) {
+		if h == "claude" {
+			seen[pid] = true
+		}
+	})
+	if err != nil {
+		fatalf("live listing: %v", err)
+	}
+	for _, pid := range sleepers {
+		if !seen[fmt.Sprint(pid)] {
+			fatalf("live listing: sleeper %d (argv[0] claude) is not listed", pid)
+		}
+	}
+	run.liveAgents, run.liveFiles = got.agents, got.files
+	run.liveProcs = countProcs()
+
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	defer null.Close()
+	e := &env{null: null}
+	ps := e.repeat(*listMin, 1, "ps", "-eo", "pid,args")
+	run.cells = []*cell{
+		{section: "active", key: "ps", unit: "ms",
+			name:    fmt.Sprintf("ps -eo pid,args, live table (%s processes)", commas(int64(run.liveProcs))),
+			measure: func() (float64, error) { v, err := ps(); return 1000 / v, err }},
+		{section: "active", key: "fixture", unit: "ms",
+			name:    fmt.Sprintf("/active listing, fixture table (%s processes, %d agents)", commas(fixtureProcs), agents),
+			measure: timeListing(fixSock, false)},
+		{section: "active", key: "live", unit: "ms",
+			name:    fmt.Sprintf("/active listing, live table (%s processes, %d agents)", commas(int64(run.liveProcs)), run.liveAgents),
+			measure: timeListing(liveSock, true)},
+	}
+	fmt.Printf("measuring /active: %d rounds, %d cells\n", *rounds, len(run.cells))
+	t0 := time.Now()
+	for r := 0; r < *rounds; r++ {
+		for _, c := range run.cells {
+			v, err := c.measure()
+			if err != nil {
+				fatalf("round %d, %s: %v", r+1, c.name, err)
+			}
+			c.samples = append(c.samples, v)
+			printSample(r, c, v)
+		}
+	}
+	fmt.Printf("measured /active in %s\n", time.Since(t0).Round(time.Second))
+	stopSleepers()
+	return run
+}
+
+// listing is what one full listing of /active read.
+type listing struct{ agents, files int }
+
+// listActive reads the whole of /active the way a client shows it: every
+// harness directory, every agent directory, and every field file in it
+// (transcripts and sub-agent directories are listed, not read). It dials
+// and attaches first: that is part of a listing. With live set, an agent
+// that exits during the listing is skipped; otherwise any error ends it.
+// each, if set, sees every agent's fields.
+func listActive(sock string, live bool, each func(h, pid string, fields map[string]string)) (listing, error) {
+	var l listing
+	c, err := client.Dial(sock)
+	if err != nil {
+		return l, err
+	}
+	defer c.Close()
+	hs, err := c.ReadDir("/active")
+	if err != nil {
+		return l, err
+	}
+	gone := func(err error) bool {
+		var e linux.Errno
+		return live && errors.As(err, &e) && e == linux.ENOENT
+	}
+	for _, h := range hs {
+		pids, err := c.ReadDir("/active/" + h.Name)
+		if err != nil {
+			return l, err
+		}
+		for _, p := range pids {
+			dir := "/active/" + h.Name + "/" + p.Name
+			ents, err := c.ReadDir(dir)
+			if gone(err) {
+				continue
+			}
+			if err != nil {
+				return l, fmt.Errorf("%s: %w", dir, err)
+			}
+			var fields map[string]string
+			if each != nil {
+				fields = map[string]string{}
+			}
+			for _, e := range ents {
+				if e.QID.Type&p9.TypeDir != 0 || e.Name == "transcript" {
+					continue
+				}
+				b, err := c.ReadFile(dir + "/" + e.Name)
+				if gone(err) {
+					break
+				}
+				if err != nil {
+					return l, fmt.Errorf("%s/%s: %w", dir, e.Name, err)
+				}
+				l.files++
+				if fields != nil {
+					fields[e.Name] = strings.TrimSuffix(string(b), "\n")
+				}
+			}
+			l.agents++
+			if each != nil {
+				each(h.Name, p.Name, fields)
+			}
+		}
+	}
+	return l, nil
+}
+
+// timeListing returns a measurement of milliseconds per full listing,
+// repeated for at least listMin.
+func timeListing(sock string, live bool) func() (float64, error) {
+	return func() (float64, error) {
+		runs := 0
+		t0 := time.Now()
+		for runs == 0 || time.Since(t0) < *listMin {
+			if _, err := listActive(sock, live, nil); err != nil {
+				return 0, err
+			}
+			runs++
+		}
+		return float64(time.Since(t0).Microseconds()) / 1000 / float64(runs), nil
+	}
+}
+
+func countProcs() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		fatalf("%v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if c := e.Name()[0]; c >= '1' && c <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// ---- the sleepers
+
+var (
+	sleeperMu   sync.Mutex
+	sleeperCmds []*exec.Cmd
+)
+
+// startSleepers runs n copies of sleep named claude (argv[0] basename
+// "claude", argv "claude 600") and returns their pids. They are killed by
+// pid, each by its own handle, when the section ends or the bench exits.
+func startSleepers(bin string, n int) []int {
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		fatalf("sleep: %v", err)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	exe := filepath.Join(bin, "claude")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	atExit(stopSleepers)
+	var pids []int
+	for range n {
+		cmd := exec.Command(exe, "600")
+		cmd.Dir = bin
+		if err := cmd.Start(); err != nil {
+			fatalf("start sleeper: %v", err)
+		}
+		sleeperMu.Lock()
+		sleeperCmds = append(sleeperCmds, cmd)
+		sleeperMu.Unlock()
+		pids = append(pids, cmd.Process.Pid)
+	}
+	fmt.Printf("/active: %d sleepers running as %s 600\n", n, exe)
+	return pids
+}
+
+// stopSleepers kills the sleepers this program started, by their handles.
+func stopSleepers() {
+	sleeperMu.Lock()
+	defer sleeperMu.Unlock()
+	for _, c := range sleeperCmds {
+		c.Process.Kill()
+		c.Wait()
+	}
+	sleeperCmds = nil
+}
+
+// ---- the fixture
+
+// transcriptSizes cycle over the fixture's sessions: from a short session
+// to one past the reader's windows (head 256 KiB + tail 768 KiB).
+var transcriptSizes = []int{64 << 10, 256 << 10, 1 << 20, 2 << 20}
+
+func transcriptSizesText() string {
+	var s []string
+	for _, n := range transcriptSizes {
+		if n >= 1<<20 {
+			s = append(s, fmt.Sprintf("%d MiB", n>>20))
+		} else {
+			s = append(s, fmt.Sprintf("%d KiB", n>>10))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// benchUUID is a deterministic v7-shaped id.
+func benchUUID(kind, i int) string {
+	return fmt.Sprintf("019e%04x-%04x-7%03x-8%03x-%012x", kind, i, kind, i, kind*1000+i)
+}
+
+// filler is JSON-safe text of about n bytes.
+func filler(n int) string {
+	const w = "the quick brown fox jumps over the lazy dog while the build runs again "
+	return strings.Repeat(w, n/len(w)+1)[:n]
+}
+
+// writeLines writes head, then body lines until the file is about size
+// bytes, then tail.
+func writeLines(path string, size int, head []string, body func(i int) string, tail []string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	var b strings.Builder
+	for _, l := range head {
+		b.WriteString(l + "\n")
+	}
+	for i := 0; b.Len() < size; i++ {
+		b.WriteString(body(i) + "\n")
+	}
+	for _, l := range tail {
+		b.WriteString(l + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+// makeActiveFixture writes a fixture home (every harness's on-disk state,
+// in the shapes of testdata/home) and a process table of fixtureProcs
+// processes in dir: mostly not harnesses (kernel threads, shells, servers,
+// interpreters), plus helpers that are never listed, plus the agents. It
+// returns the table, the home and the number of agents.
+func makeActiveFixture(dir string) (string, string, int) {
+	home := filepath.Join(dir, "home")
+	procDir := filepath.Join(dir, "proc")
+	uid := uint32(os.Getuid())
+	now := time.Now()
+	boot := now.Add(-48 * time.Hour).Unix()
+	// Every agent started a day ago, a second apart; its files are written
+	// now, after it started.
+	tick := func(i int) uint64 { return uint64((now.Add(-24*time.Hour).Unix()-boot)*100) + uint64(i)*100 }
+	startOf := func(t uint64) time.Time { return time.Unix(boot, 0).Add(time.Duration(t) * 10 * time.Millisecond) }
+	ts := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+	const fakeHome = "/home/bench"
+	envOf := func() []string {
+		return []string{"HOME=" + fakeHome, "USER=bench", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"}
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	var procs []proctest.Proc
+	pid := 1000
+	nextPID := func() int { pid += 1 + rng.IntN(7); return pid }
+	add := func(p proctest.Proc) proctest.Proc {
+		p.UID = uid
+		if p.Env == nil && len(p.Argv) > 0 {
+			p.Env = envOf()
+		}
+		if p.FDs == nil && len(p.Argv) > 0 {
+			p.FDs = []string{"/dev/null", "/dev/null", "/dev/null"}
+		}
+		procs = append(procs, p)
+		return p
+	}
+	shell := func(cwd string) int {
+		p := add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 500, Argv: []string{"-bash"}, Comm: "bash", Cwd: cwd})
+		return p.PID
+	}
+	agents, n := 0, 0
+	size := func() int { n++; return transcriptSizes[n%len(transcriptSizes)] }
+
+	// claude: 12 sessions, each with its registry record and transcript;
+	// 3 background workers and 2 print runs (helpers).
+	for i := range 12 {
+		cwd := fmt.Sprintf("%s/src/claude-%02d", fakeHome, i)
+		sid := benchUUID(1, i)
+		t := tick(agents)
+		p := add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "2.1.284", Argv: []string{"claude"}, Cwd: cwd})
+		agents++
+		reg := fmt.Sprintf(`{"pid":%d,"sessionId":%q,"cwd":%q,"startedAt":%d,"procStart":"%d","version":"2.1.284","kind":"interactive","entrypoint":"cli","name":"claude-%02d","nameSource":"derived","status":"idle"}`,
+			p.PID, sid, cwd, startOf(t).UnixMilli(), t, i)
+		writeFile(filepath.Join(home, ".claude", "sessions", fmt.Sprintf("%d.json", p.PID)), reg)
+		proj := strings.Map(func(r rune) rune {
+			if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return r
+			}
+			return '-'
+		}, cwd)
+		at := ts(startOf(t).Add(time.Minute))
+		writeLines(filepath.Join(home, ".claude", "projects", proj, sid+".jsonl"), size(),
+			[]string{fmt.Sprintf(`{"parentUuid":null,"isSidechain":false,"userType":"external","cwd":%q,"sessionId":%q,"version":"2.1.284","type":"user","message":{"role":"user","content":"fix the build %d"},"timestamp":%q}`, cwd, sid, i, at)},
+			func(j int) string {
+				return fmt.Sprintf(`{"isSidechain":false,"cwd":%q,"sessionId":%q,"type":"assistant","message":{"role":"assistant","model":"claude-opus-4-6","content":[{"type":"text","text":%q}]},"timestamp":%q}`, cwd, sid, filler(2000), at)
+			},
+			[]string{fmt.Sprintf(`{"type":"ai-title","aiTitle":"Fixing build %d","sessionId":%q}`, i, sid)})
+	}
+	for range 3 {
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Comm: "2.1.284", Argv: []string{fakeHome + "/.local/share/claude/versions/2.1.284", "--bg-spare"}, Cwd: fakeHome})
+	}
+	for range 2 {
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{"claude", "-p", "summarize"}, Cwd: fakeHome})
+	}
+
+	// codex: 10 node wrappers (helpers) with their native children, each
+	// holding its rollout open; 2 app-servers (helpers).
+	day := filepath.Join(home, ".codex", "sessions", "2026", "11", "30")
+	var index strings.Builder
+	for i := range 10 {
+		cwd := fmt.Sprintf("%s/src/codex-%02d", fakeHome, i)
+		sid := benchUUID(2, i)
+		t := tick(agents)
+		rollout := filepath.Join(day, fmt.Sprintf("rollout-2026-11-30T%02d-00-00-%s.jsonl", i, sid))
+		at := ts(startOf(t))
+		writeLines(rollout, size(),
+			[]string{
+				fmt.Sprintf(`{"timestamp":%q,"type":"session_meta","payload":{"id":%q,"timestamp":%q,"cwd":%q,"originator":"codex_cli_rs","cli_version":"0.128.0","source":"cli","model_provider":"openai"}}`, at, sid, at, cwd),
+				fmt.Sprintf(`{"timestamp":%q,"type":"turn_context","payload":{"cwd":%q,"approval_policy":"on-request","model":"gpt-5.6","effort":"medium","summary":"auto"}}`, at, cwd),
+			},
+			func(j int) string {
+				return fmt.Sprintf(`{"timestamp":%q,"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":%q}]}}`, at, filler(2000))
+			}, nil)
+		fmt.Fprintf(&index, `{"id":%q,"thread_name":"codex task %d","updated_at":%q}`+"\n", sid, i, at)
+		w := add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "node", Argv: []string{"node", fakeHome + "/.npm-global/lib/node_modules/@openai/codex/bin/codex.js"}, Cwd: cwd})
+		add(proctest.Proc{PID: nextPID(), PPID: w.PID, Start: t + 5, Argv: []string{fakeHome + "/.npm-global/lib/node_modules/@openai/codex/bin/codex-x86_64-unknown-linux-musl"}, Cwd: cwd,
+			FDs: []string{"/dev/pts/1", "/dev/pts/1", "/dev/pts/1", "anon_inode:[eventpoll]", rollout}})
+		agents++
+	}
+	writeFile(filepath.Join(home, ".codex", "session_index.jsonl"), index.String())
+	for range 2 {
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{"codex", "app-server"}, Cwd: fakeHome})
+	}
+
+	// omp (bun) and pi (node): 8 each, found by the dir route.
+	for i := range 8 {
+		cwd := fmt.Sprintf("%s/src/omp-%02d", fakeHome, i)
+		sid := benchUUID(3, i)
+		t := tick(agents)
+		at := ts(startOf(t))
+		writeLines(filepath.Join(home, ".omp", "agent", "sessions", fmt.Sprintf("-src-omp-%02d", i), "2026-11-30T00-00-00-000Z_"+sid+".jsonl"), size(),
+			[]string{
+				fmt.Sprintf(`{"type":"title","v":1,"title":"omp task %d","source":"auto","updatedAt":%q}`, i, at),
+				fmt.Sprintf(`{"type":"session","version":3,"id":%q,"timestamp":%q,"cwd":%q}`, sid, at, cwd),
+				fmt.Sprintf(`{"type":"model_change","id":"a1b2c3d4","parentId":null,"timestamp":%q,"model":"anthropic/claude-opus-4-6"}`, at),
+			},
+			func(j int) string {
+				return fmt.Sprintf(`{"type":"message","id":"%08x","timestamp":%q,"message":{"role":"assistant","content":[{"type":"text","text":%q}],"provider":"anthropic","model":"claude-opus-4-6"}}`, j, at, filler(2000))
+			}, nil)
+		add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "omp", Argv: []string{"bun", fakeHome + "/.bun/bin/omp"}, Cwd: cwd})
+		agents++
+	}
+	for i := range 8 {
+		cwd := fmt.Sprintf("%s/src/pi-%02d", fakeHome, i)
+		sid := benchUUID(4, i)
+		t := tick(agents)
+		at := ts(startOf(t))
+		writeLines(filepath.Join(home, ".pi", "agent", "sessions", fmt.Sprintf("--home-bench-src-pi-%02d--", i), "2026-11-30T00-00-00-000Z_"+sid+".jsonl"), size(),
+			[]string{
+				fmt.Sprintf(`{"type":"session","version":3,"id":%q,"timestamp":%q,"cwd":%q}`, sid, at, cwd),
+				fmt.Sprintf(`{"type":"model_change","id":"0a1b2c3d","parentId":null,"timestamp":%q,"provider":"openai","modelId":"gpt-5.6"}`, at),
+			},
+			func(j int) string {
+				return fmt.Sprintf(`{"type":"message","id":"%08x","timestamp":%q,"message":{"role":"assistant","content":[{"type":"text","text":%q}],"provider":"openai","model":"gpt-5.6"}}`, j, at, filler(2000))
+			}, nil)
+		add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "node", Argv: []string{"node", fakeHome + "/.npm-global/bin/pi"}, Cwd: cwd})
+		agents++
+	}
+
+	// hermes: 6 interactive processes with their leases; 2 gateways.
+	var leases []string
+	for i := range 6 {
+		cwd := fmt.Sprintf("%s/src/hermes-%02d", fakeHome, i)
+		t := tick(agents)
+		p := add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "hermes", Argv: []string{fakeHome + "/.hermes/venv/bin/python3", fakeHome + "/.hermes/venv/bin/hermes"}, Cwd: cwd})
+		st := float64(startOf(t).UnixNano()) / 1e9
+		leases = append(leases, fmt.Sprintf(`{"lease_id":"%032x","pid":%d,"process_start_time":%.2f,"session_id":"20261130_%06d_%06x","started_at":%.1f,"surface":"cli","updated_at":%.1f}`,
+			i+1, p.PID, st, i, i, st+1, st+60))
+		agents++
+	}
+	writeFile(filepath.Join(home, ".hermes", "runtime", "active_sessions.json"), `{"entries":[`+strings.Join(leases, ",")+`]}`)
+	for range 2 {
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{fakeHome + "/.hermes/venv/bin/python", "-m", "hermes_cli.main", "gateway", "run", "--replace"}, Cwd: fakeHome})
+	}
+
+	// dsh: 6 sessions (raw session.jsonl), found by the dir route; 1 dsh web.
+	for i := range 6 {
+		cwd := fmt.Sprintf("%s/src/dsh-%02d", fakeHome, i)
+		sid := "session-" + benchUUID(5, i)
+		t := tick(agents)
+		ms := startOf(t).UnixMilli()
+		writeLines(filepath.Join(home, ".dsh", "sessions", fmt.Sprintf("--home-bench-src-dsh-%02d--", i), sid, "session.jsonl"), size(),
+			[]string{fmt.Sprintf(`{"type":"session","version":0,"id":%q,"createdAt":%d,"cwd":%q,"delegationDepth":0,"agentPreset":"standard"}`, sid, ms, cwd)},
+			func(j int) string {
+				return fmt.Sprintf(`{"type":"assistant/message","seq":%d,"time":%d,"data":{"message":{"role":"assistant","content":[{"type":"text","text":%q}],"source":{"kind":"model","provider":"deepseek","model":"deepseek-v4-pro"}}}}`, j+1, ms, filler(2000))
+			},
+			[]string{fmt.Sprintf(`{"type":"session/title","seq":999999,"time":%d,"data":{"title":"dsh task %d"}}`, ms, i)})
+		add(proctest.Proc{PID: nextPID(), PPID: shell(cwd), Start: t, Comm: "node", Argv: []string{"node", fakeHome + "/.npm-global/bin/dsh"}, Cwd: cwd})
+		agents++
+	}
+	add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{"node", fakeHome + "/.npm-global/bin/dsh", "web"}, Cwd: fakeHome})
+
+	// Everything else: kernel threads, daemons, shells, servers,
+	// interpreters (node, python and bun ones pass the argv pre-filter and
+	// are classified; the rest are not).
+	others := [][]string{
+		{"-bash"}, {"sleep", "infinity"}, {"/usr/sbin/cron", "-f"}, {"nginx: worker process"},
+		{"/usr/lib/postgresql/16/bin/postgres", "-D", "/var/lib/postgresql/16/main"}, {"postgres: 16/main: checkpointer"},
+		{"/usr/bin/python3", "/opt/app/worker.py", "--queue", "default"}, {"python3", "-m", "http.server", "8000"},
+		{"node", "/srv/app/server.js"}, {"/usr/bin/node", "--max-old-space-size=4096", "/srv/app/dist/main.js"},
+		{"bun", "run", "dev"}, {"gopls", "serve"}, {"/usr/bin/dbus-daemon", "--session", "--address=systemd:"},
+		{"sshd: bench@pts/3"}, {"tmux", "new-session", "-s", "work"}, {"nvim", "main.go"}, {"/usr/bin/containerd"},
+	}
+	procs = append([]proctest.Proc{{PID: 1, UID: uid, Start: 10, Comm: "systemd", Argv: []string{"/sbin/init"}, Cwd: "/", FDs: []string{"/dev/null"}}}, procs...)
+	for k := 2; len(procs) < fixtureProcs; k++ {
+		if k < 150 {
+			procs = append(procs, proctest.Proc{PID: k, PPID: 2, UID: uid, Start: 12, Comm: fmt.Sprintf("kworker/%d:1", k%2), Cwd: "/"})
+			continue
+		}
+		argv := others[rng.IntN(len(others))]
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: uint64(1000 + rng.IntN(100000)), Argv: argv, Cwd: "/srv/app"})
+	}
+	if err := proctest.Write(procDir, procs...); err != nil {
+		fatalf("write the fixture table: %v", err)
+	}
+	writeFile(filepath.Join(procDir, "stat"), fmt.Sprintf("cpu  1 2 3 4\nbtime %d\nprocesses %d\n", boot, len(procs)))
+	return procDir, home, agents
+}
+
+func writeFile(path, content string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		fatalf("%v", err)
+	}
+}
+
+// activeReport renders the /active section.
+func activeReport(a *activeRun) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	st := map[string]stat{}
+	by := map[string]*cell{}
+	for _, c := range a.cells {
+		st[c.key], by[c.key] = summarize(c.samples), c
+	}
+	ps := st["ps"]
+	p("## /active listing\n\n")
+	p("A full listing of `/active` as a client shows it: through the project's client library,\n")
+	p("dial and attach, list `/active` and every `/active/<harness>`, list every agent's directory\n")
+	p("and read every field file in it (transcripts and sub-agent directories are listed, not read):\n")
+	p("%s field files for the fixture table, %s for the live one. It is compared with\n", commas(int64(a.fixtureFiles)), commas(int64(a.liveFiles)))
+	p("`ps -eo pid,args` (stdout to /dev/null, process start-up included), which reads every process.\n\n")
+	p("* Fixture table: %s processes written with `proctest` into a temporary directory, served\n", commas(fixtureProcs))
+	p("  with `9harnessd --proc DIR --root NAME=…` over a generated fixture home. %d are agents\n", a.fixtureAgents)
+	p("  (12 claude with registry records, 10 codex native children holding their rollouts, 8 omp,\n")
+	p("  8 pi, 6 hermes with leases, 6 dsh), all resolved to a session; 21 are helpers that are never\n")
+	p("  listed (codex node wrappers and app-servers, claude --bg-spare and -p, hermes gateways, dsh\n")
+	p("  web); the rest are kernel threads, shells, servers and interpreters. Transcript sizes cycle\n")
+	p("  through %s.\n", a.sizes)
+	p("* Live table: this machine's /proc with %d copies of `sleep` named `claude` running\n", liveSleepers)
+	p("  (`claude 600`), served by a second daemon whose roots point into an empty home.\n")
+	p("* `ps` cannot read a fixture table, so the fixture row is compared with `ps -eo pid,args`\n")
+	p("  over the live table (%s processes, sleepers included); read its absolute time too.\n", commas(int64(a.liveProcs)))
+	p("* %d rounds, rows interleaved (A B A B); each sample repeats its command for at least %s\n", *rounds, *listMin)
+	p("  and reports milliseconds per run. Median and min–max over the rounds; ratios are of medians.\n")
+	p("* Checked once before timing: the fixture listing holds exactly its %d agents, each with a\n", a.fixtureAgents)
+	p("  session; the live listing holds every sleeper.\n\n")
+	p("Target: a listing of `/active` takes no longer than `ps -eo pid,args` on the same table.\n\n")
+	p("| row | median (ms) | spread | vs ps -eo pid,args | target |\n")
+	p("|---|---:|---:|---:|---|\n")
+	p("| %s | %s | %s–%s | 1.00x | anchor |\n", by["ps"].name, num(ps.med), num(ps.lo), num(ps.hi))
+	for _, k := range []string{"fixture", "live"} {
+		s := st[k]
+		r := s.med / ps.med
+		verdict := "**met**"
+		if r > 1 {
+			verdict = "**not met**"
+		}
+		p("| %s | %s | %s–%s | %.2fx | ≤ 1.0x ps: %s |\n", by[k].name, num(s.med), num(s.lo), num(s.hi), r, verdict)
+	}
+	p("\nRatios here are times: below 1.00x is faster than `ps`.\n")
 	return b.String()
 }
