@@ -241,3 +241,113 @@ func TestMoveRefusals(t *testing.T) {
 		t.Errorf("a refused move was started:\n%s", d.stderr.String())
 	}
 }
+
+// startClaude starts a Claude-shaped fake agent and waits for its registry.
+func (m *moveEnv) startClaude(t *testing.T, sid string, extra ...string) *fakeAgent {
+	t.Helper()
+	a := startFake(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), append([]string{"FAKE_SESSION=" + sid}, extra...)...)...)
+	registry := filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(a.pid())+".json")
+	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the agent's registry record")
+	return a
+}
+
+// TestMoveStubbornAgent: an agent that ignores SIGTERM is killed at 5 s and
+// still moved; meanwhile another connection is served at once.
+func TestMoveStubbornAgent(t *testing.T) {
+	m := newMoveEnv(t)
+	const sid = "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
+	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
+	d := startDaemon(t, m.home, "--allow-move")
+	other := d.client()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		errc <- d.client().WriteFile("/active/claude/"+strconv.Itoa(agent.pid())+"/tmux", []byte("stubborn"))
+	}()
+	// While the move waits out the grace period, reads proceed.
+	time.Sleep(500 * time.Millisecond)
+	for i := 0; i < 20; i++ {
+		t0 := time.Now()
+		if _, err := other.ReadFile("/pid"); err != nil {
+			t.Fatal(err)
+		}
+		if dt := time.Since(t0); dt > 2*time.Second {
+			t.Fatalf("a read took %v during a move", dt)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("move: %v\n%s", err, d.stderr.String())
+	}
+	took := time.Since(start)
+	<-agent.done
+	if ws, ok := agent.cmd.ProcessState.Sys().(interface{ Signal() os.Signal }); ok && ws.Signal().String() != "killed" {
+		t.Errorf("the stubborn agent ended by %v, want SIGKILL", ws.Signal())
+	}
+	if took < 5*time.Second || took > 25*time.Second {
+		t.Errorf("move took %v; the SIGKILL comes at 5 s", took)
+	}
+	if recs := m.records(t); len(recs) != 2 {
+		t.Errorf("%d launches, want 2", len(recs))
+	} else if p, err := os.FindProcess(recs[1].PID); err == nil {
+		p.Signal(os.Interrupt)
+	}
+}
+
+// TestMoveClientHangsUp: a client that hangs up right after its write still
+// gets its agent moved.
+func TestMoveClientHangsUp(t *testing.T) {
+	m := newMoveEnv(t)
+	const sid = "0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a"
+	agent := m.startClaude(t, sid)
+	d := startDaemon(t, m.home, "--allow-move")
+	c := d.client()
+	f, err := c.Walk("/active/claude/" + strconv.Itoa(agent.pid()) + "/tmux")
+	must(t, err)
+	if _, _, err := f.Open(1); err != nil { // write-only
+		t.Fatal(err)
+	}
+	go f.WriteAt([]byte("orphan"), 0)
+	time.Sleep(50 * time.Millisecond)
+	c.Close() // hang up with the write in flight
+	eventually(t, func() bool { return len(m.records(t)) == 2 }, "the relaunch")
+	eventually(t, func() bool {
+		out, err := m.tmux("list-panes", "-s", "-t", "=orphan", "-F", "#{pane_pid}")
+		return err == nil && out == strconv.Itoa(m.records(t)[1].PID)
+	}, "the agent in the orphan session")
+	eventually(t, func() bool { return strings.Contains(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55") }, "the move's end in the audit")
+	if p, err := os.FindProcess(m.records(t)[1].PID); err == nil {
+		p.Signal(os.Interrupt)
+	}
+}
+
+// TestMoveConcurrent: two moves of the same agent cannot both proceed: the
+// second is EBUSY (or, once the first has killed it, ENOENT).
+func TestMoveConcurrent(t *testing.T) {
+	m := newMoveEnv(t)
+	agent := m.startClaude(t, "1e2f3a4b-5c6d-4e7f-8a9b-0c1d2e3f4a5b", "FAKE_IGNORE_TERM=1")
+	d := startDaemon(t, m.home, "--allow-move")
+	path := "/active/claude/" + strconv.Itoa(agent.pid()) + "/tmux"
+	c1, c2 := d.client(), d.client()
+	f1, _ := c1.Walk(path)
+	f2, _ := c2.Walk(path)
+	f1.Open(1)
+	f2.Open(1)
+	first := make(chan error, 1)
+	go func() { _, err := f1.WriteAt([]byte("one"), 0); first <- err }()
+	time.Sleep(300 * time.Millisecond)
+	_, err := f2.WriteAt([]byte("two"), 0)
+	if !isErrno(err, linux.EBUSY) {
+		t.Errorf("second move: %v, want EBUSY", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first move: %v", err)
+	}
+	if _, err := m.tmux("has-session", "-t", "=two"); err == nil {
+		t.Error("the second move created its session")
+	}
+	if recs := m.records(t); len(recs) == 2 {
+		if p, err := os.FindProcess(recs[1].PID); err == nil {
+			p.Signal(os.Interrupt)
+		}
+	}
+}
