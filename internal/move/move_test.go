@@ -1,12 +1,19 @@
 package move
 
 import (
+	"context"
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/proc"
 )
 
 var good = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
@@ -126,4 +133,47 @@ func FuzzName(f *testing.F) {
 			}
 		}
 	})
+}
+
+type recordingLauncher struct{ calls [][]string }
+
+func (l *recordingLauncher) Launch(_ context.Context, argv []string, _ string, _ []string, _ string) error {
+	l.calls = append(l.calls, argv)
+	return nil
+}
+
+// TestReusedPidNeverSignalled: a move names the agent by pid and start
+// time; a live process at that pid with another start time (a reused pid)
+// is refused with ENOENT and never signalled.
+func TestReusedPidNeverSignalled(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	procs := proc.New("/proc")
+	p, err := procs.Stat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := p
+	stale.Start = p.Start - 1 // the agent that had this pid before
+	l := &recordingLauncher{}
+	uid := uint32(os.Getuid())
+	m := &Mover{Policy: &authz.Policy{Owner: uid, AllowMove: true}, Procs: procs, UID: uid, Launcher: l}
+	err = m.Move(context.Background(), Request{
+		Peer: authz.Subject{UID: uid}, Harness: harness.ByName("claude"), Proc: stale, Host: Tmux{}, Value: []byte("x"),
+	})
+	if !errs.Is(err, errs.NotExist) {
+		t.Fatalf("move of a reused pid: %v, want NotExist", err)
+	}
+	if len(l.calls) != 0 {
+		t.Fatal("a relaunch happened")
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process at the reused pid was hurt: %v", err)
+	}
+	if st, _ := procs.Stat(cmd.Process.Pid); st.Start != p.Start {
+		t.Fatal("the process at the pid changed")
+	}
 }
