@@ -47,11 +47,16 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building the fake harness: %v\n%s", err, out)
 		return 1
 	}
-	for _, name := range []string{"claude", "codex"} {
+	for _, name := range []string{"claude", "codex", "omp", "pi", "hermes"} {
 		if err := os.Link(fake, filepath.Join(dir, name)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	}
+	// The fake zmx, under its real name: a test puts bins on PATH.
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "zmx"), "./fakezmx").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the fake zmx: %v\n%s", err, out)
+		return 1
 	}
 	// A copy of the test binary itself, runnable by other uids: tests
 	// re-run it as a helper peer under another uid.

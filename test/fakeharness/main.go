@@ -11,21 +11,49 @@
 //	codex [resume SID]      creates sessions/YYYY/MM/DD/rollout-…-<sid>.jsonl
 //	                        under $HOME/.codex and holds it open, as the
 //	                        native Codex writer does
+//	omp [--session|--resume|-r PATH|ID]
+//	                        a v3 transcript under $OMP_CODING_AGENT_DIR or
+//	                        $HOME/.omp/agent: sessions/<dir>/<ISO ts with :
+//	                        and . → ->_<uuidv7>.jsonl, <dir> in the current
+//	                        scheme (-tmp-<rel> under the temp dir, checked
+//	                        first; -<rel> under $HOME, "-" for $HOME; else
+//	                        --<abs>--); a 256-byte title slot, the session
+//	                        header, model_change and one exchange. With a
+//	                        path or id it appends to that transcript. The fd
+//	                        stays open (Jan-2026 FileSessionStorageWriter).
+//	pi [--session PATH|ID]  the same under $PI_CODING_AGENT_DIR or
+//	                        $HOME/.pi/agent, dir --<cwd / → ->--, header
+//	                        first (no title slot); like pi's SessionManager
+//	                        it opens, appends and closes per entry (no fd)
+//	hermes [chat] [--resume|-r SID]
+//	                        adds a lease to $HERMES_HOME (or $HOME/.hermes)
+//	                        /runtime/active_sessions.json under flock on
+//	                        active_sessions.lock, pruning dead owners and
+//	                        refusing (exit 1) a session a live owner holds,
+//	                        as hermes_cli/active_sessions.py does; releases
+//	                        it on exit. No state.db is written.
 //
 // Environment: FAKE_SESSION (the session id to use when not resuming),
 // FAKE_RECORD (a file to which it appends one JSON line: argv, cwd, env,
 // pid), FAKE_IGNORE_TERM=1 (ignore SIGTERM), FAKE_CHILD (a \x1f-separated
-// command line run as a child).
+// command line run as a child). SIGTERM, SIGINT and SIGHUP (a hangup, as
+// "zmx kill" sends) end it cleanly.
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +62,11 @@ import (
 func main() {
 	name := filepath.Base(os.Args[0])
 	if err := run(name, os.Args[1:]); err != nil {
+		var r refusal
+		if errors.As(err, &r) {
+			fmt.Fprintln(os.Stderr, string(r))
+			os.Exit(1)
+		}
 		fmt.Fprintf(os.Stderr, "fake %s: %v\n", name, err)
 		os.Exit(1)
 	}
@@ -43,9 +76,9 @@ func run(name string, args []string) error {
 	sigs := make(chan os.Signal, 1)
 	if os.Getenv("FAKE_IGNORE_TERM") == "1" {
 		signal.Ignore(syscall.SIGTERM)
-		signal.Notify(sigs, syscall.SIGINT)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP)
 	} else {
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	}
 	if err := record(name, args); err != nil {
 		return err
@@ -75,6 +108,25 @@ func run(name string, args []string) error {
 			return err
 		}
 		defer f.Close()
+	case "omp":
+		f, err := omp(home, physicalWd(), sid, flagValue(args, "--session", "--resume", "-r"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+	case "pi":
+		if err := pi(home, physicalWd(), sid, flagValue(args, "--session")); err != nil {
+			return err
+		}
+	case "hermes":
+		if v := flagValue(args, "--resume", "-r"); v != "" {
+			sid = v
+		}
+		c, err := hermes(home, sid)
+		if err != nil {
+			return err
+		}
+		cleanup = c
 	default:
 		// A process that only looks like the harness (argv/comm) and
 		// writes nothing: the "no registry" shape.
@@ -204,4 +256,572 @@ func codex(home, cwd, sid string) (*os.File, error) {
 	fmt.Fprintf(f, `{"timestamp":%q,"type":"session_meta","payload":{"id":%q,"timestamp":%q,"cwd":%q,"originator":"codex_cli_rs","cli_version":"0.128.0","source":"cli"}}`+"\n", ts, sid, ts, cwd)
 	fmt.Fprintf(f, `{"timestamp":%q,"type":"turn_context","payload":{"cwd":%q,"model":"gpt-5.6"}}`+"\n", ts, cwd)
 	return f, nil
+}
+
+// physicalWd is getcwd(2): what node's process.cwd() and Python's
+// os.getcwd() return (os.Getwd may answer a symlinked $PWD instead).
+func physicalWd() string {
+	wd, err := syscall.Getwd()
+	if err != nil {
+		wd, _ = os.Getwd()
+	}
+	return wd
+}
+
+// flagValue returns the value of the first of names given as "--x v" or
+// "--x=v".
+func flagValue(args []string, names ...string) string {
+	for i, a := range args {
+		for _, n := range names {
+			if a == n && i+1 < len(args) {
+				return args[i+1]
+			}
+			if strings.HasPrefix(a, n+"=") {
+				return a[len(n)+1:]
+			}
+		}
+	}
+	return ""
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// uuidv7 is what Bun.randomUUIDv7 (omp) and current pi mint.
+func uuidv7() string {
+	var b [16]byte
+	rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// isoMillis is JavaScript's Date.toISOString.
+func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+var piSep = strings.NewReplacer("/", "-", "\\", "-", ":", "-")
+
+// legacyDir is pi's (and Jan-2026 omp's) --<cwd>-- directory name.
+func legacyDir(cwd string) string {
+	if strings.HasPrefix(cwd, "/") || strings.HasPrefix(cwd, "\\") {
+		cwd = cwd[1:]
+	}
+	return "--" + piSep.Replace(cwd) + "--"
+}
+
+func canonical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
+}
+
+func under(p, root string) (string, bool) {
+	if root == "" || root == "." {
+		return "", false
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	if rel == "." {
+		return "", true
+	}
+	return rel, true
+}
+
+// ompDir is current omp's session-paths.ts: the temp dir is checked before
+// $HOME, so a $HOME under the temp dir still gets -tmp-….
+func ompDir(cwd, home string) string {
+	cwd = canonical(cwd)
+	if rel, ok := under(cwd, canonical(os.TempDir())); ok {
+		if rel == "" {
+			return "-tmp"
+		}
+		return "-tmp-" + piSep.Replace(rel)
+	}
+	if rel, ok := under(cwd, canonical(home)); ok {
+		return "-" + piSep.Replace(rel)
+	}
+	return legacyDir(cwd)
+}
+
+// findSession resolves a --session/--resume value: a path (anything with a
+// slash or ending .jsonl, relative to cwd) or a session id prefix looked up
+// in every sessions/<dir>/.
+func findSession(root, cwd, v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if strings.Contains(v, "/") || strings.HasSuffix(v, ".jsonl") {
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(cwd, v)
+		}
+		return v, nil
+	}
+	m, _ := filepath.Glob(filepath.Join(root, "sessions", "*", "*_"+v+"*.jsonl"))
+	if len(m) == 0 {
+		return "", fmt.Errorf("no session matching %q", v)
+	}
+	return m[len(m)-1], nil
+}
+
+// lastEntry returns the session id of a transcript's header and the id of
+// its last tree entry (the parent of what is appended next).
+func lastEntry(path string) (sid, last string) {
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct{ Type, ID string }
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "session":
+			sid = e.ID
+		case "title":
+		default:
+			if e.ID != "" {
+				last = e.ID
+			}
+		}
+	}
+	return sid, last
+}
+
+func jsonLine(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// obj is a JSON object that keeps its keys in the order given, as
+// JSON.stringify does: obj{k1, v1, k2, v2, ...}.
+type obj []any
+
+func (o obj) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := 0; i+1 < len(o); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(o[i])
+		v, err := json.Marshal(o[i+1])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+// exchange is a user message and an assistant answer, as tree entries.
+func exchange(parent, user string, now time.Time) []string {
+	var p any
+	if parent != "" {
+		p = parent
+	}
+	u, a := randHex(4), randHex(4)
+	return []string{
+		jsonLine(obj{"type", "message", "id", u, "parentId", p, "timestamp", isoMillis(now),
+			"message", obj{"role", "user", "content", user}}),
+		jsonLine(obj{"type", "message", "id", a, "parentId", u, "timestamp", isoMillis(now),
+			"message", obj{"role", "assistant", "content", []any{obj{"type", "text", "text", "On it."}},
+				"provider", "anthropic", "model", "claude-opus-4-6", "stopReason", "stop"}}),
+	}
+}
+
+// titleSlot is omp's fixed-width 256-byte (with the newline) title line.
+func titleSlot(title string, now time.Time) string {
+	line := func(pad string) string {
+		return fmt.Sprintf(`{"type":"title","v":1,"title":%s,"source":"auto","updatedAt":%q,"pad":%q}`, jsonLine(title), isoMillis(now), pad)
+	}
+	return line(strings.Repeat(" ", 255-len(line(""))))
+}
+
+func omp(home, cwd, sid, sessionArg string) (*os.File, error) {
+	root := os.Getenv("OMP_CODING_AGENT_DIR")
+	if root == "" {
+		root = filepath.Join(home, ".omp", "agent")
+	}
+	path, err := findSession(root, cwd, sessionArg)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if path != "" {
+		if _, err := os.Stat(path); err == nil {
+			// Resume: append to the existing transcript, fd kept open.
+			_, last := lastEntry(path)
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return nil, err
+			}
+			_, err = f.WriteString(strings.Join(exchange(last, "continue", now), "\n") + "\n")
+			return f, err
+		}
+	}
+	if sid == "" {
+		sid = uuidv7()
+	}
+	if path == "" {
+		dir := filepath.Join(root, "sessions", ompDir(cwd, home))
+		path = filepath.Join(dir, strings.NewReplacer(":", "-", ".", "-").Replace(isoMillis(now))+"_"+sid+".jsonl")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	mc := randHex(4)
+	lines := []string{
+		titleSlot(fmt.Sprintf("fake omp %d", os.Getpid()), now),
+		jsonLine(obj{"type", "session", "version", 3, "id", sid, "timestamp", isoMillis(now), "cwd", cwd}),
+		jsonLine(obj{"type", "model_change", "id", mc, "parentId", nil, "timestamp", isoMillis(now), "model", "anthropic/claude-opus-4-6"}),
+	}
+	lines = append(lines, exchange(mc, "fix the build", now)...)
+	if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// appendLine is node's appendFileSync: open, append, close.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// pi writes a session that has had one exchange: pi creates the file only
+// once there is an assistant message, and holds no fd.
+func pi(home, cwd, sid, sessionArg string) error {
+	root := os.Getenv("PI_CODING_AGENT_DIR")
+	if root == "" {
+		root = filepath.Join(home, ".pi", "agent")
+	}
+	path, err := findSession(root, cwd, sessionArg)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var lines []string
+	if _, err := os.Stat(path); path != "" && err == nil {
+		_, last := lastEntry(path)
+		lines = exchange(last, "continue", now)
+	} else {
+		if sid == "" {
+			sid = uuidv7()
+		}
+		if path == "" {
+			path = filepath.Join(root, "sessions", legacyDir(cwd), strings.NewReplacer(":", "-", ".", "-").Replace(isoMillis(now))+"_"+sid+".jsonl")
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		mc := randHex(4)
+		lines = append([]string{
+			jsonLine(obj{"type", "session", "version", 3, "id", sid, "timestamp", isoMillis(now), "cwd", cwd}),
+			jsonLine(obj{"type", "model_change", "id", mc, "parentId", nil, "timestamp", isoMillis(now), "provider", "anthropic", "modelId", "claude-opus-4-6"}),
+		}, exchange(mc, "fix the build", now)...)
+	}
+	for _, l := range lines {
+		if err := appendLine(path, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refusal is hermes's refusal text, printed as is.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+// pyFloat marshals as Python's repr of a float does (always a '.' or an
+// exponent).
+type pyFloat float64
+
+func (f pyFloat) MarshalJSON() ([]byte, error) {
+	s := strconv.FormatFloat(float64(f), 'f', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return []byte(s), nil
+}
+
+// pyJSON is json.dumps(v, sort_keys=True, ensure_ascii=False) with the
+// default separators ", " and ": ".
+func pyJSON(v any) string {
+	var b strings.Builder
+	var enc func(v any)
+	enc = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			b.WriteByte('{')
+			for i, k := range keys {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				enc(k)
+				b.WriteString(": ")
+				enc(x[k])
+			}
+			b.WriteByte('}')
+		case []any:
+			b.WriteByte('[')
+			for i, e := range x {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				enc(e)
+			}
+			b.WriteByte(']')
+		case string:
+			var sb strings.Builder
+			e := json.NewEncoder(&sb)
+			e.SetEscapeHTML(false)
+			e.Encode(x)
+			b.WriteString(strings.TrimSuffix(sb.String(), "\n"))
+		default:
+			j, _ := json.Marshal(x)
+			b.Write(j)
+		}
+	}
+	enc(v)
+	return b.String()
+}
+
+// procStart is psutil's create_time on Linux: boot time (btime in
+// /proc/stat) plus starttime (field 22 of /proc/<pid>/stat) / CLK_TCK.
+func procStart(pid int) (float64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ticks, err := strconv.ParseFloat(f[19], 64)
+	if err != nil {
+		return 0, false
+	}
+	st, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			bt, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, false
+			}
+			return bt + ticks/100, true
+		}
+	}
+	return 0, false
+}
+
+func numberOf(v any) (float64, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// alive is _pid_liveness(lenient=True): a pid that does not exist is dead;
+// a recorded start time that differs from the process's by 1 ms or more
+// is a reused pid.
+func alive(e map[string]any) bool {
+	p, ok := numberOf(e["pid"])
+	pid := int(p)
+	if !ok || pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	want, ok := numberOf(e["process_start_time"])
+	if !ok {
+		return true
+	}
+	got, ok := procStart(pid)
+	if !ok {
+		return true
+	}
+	return math.Abs(got-want) < 0.001
+}
+
+type hermesRegistry struct{ state, lock string }
+
+// locked runs f holding the registry's flock, as _FileLock does.
+func (r hermesRegistry) locked(f func() error) error {
+	if err := os.MkdirAll(filepath.Dir(r.lock), 0o755); err != nil {
+		return err
+	}
+	l, err := os.OpenFile(r.lock, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o666)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(l.Fd()), syscall.LOCK_UN)
+	return f()
+}
+
+func (r hermesRegistry) read() ([]map[string]any, error) {
+	b, err := os.ReadFile(r.state)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(strings.NewReader(strings.TrimPrefix(string(b), "\ufeff")))
+	d.UseNumber()
+	var data any
+	if err := d.Decode(&data); err != nil {
+		return nil, fmt.Errorf("active session registry unreadable: %s", r.state)
+	}
+	if m, ok := data.(map[string]any); ok {
+		data = m["entries"]
+	}
+	list, ok := data.([]any)
+	if !ok {
+		return nil, fmt.Errorf("active session registry has invalid shape: %s", r.state)
+	}
+	var out []map[string]any
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// write is atomic_json_write(indent=None, sort_keys=True): a mkstemp file
+// beside the target, fsync, rename; a new file gets the umask mode, an
+// existing one keeps its mode.
+func (r hermesRegistry) write(entries []map[string]any) error {
+	list := make([]any, len(entries))
+	for i, e := range entries {
+		list[i] = e
+	}
+	mode := os.FileMode(0o666) &^ os.FileMode(umask)
+	if fi, err := os.Stat(r.state); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(r.state), ".active_sessions_*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	f.Chmod(mode)
+	if _, err := f.WriteString(pyJSON(map[string]any{"entries": list})); err != nil {
+		f.Close()
+		return err
+	}
+	f.Sync()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), r.state)
+}
+
+func prune(entries []map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, e := range entries {
+		if alive(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+var umask = func() int { m := syscall.Umask(0o022); syscall.Umask(m); return m }()
+
+// hermes takes a "cli" lease on sid, as try_acquire_active_session does,
+// and returns its release.
+func hermes(home, sid string) (func(), error) {
+	root := os.Getenv("HERMES_HOME")
+	if root == "" {
+		root = filepath.Join(home, ".hermes")
+	}
+	if sid == "" {
+		sid = time.Now().Format("20060102_150405") + "_" + randHex(3)
+	}
+	reg := hermesRegistry{filepath.Join(root, "runtime", "active_sessions.json"), filepath.Join(root, "runtime", "active_sessions.lock")}
+	pid := os.Getpid()
+	now := pyFloat(float64(time.Now().UnixNano()) / 1e9)
+	lease := randHex(16)
+	entry := map[string]any{"lease_id": lease, "session_id": sid, "surface": "cli", "pid": pid, "process_start_time": nil, "started_at": now, "updated_at": now}
+	if st, ok := procStart(pid); ok {
+		entry["process_start_time"] = pyFloat(st)
+	}
+	err := reg.locked(func() error {
+		entries, err := reg.read()
+		if err != nil {
+			return refusal("hermes-refusal-reason: SESSION_COORDINATION_UNAVAILABLE\n" + err.Error())
+		}
+		entries = prune(entries)
+		for _, e := range entries {
+			if e["session_id"] == sid {
+				reg.write(entries) // the prune is kept even when refusing
+				return refusal(fmt.Sprintf("hermes-refusal-reason: SESSION_NOT_OWNED\nSession %s already has a live owner (%v, pid %v).", sid, e["surface"], e["pid"]))
+			}
+		}
+		return reg.write(append(entries, entry))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		reg.locked(func() error {
+			entries, err := reg.read()
+			if err != nil {
+				return err
+			}
+			entries = prune(entries)
+			var kept []map[string]any
+			for _, e := range entries {
+				if e["lease_id"] != lease {
+					kept = append(kept, e)
+				}
+			}
+			if len(kept) != len(entries) {
+				return reg.write(kept)
+			}
+			return nil
+		})
+	}, nil
 }
