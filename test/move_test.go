@@ -351,3 +351,79 @@ func TestMoveConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveEveryHarnessAndHost: a successful move per resumable harness and
+// per host: the new process has the same session id, the same directory,
+// the environment minus the scrubbed variables, and lives in the named
+// session.
+func TestMoveEveryHarnessAndHost(t *testing.T) {
+	sessions := map[string]string{
+		"claude": "2f3a4b5c-6d7e-4f8a-9b0c-1d2e3f4a5b6c",
+		"codex":  "019e9999-aaaa-7bbb-8ccc-dddddddddddd",
+		"omp":    "019e7777-aaaa-7bbb-8ccc-eeeeeeeeeeee",
+		"pi":     "3a4b5c6d-7e8f-4a9b-8c0d-1e2f3a4b5c6d",
+		"hermes": "20261130_071500_a1b2c3",
+	}
+	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes"} {
+		for _, host := range []string{"zmx", "tmux"} {
+			t.Run(h+"/"+host, func(t *testing.T) {
+				m := newMoveEnv(t)
+				agent := startFake(t, h, m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION="+sessions[h])...)
+				d := startDaemon(t, m.home, "--allow-move")
+				c := d.client()
+				dir := "/active/" + h + "/" + strconv.Itoa(agent.pid())
+				var sid string
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					sid, _ = readField(c, dir+"/session")
+					if sid != "" || time.Now().After(deadline) {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if sid == "" {
+					via, _ := readField(c, dir+"/via")
+					t.Fatalf("%s agent's session never resolved (via %q)", h, via)
+				}
+				name := h + "-" + host
+				if err := c.WriteFile(dir+"/"+host, []byte(name+"\n")); err != nil {
+					t.Fatalf("move: %v\n%s", err, d.stderr.String())
+				}
+				select {
+				case <-agent.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the old agent still runs")
+				}
+				recs := m.records(t)
+				if len(recs) != 2 {
+					t.Fatalf("%d launches recorded, want 2", len(recs))
+				}
+				old, nw := recs[0], recs[1]
+				defer func() {
+					if p, err := os.FindProcess(nw.PID); err == nil {
+						p.Signal(os.Interrupt)
+					}
+					if host == "zmx" {
+						cmd := exec.Command(bin("zmx"), "kill", name)
+						cmd.Env = m.env
+						cmd.Run()
+					}
+				}()
+				if nw.Cwd != old.Cwd {
+					t.Errorf("cwd %q, was %q", nw.Cwd, old.Cwd)
+				}
+				if w, g := envSet(old.Env), envSet(nw.Env); strings.Join(w, "\n") != strings.Join(g, "\n") {
+					t.Errorf("environment differs:\n old %q\n new %q", w, g)
+				}
+				newDir := "/active/" + h + "/" + strconv.Itoa(nw.PID)
+				eventually(t, func() bool {
+					s, err := readField(c, newDir+"/session")
+					return err == nil && s == sid
+				}, "the new agent with the same session")
+				if got, _ := readField(c, newDir+"/"+host); got != name {
+					t.Errorf("new agent's %s = %q, want %q", host, got, name)
+				}
+			})
+		}
+	}
+}

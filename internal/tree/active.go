@@ -264,6 +264,11 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 		return ""
 	}
 	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
+	if pane == "" {
+		// Without the pane, tmux would answer with its current session,
+		// which need not be the agent's: better unknown than wrong.
+		return ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	name, err := move.TmuxSession(ctx, tm, a.TmuxSocket, pane)
