@@ -317,3 +317,29 @@ func TestHelp(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestIdleExit: with --idle-exit the daemon stays while a connection is
+// open, and exits cleanly once it has been idle that long.
+func TestIdleExit(t *testing.T) {
+	home := fixtureHome(t)
+	d := startDaemon(t, home, "--idle-exit", "1s")
+	c := d.client()
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := c.ReadFile("/pid"); err != nil {
+		t.Fatalf("daemon left with a connection open: %v", err)
+	}
+	c.Close()
+	start := time.Now()
+	if err := d.wait(); err != nil {
+		t.Fatalf("idle exit: %v\n%s", err, d.stderr.String())
+	}
+	if dt := time.Since(start); dt < 900*time.Millisecond {
+		t.Errorf("exited %v after the last connection closed, before the idle time", dt)
+	}
+	if !strings.Contains(d.stderr.String(), "idle for 1s") {
+		t.Errorf("no log line:\n%s", d.stderr.String())
+	}
+	if _, err := os.Lstat(d.sock); !os.IsNotExist(err) {
+		t.Errorf("socket left after the idle exit: %v", err)
+	}
+}

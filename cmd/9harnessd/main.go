@@ -174,6 +174,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	allowMove := fs.Bool("allow-move", false, "allow the daemon's own uid to move agents (the one write; off by default)")
 	usePolkit := fs.Bool("polkit", false, "also ask the system's polkitd (action "+authz.PolkitAction+") before any move")
 	auditTo := fs.String("audit", "auto", "where refusals and moves are recorded: `auto` (the journal if reachable, else stderr), journal, stderr")
+	idleExit := fs.Duration("idle-exit", 0, "exit after `DURATION` with no connection and no move in flight (0: never); systemd reactivates on the next connection")
 	procRoot := fs.String("proc", "/proc", "the process table to read (`DIR`; for tests)")
 	quiet := fs.Bool("quiet", false, "log only refusals and errors")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -241,6 +242,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		Polkit:      *usePolkit,
 		Audit:       *auditTo,
 		ProcRoot:    *procRoot,
+		IdleExit:    *idleExit,
 		Listening: func(path string) {
 			if *quiet {
 				return

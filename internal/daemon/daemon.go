@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"bytes"
+	"time"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +60,7 @@ type Server struct {
 	ProcRoot string
 
 	mu     sync.Mutex
+	idle   time.Time // when the last connection closed (zero while one is open)
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 	closed bool
@@ -225,13 +227,25 @@ func (s *Server) track(c net.Conn) bool {
 		s.conns = make(map[net.Conn]struct{})
 	}
 	s.conns[c] = struct{}{}
+	s.idle = time.Time{}
 	return true
 }
 
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if len(s.conns) == 0 {
+		s.idle = time.Now()
+	}
 	s.mu.Unlock()
+}
+
+// IdleSince returns when the daemon last became idle (no connection), or
+// the zero time while a connection is open.
+func (s *Server) IdleSince() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
 }
 
 // Conns reports the number of connections being served.

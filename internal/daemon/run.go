@@ -36,9 +36,39 @@ type Config struct {
 	Polkit      bool     // --polkit: ask polkitd before any move
 	Audit       string   // "auto" (journal if reachable, else stderr), "journal", "stderr"
 	ProcRoot    string   // "" = /proc
+	// IdleExit, if positive, stops the daemon after that long with no
+	// connection and no move in flight: under socket activation systemd
+	// starts it again on the next connection, so an idle user pays nothing.
+	IdleExit time.Duration
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
+}
+
+// idleExit cancels the daemon's context once it has been idle for d.
+func (s *Server) idleExit(ctx context.Context, stop context.CancelFunc, d time.Duration, mover *move.Mover) {
+	tick := min(d/4, time.Second)
+	if tick <= 0 {
+		tick = d
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		since := s.IdleSince()
+		if since.IsZero() || (mover != nil && mover.InFlight() > 0) {
+			continue
+		}
+		if time.Since(since) >= d {
+			s.logf("idle for %v: exiting (socket activation starts the daemon again on the next connection)", d)
+			stop()
+			return
+		}
+	}
 }
 
 // moves adapts the mover to the tree's write hook.
@@ -138,6 +168,16 @@ func Run(ctx context.Context, cfg Config) error {
 			defer cancel()
 			mover.Wait(wctx)
 		}()
+	}
+
+	if cfg.IdleExit > 0 && cfg.FD < 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		s.mu.Lock()
+		s.idle = time.Now()
+		s.mu.Unlock()
+		go s.idleExit(ctx, cancel, cfg.IdleExit, mover)
 	}
 
 	if cfg.FD >= 0 {

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -62,10 +63,14 @@ type Mover struct {
 	// Term, Kill and SessionWait override the bounds (tests); zero = the defaults.
 	Term, Kill, SessionWait time.Duration
 
-	mu   sync.Mutex
-	busy map[string]bool
-	wg   sync.WaitGroup
+	mu       sync.Mutex
+	busy     map[string]bool
+	wg       sync.WaitGroup
+	inflight atomic.Int32
 }
+
+// InFlight is the number of moves being performed.
+func (m *Mover) InFlight() int { return int(m.inflight.Load()) }
 
 // Request is one write of a name into an agent's zmx or tmux file.
 type Request struct {
@@ -110,7 +115,9 @@ func ValidName(b []byte) (string, error) {
 // started, completes whether or not the client stays.
 func (m *Mover) Move(ctx context.Context, r Request) error {
 	m.wg.Add(1)
+	m.inflight.Add(1)
 	defer m.wg.Done()
+	defer m.inflight.Add(-1)
 	rec := &record{m: m, r: r}
 
 	// 1. Authorization.
