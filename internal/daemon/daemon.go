@@ -5,7 +5,6 @@ package daemon
 
 import (
 	"bytes"
-	"time"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hugelgupf/p9/p9"
 
