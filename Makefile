@@ -6,7 +6,11 @@ BIN     ?= bin
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test deps vet bench clean
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+
+.PHONY: all build run test deps vet bench clean install install-user uninstall-user
 
 all: build
 
@@ -35,6 +39,38 @@ test: deps vet
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) run ./test/bench -out BENCHMARKS.md
+
+# System-wide (or packaged, with DESTDIR): binaries, the user units (every
+# user then runs systemctl --user enable --now 9harness.socket), the journal
+# catalog, the polkit action and the man pages.
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/systemd/user $(DESTDIR)$(PREFIX)/lib/systemd/catalog \
+		$(DESTDIR)$(PREFIX)/share/polkit-1/actions $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(DESTDIR)$(BINDIR)/
+	install -m 0644 packaging/systemd/9harness.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
+	sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/9harness.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/user/9harness.service
+	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/9harness.service
+	install -m 0644 packaging/systemd/9harness.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
+	install -m 0644 packaging/polkit/org.ninep.harness.move.policy $(DESTDIR)$(PREFIX)/share/polkit-1/actions/
+	install -m 0644 packaging/man/9harness.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 packaging/man/9harnessd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+
+# For one user, no root: ~/.local/bin and ~/.config/systemd/user. Then
+#   systemctl --user daemon-reload && systemctl --user enable --now 9harness.socket
+install-user: build
+	install -d $(HOME)/.local/bin $(HOME)/.config/systemd/user $(HOME)/.local/share/man/man1 $(HOME)/.local/share/man/man8
+	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(HOME)/.local/bin/
+	install -m 0644 packaging/systemd/9harness.socket $(HOME)/.config/systemd/user/
+	sed 's|@BINDIR@|$(HOME)/.local/bin|g' packaging/systemd/9harness.service.in > $(HOME)/.config/systemd/user/9harness.service
+	chmod 0644 $(HOME)/.config/systemd/user/9harness.service
+	install -m 0644 packaging/man/9harness.1 $(HOME)/.local/share/man/man1/
+	install -m 0644 packaging/man/9harnessd.8 $(HOME)/.local/share/man/man8/
+
+uninstall-user:
+	-systemctl --user disable --now 9harness.socket 9harness.service
+	rm -f $(HOME)/.local/bin/9harnessd $(HOME)/.local/bin/9harness \
+		$(HOME)/.config/systemd/user/9harness.socket $(HOME)/.config/systemd/user/9harness.service \
+		$(HOME)/.local/share/man/man1/9harness.1 $(HOME)/.local/share/man/man8/9harnessd.8
 
 clean:
 	rm -rf $(BIN)
