@@ -1,0 +1,137 @@
+#!/bin/bash
+# A real systemd user manager and journald for one test user, inside a
+# private mount namespace, where systemd is not PID 1 (shared research,
+# section 1: the four pitfalls and their fixes). Run as root by
+# test/usermgr_test.go, inside `unshare --mount --propagation private`.
+# It prints "CHECK key value" lines that the Go test asserts on.
+#
+# Environment: U (uid), UNAME, UHOME, BINS (test binaries, fakes), SELF (the
+# test binary, for writes), WORK (scratch, traversable by U).
+set -euo pipefail
+: "${U:?}" "${UNAME:?}" "${UHOME:?}" "${BINS:?}" "${WORK:?}" "${SELF:?}"
+RUNDIR=/run/user/$U
+
+mountpoint -q /run || mount --bind /run /run
+mount -t tmpfs -o mode=755 tmpfs /run/systemd
+mkdir -p /run/systemd/system /run/systemd/journal /run/systemd/unit-root /run/systemd/inaccessible
+( cd /run/systemd/inaccessible && mkdir -p dir && touch reg && mkfifo fifo && mknod chr c 0 0 && mknod blk b 0 0 &&
+  python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")' && chmod 000 dir reg fifo chr blk sock )
+mount -t tmpfs -o mode=755 tmpfs /run/log
+mount -t tmpfs -o mode=755 tmpfs /run/user
+mkdir -p "$RUNDIR" && chown "$U:$U" "$RUNDIR" && chmod 700 "$RUNDIR"
+
+/usr/lib/systemd/systemd-journald >"$WORK/journald.log" 2>&1 &
+JPID=$!
+echo $JPID >"$WORK/journald.pid"
+for i in $(seq 100); do [ -S /run/systemd/journal/socket ] && break; sleep 0.05; done
+
+CG=user.slice/user-$U.slice/user@$U.service
+(
+  [ -d /sys/fs/cgroup/systemd/$CG ] && echo $BASHPID > /sys/fs/cgroup/systemd/$CG/cgroup.procs
+  [ -d /sys/fs/cgroup/unified/$CG ] && echo $BASHPID > /sys/fs/cgroup/unified/$CG/cgroup.procs
+  exec setpriv --reuid="$U" --regid="$U" --init-groups --reset-env \
+    env HOME="$UHOME" USER="$UNAME" LOGNAME="$UNAME" PATH=/usr/local/bin:/usr/bin:/bin \
+        XDG_RUNTIME_DIR="$RUNDIR" SYSTEMD_LOG_TARGET=journal-or-kmsg /usr/lib/systemd/systemd --user
+) >"$WORK/usermgr.log" 2>&1 &
+MPID=$!
+
+asuser() {
+  setpriv --reuid="$U" --regid="$U" --init-groups --reset-env \
+    env HOME="$UHOME" USER="$UNAME" LOGNAME="$UNAME" PATH="$UHOME/.local/bin:$BINS:/usr/local/bin:/usr/bin:/bin" \
+        XDG_RUNTIME_DIR="$RUNDIR" DBUS_SESSION_BUS_ADDRESS="unix:path=$RUNDIR/bus" "$@"
+}
+check() { echo "CHECK $1 $2"; }
+AGENTS=()
+cleanup() {
+  set +e
+  for p in "${AGENTS[@]}"; do kill "$p" 2>/dev/null; done
+  if [ -f "$WORK/record.jsonl" ]; then
+    for p in $(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$WORK/record.jsonl"); do kill "$p" 2>/dev/null; done
+  fi
+  asuser tmux kill-server 2>/dev/null
+  asuser zmx kill 'sysmoved*' 2>/dev/null
+  asuser systemctl --user exit 2>/dev/null
+  for i in $(seq 50); do kill -0 $MPID 2>/dev/null || break; sleep 0.1; done
+  kill $MPID 2>/dev/null
+  kill $JPID 2>/dev/null
+  wait 2>/dev/null
+}
+trap cleanup EXIT
+
+for i in $(seq 200); do asuser systemctl --user is-active default.target >/dev/null 2>&1 && break; sleep 0.05; done
+check manager "$(asuser systemctl --user is-active default.target 2>&1)"
+
+# Install and enable, the way a user does.
+asuser systemctl --user daemon-reload
+asuser systemctl --user enable --now 9harness.socket
+check socket "$(asuser systemctl --user is-active 9harness.socket)"
+check service-before "$(asuser systemctl --user is-active 9harness.service || true)"
+verify=$(asuser systemd-analyze --user verify "$UHOME/.config/systemd/user/9harness.socket" "$UHOME/.config/systemd/user/9harness.service" 2>&1) && vrc=0 || vrc=$?
+check verify-rc "$vrc"
+check verify-output "$(printf "%s" "$verify" | tr "\n" "|")"
+score=$(asuser systemd-analyze --user security 9harness.service 2>&1 | sed -n 's/.*Overall exposure level for 9harness.service: \([0-9.]*\).*/\1/p')
+check security "${score:-none}"
+
+# The first connection activates the daemon.
+SOCK=$RUNDIR/9p/harness
+check sockmode "$(stat -c %a "$SOCK") $(stat -c %a "$RUNDIR/9p")"
+check ls "$(asuser 9harness ls / | tr '\n' ' ')"
+check service-after "$(asuser systemctl --user is-active 9harness.service)"
+MAIN=$(asuser systemctl --user show -p MainPID --value 9harness.service)
+check pid-is-main "$([ "$(asuser 9harness cat /pid)" = "$MAIN" ] && echo yes || echo "no: $MAIN")"
+check mirror "$(asuser 9harness cat /codex/session-index | head -c 60)"
+
+# An agent outside the unit shows under /active.
+mkdir -p "$UHOME/src/x"; chown "$U:$U" "$UHOME/src" "$UHOME/src/x"
+# Started from this shell, outside the daemon's unit; no descriptor of
+# this script is left in them (the Go test reads our output from a file,
+# but a command substitution here would wait for them).
+start_agent() { # name sid
+  ( cd "$UHOME/src/x" && asuser env FAKE_SESSION="$2" FAKE_RECORD="$WORK/record.jsonl" "$1" ) </dev/null >/dev/null 2>&1 &
+}
+start_agent claude 3b4c5d6e-7f8a-4b9c-8d0e-1f2a3b4c5d6e
+start_agent claude 4c5d6e7f-8a9b-4c0d-9e1f-2a3b4c5d6e7f
+for i in $(seq 100); do [ "$(asuser 9harness ls /active/claude 2>/dev/null | wc -l)" = 2 ] && break; sleep 0.1; done
+AGENTS+=($(pgrep -u "$U" -x claude))
+check active "$(asuser 9harness ls /active/claude | tr '\n' ' ')"
+check active-via "$(for p in $(pgrep -u "$U" -x claude); do asuser 9harness cat /active/claude/$p/via; done | sort -u | tr '\n' ' ')"
+
+# Idle exit, and reactivation; moves switched on in a drop-in.
+mkdir -p "$UHOME/.config/systemd/user/9harness.service.d"
+printf '[Service]\nEnvironment=HARNESS_IDLE=2s\nEnvironment=HARNESS_ARGS=--allow-move\n' >"$UHOME/.config/systemd/user/9harness.service.d/test.conf"
+chown -R "$U:$U" "$UHOME/.config/systemd/user/9harness.service.d"
+asuser systemctl --user daemon-reload
+asuser systemctl --user stop 9harness.service
+asuser 9harness cat /pid >/dev/null
+M1=$(asuser systemctl --user show -p MainPID --value 9harness.service)
+for i in $(seq 100); do [ "$(asuser systemctl --user is-active 9harness.service || true)" != active ] && break; sleep 0.1; done
+check idle-exit "$(asuser systemctl --user is-active 9harness.service || true)"
+P2=$(asuser 9harness cat /pid)
+M2=$(asuser systemctl --user show -p MainPID --value 9harness.service)
+check reactivated "$([ "$P2" = "$M2" ] && [ "$M2" != "$M1" ] && [ "$M2" != 0 ] && echo yes || echo "no: $M1 $M2 $P2")"
+check journal-idle "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'idle for 2s' || true)"
+
+# Moves, from the socket-activated daemon: one into tmux, one into zmx.
+PIDS=($(pgrep -u "$U" -x claude | sort -n))
+move() { # pid host name
+  asuser env HELPER_WRITE_SOCK="$SOCK" HELPER_WRITE_PATH="/active/claude/$1/$2" HELPER_WRITE_VALUE="$3" "$SELF" -test.run '^TestHelperWrite$' 2>&1 | grep -o 'WRITE.*' || true
+}
+check move-tmux "$(move "${PIDS[0]}" tmux sysmoved-t)"
+check move-zmx "$(move "${PIDS[1]}" zmx sysmoved-z)"
+echo "--- the daemon's journal:"; journalctl --no-pager -o cat -t 9harnessd 2>/dev/null | tail -n 20
+# From a shell outside the daemon's unit, the user finds both sessions.
+check tmux-found "$(asuser tmux has-session -t =sysmoved-t 2>&1 && echo yes || echo no)"
+check zmx-found "$(asuser zmx list --short 2>/dev/null | grep -x sysmoved-z || echo no)"
+NEW=$(grep -c '"name":"claude"' "$WORK/record.jsonl" || true)
+check relaunches "$NEW"
+NEWPIDS=$(tail -n 2 "$WORK/record.jsonl" | sed -n 's/.*"pid":\([0-9]*\).*/\1/p' | tr '\n' ' ')
+check new-cgroups "$(for p in $NEWPIDS; do sed -n 's/^0:://p' /proc/$p/cgroup; done | tr '\n' ' ')"
+# Stopping the daemon leaves the moved agents running.
+asuser systemctl --user stop 9harness.service
+sleep 0.5
+check survivors "$(n=0; for p in $NEWPIDS; do kill -0 "$p" 2>/dev/null && n=$((n+1)); done; echo $n)"
+for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
+  journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
+  check journal-$id "$(wc -l <"$WORK/j-$id.json")"
+done
+echo "DONE"
