@@ -1,0 +1,126 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// DefaultRelayCommand is what runs on the remote host: a relay to that
+// host's default socket for the ssh user.
+const DefaultRelayCommand = "9harness relay"
+
+// SSH says how to reach a daemon on another machine: ssh logs in and runs
+// a relay there (see Relay), and 9P flows over ssh's standard input and
+// output.
+type SSH struct {
+	// Dest is ssh's destination: [user@]host, a Host alias of
+	// ~/.ssh/config, or ssh://[user@]host[:port].
+	Dest string
+	// Options are passed to ssh as -o OPTION, in order, ahead of the
+	// defaults: ssh takes the first value it is given, so they win.
+	Options []string
+	// Command is the remote command; DefaultRelayCommand when empty.
+	Command string
+	// Socket, when set, is the remote daemon's socket: " -s SOCKET",
+	// quoted for the remote shell, is appended to Command.
+	Socket string
+	// Program is the ssh binary; "ssh" when empty.
+	Program string
+}
+
+// Argv is the command line that starts the transport:
+//
+//	ssh [-o OPTION]... -T -x -a -o BatchMode=yes -o ClearAllForwardings=yes
+//	    -o RemoteCommand=none -o PermitLocalCommand=no -o ControlMaster=no
+//	    -- DEST '9harness relay [-s SOCKET]'
+//
+// -T: no terminal, which would mangle the binary stream; BatchMode: never
+// prompt, fail instead; the rest keep the session a plain pipe whatever
+// ~/.ssh/config says (no forwardings, agent or X11; no local or configured
+// remote command; never become a multiplexing master that outlives the
+// call, though an existing master is used).
+func (s SSH) Argv() ([]string, error) {
+	if s.Dest == "" {
+		return nil, errors.New("--ssh: no destination")
+	}
+	if strings.HasPrefix(s.Dest, "-") {
+		return nil, fmt.Errorf("--ssh %q: a destination cannot begin with '-'", s.Dest)
+	}
+	prog := s.Program
+	if prog == "" {
+		prog = "ssh"
+	}
+	argv := []string{prog}
+	for _, o := range s.Options {
+		argv = append(argv, "-o", o)
+	}
+	argv = append(argv, "-T", "-x", "-a",
+		"-o", "BatchMode=yes",
+		"-o", "ClearAllForwardings=yes",
+		"-o", "RemoteCommand=none",
+		"-o", "PermitLocalCommand=no",
+		"-o", "ControlMaster=no",
+		"--", s.Dest, s.RemoteCommand())
+	return argv, nil
+}
+
+// RemoteCommand is the command line the remote shell runs.
+func (s SSH) RemoteCommand() string {
+	cmd := s.Command
+	if cmd == "" {
+		cmd = DefaultRelayCommand
+	}
+	if s.Socket != "" {
+		cmd += " -s " + ShellQuote(s.Socket)
+	}
+	return cmd
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// DialSSH starts ssh as s says and attaches over it. If ssh or the remote
+// relay fails, the error is a *CommandError carrying the exit status and
+// the last line of ssh's standard error (where the remote relay's own
+// message arrives too).
+func DialSSH(s SSH) (*Client, error) {
+	argv, err := s.Argv()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := StartCommand("ssh "+s.Dest, argv)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(conn) // closes conn on failure, which reaps ssh
+	if err == nil {
+		return c, nil
+	}
+	if e := conn.Exited(); e != nil {
+		if e.Err == nil && e.LastLine() == "" {
+			return nil, fmt.Errorf("%s: the remote command %q exited without speaking 9P", e.Name, s.RemoteCommand())
+		}
+		return nil, e
+	}
+	return nil, err
+}
+
+// TransportError is how the transport program ended, once it has: nil for
+// a socket, or while the program runs.
+func (c *Client) TransportError() error {
+	if cc, ok := c.conn.(*CommandConn); ok {
+		if e := cc.Exited(); e != nil {
+			return e
+		}
+	}
+	return nil
+}
