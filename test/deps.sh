@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages the tests need, when they are missing.
 # diod: diodls/diodcat/diodload, an independent 9P2000.L client nobody here wrote.
-# zstd: the tests decode fixtures with the real tool.
+# zstd: the tests decode fixtures with the real tool. tmux: the move's
+# real host. nix-bin: the offline Nix checks. As root also systemd, dbus,
+# polkitd and openssh-server for the system tests.
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 missing=""
@@ -12,7 +14,10 @@ if [ "$(id -u)" = 0 ]; then
 	[ -x /usr/lib/systemd/systemd-journald ] || missing="$missing systemd"
 	command -v dbus-daemon >/dev/null 2>&1 || missing="$missing dbus"
 	[ -x /usr/lib/polkit-1/polkitd ] || missing="$missing polkitd"
+	[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
 fi
+command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
+command -v nix-instantiate >/dev/null 2>&1 || missing="$missing nix-bin"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "deps: please install:$missing" >&2
@@ -22,4 +27,4 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 echo "deps: installing$missing" >&2
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-upgrade --no-install-recommends $missing
