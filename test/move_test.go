@@ -394,6 +394,9 @@ func TestMoveEveryHarnessAndHost(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Fatal("the old agent still runs")
 				}
+				// The new process may record its launch a moment after it
+				// became visible as the session's holder.
+				eventually(t, func() bool { return len(m.records(t)) >= 2 }, "the relaunch's record")
 				recs := m.records(t)
 				if len(recs) != 2 {
 					t.Fatalf("%d launches recorded, want 2", len(recs))
