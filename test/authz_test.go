@@ -130,6 +130,36 @@ func TestGrants(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), `reason="uid 4104 is not the daemon's uid 4101 and holds no grant"`) {
 		t.Errorf("audit lacks the reason:\n%s", d.stderr.String())
 	}
+
+	// A granted reader cannot move the owner's agent, --allow-move or not.
+	must(t, exec.Command("chmod", "-R", "a+rwX", filepath.Join(home, ".claude")).Run())
+	cwd := filepath.Join(filepath.Dir(home), "cwd")
+	must(t, os.MkdirAll(cwd, 0o777))
+	agent := exec.Command(bin("claude"))
+	agent.Dir = cwd
+	agent.Env = []string{"HOME=" + home, "PATH=" + bins + ":/usr/bin:/bin", "FAKE_SESSION=6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d"}
+	agent.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	must(t, agent.Start())
+	done := make(chan struct{})
+	go func() { agent.Wait(); close(done) }()
+	defer func() { agent.Process.Kill(); <-done }()
+	path := "/active/claude/" + strconv.Itoa(agent.Process.Pid) + "/zmx"
+	eventually(t, func() bool { _, err := clientAs(friendUID, friendUID, nil, sock, "stat", path); return err == nil }, "the owner's agent under /active")
+	probe := exec.Command(bin("self.test"), "-test.run=^TestHelperWrite$")
+	probe.Env = append(os.Environ(), "HELPER_WRITE_SOCK="+sock, "HELPER_WRITE_PATH="+path, "HELPER_WRITE_VALUE=stolen")
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: friendUID, Gid: friendUID}}
+	out, _ := probe.CombinedOutput()
+	if !strings.Contains(string(out), "WRITE err operation not permitted") {
+		t.Errorf("a granted reader's move: %s, want EPERM", out)
+	}
+	select {
+	case <-done:
+		t.Fatal("the owner's agent died from a refused move")
+	default:
+	}
+	eventually(t, func() bool {
+		return strings.Contains(d.stderr.String(), `reason="only the daemon's own uid 4101 may move; the peer is uid 4102"`)
+	}, "the refused move in the audit")
 }
 
 // TestForgedAttach: the 9P Tattach uname and n_uname are never trusted. A

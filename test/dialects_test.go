@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,5 +273,72 @@ func TestFrontDoor(t *testing.T) {
 	c.Close()
 	if _, err := keep.ReadFile("/pid"); err != nil {
 		t.Fatalf("an innocent connection was hurt: %v", err)
+	}
+}
+
+// TestDialectsActiveAndMove: plain 9P2000 reaches /active like 9P2000.L
+// does, and performs a move with the same authorization and result.
+func TestDialectsActiveAndMove(t *testing.T) {
+	m := newMoveEnv(t)
+	const sid = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
+	agent := m.startClaude(t, sid)
+	ro := startDaemon(t, m.home)
+	d := startDaemon(t, m.home, "--allow-move")
+	fs := mount9(t, d.sock)
+	dir := "/active/claude/" + strconv.Itoa(agent.pid())
+	f, err := fs.Open("/active/claude", plan9.OREAD)
+	must(t, err)
+	ds, err := f.Dirreadall()
+	f.Close()
+	must(t, err)
+	found := false
+	for _, e := range ds {
+		found = found || e.Name == strconv.Itoa(agent.pid())
+	}
+	if !found {
+		t.Fatalf("9P2000 listing of /active/claude lacks %d", agent.pid())
+	}
+	read9 := func(p string) string {
+		f, err := fs.Open(p, plan9.OREAD)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		return strings.TrimSpace(string(b))
+	}
+	if got := read9(dir + "/session"); got != sid {
+		t.Fatalf("9P2000 session = %q", got)
+	}
+	if st, err := fs.Stat(dir + "/tmux"); err != nil || st.Mode&0o777 != 0o644 {
+		t.Fatalf("9P2000 stat of tmux: %v %v", st, err)
+	}
+	// Refused where 9P2000.L refuses: a read-only daemon, a bad name.
+	if _, err := mount9(t, ro.sock).Open(dir+"/tmux", plan9.OWRITE); err == nil || !strings.Contains(err.Error(), "read only") {
+		t.Errorf("write open on a read-only daemon: %v", err)
+	}
+	w, err := fs.Open(dir+"/tmux", plan9.OWRITE|plan9.OTRUNC)
+	must(t, err)
+	if _, err := w.Write([]byte("bad name")); err == nil || !strings.Contains(err.Error(), "invalid argument") {
+		t.Errorf("bad name over 9P2000: %v", err)
+	}
+	if _, err := w.Write([]byte("plan9moved\n")); err != nil {
+		t.Fatalf("move over 9P2000: %v\n%s", err, d.stderr.String())
+	}
+	w.Close()
+	<-agent.done
+	eventually(t, func() bool { return len(m.records(t)) >= 2 }, "the relaunch")
+	nw := m.records(t)[1]
+	defer func() {
+		if p, err := os.FindProcess(nw.PID); err == nil {
+			p.Signal(os.Interrupt)
+		}
+	}()
+	if out, err := m.tmux("list-panes", "-s", "-t", "=plan9moved", "-F", "#{pane_pid}"); err != nil || out != strconv.Itoa(nw.PID) {
+		t.Fatalf("tmux session plan9moved: %q %v, want pid %d", out, err, nw.PID)
+	}
+	// And the 9P2000.L side sees the same agent.
+	if got, _ := readField(d.client(), "/active/claude/"+strconv.Itoa(nw.PID)+"/session"); got != sid {
+		t.Errorf("9P2000.L after the move: session %q", got)
 	}
 }

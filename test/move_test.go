@@ -196,6 +196,13 @@ func TestMoveRefusals(t *testing.T) {
 	}
 	// An agent whose harness cannot resume: no registry, no session.
 	bare := startFake(t, "codex", m.home, m.cwd, m.env...)
+	// An agent whose own PATH has neither the host nor its harness.
+	lost := startFake(t, "claude", m.home, m.cwd, "PATH=/nonexistent", "TMUX_TMPDIR="+m.tmuxDir, "ZMX_DIR="+m.zmxDir,
+		"FAKE_RECORD="+m.record, "FAKE_SESSION=5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c")
+	eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(lost.pid())+".json"))
+		return err == nil
+	}, "the PATH-less agent's registry record")
 
 	readonly := startDaemon(t, m.home)
 	d := startDaemon(t, m.home, "--allow-move")
@@ -217,6 +224,8 @@ func TestMoveRefusals(t *testing.T) {
 		{"name in use", d, dir + "/tmux", "taken", linux.EEXIST},
 		{"unresolved session", d, "/active/codex/" + strconv.Itoa(bare.pid()) + "/tmux", "fresh", linux.EPERM},
 		{"other file", d, dir + "/session", "x", linux.EROFS},
+		{"host not on the agent's PATH", d, "/active/claude/" + strconv.Itoa(lost.pid()) + "/zmx", "lost", linux.EPERM},
+		{"tmux not on the agent's PATH", d, "/active/claude/" + strconv.Itoa(lost.pid()) + "/tmux", "lost", linux.EPERM},
 	} {
 		err := tc.d.client().WriteFile(tc.path, []byte(tc.value))
 		if !isErrno(err, tc.errno) {
@@ -224,15 +233,18 @@ func TestMoveRefusals(t *testing.T) {
 		}
 	}
 	// Nothing was touched: both agents run, nothing was relaunched.
-	for _, a := range []*fakeAgent{agent, bare} {
+	for _, a := range []*fakeAgent{agent, bare, lost} {
 		select {
 		case <-a.done:
 			t.Fatalf("agent %d died from a refused move", a.pid())
 		default:
 		}
 	}
-	if recs := m.records(t); len(recs) != 2 {
-		t.Errorf("%d launches recorded, want the 2 originals", len(recs))
+	if recs := m.records(t); len(recs) != 3 {
+		t.Errorf("%d launches recorded, want the 3 originals", len(recs))
+	}
+	if !strings.Contains(d.stderr.String(), "zmx is not on the agent's PATH (/nonexistent)") {
+		t.Errorf("the PATH refusal does not say what is missing:\n%s", d.stderr.String())
 	}
 	if !strings.Contains(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53") {
 		t.Errorf("refusals not audited:\n%s", d.stderr.String())
