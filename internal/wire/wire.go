@@ -347,19 +347,10 @@ func (c *Conn) track(typ uint8, tag, oldtag uint16) {
 
 // answerAuth writes Rlerror(ENOENT) for a Tauth. ENOENT, not p9's ENOSYS:
 // diod's libnpclient accepts only success or ENOENT as "auth not required".
-// The write waits for the write lock; only a client that stops reading its
-// replies can make it wait long, and that stalls only its own connection.
 func (c *Conn) answerAuth(tag uint16) error {
-	var b [hdrLen + 4]byte
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
-	b[4] = msgRlerror
-	binary.LittleEndian.PutUint16(b[5:], tag)
-	binary.LittleEndian.PutUint32(b[7:], enoent)
-	c.wmu.Lock()
-	_, err := c.c.Write(b[:])
-	c.wmu.Unlock()
-	if err != nil {
-		c.shutdown(err)
+	var body [4]byte
+	binary.LittleEndian.PutUint32(body[:], enoent)
+	if err := c.answer(msgRlerror, tag, body[:]); err != nil {
 		return err
 	}
 	c.nAuth.Add(1)
@@ -367,13 +358,20 @@ func (c *Conn) answerAuth(tag uint16) error {
 }
 
 // answerSelfFlush writes the Rflush of a Tflush that names its own tag.
-func (c *Conn) answerSelfFlush(tag uint16) error {
-	var b [hdrLen]byte
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
-	b[4] = msgTflush + 1
+func (c *Conn) answerSelfFlush(tag uint16) error { return c.answer(msgTflush+1, tag, nil) }
+
+// answer writes a reply the wrapper makes itself. It waits for the write
+// lock, so it never interleaves with p9's replies; only a client that stops
+// reading its replies can make it wait long, and that stalls only its own
+// connection.
+func (c *Conn) answer(typ uint8, tag uint16, body []byte) error {
+	b := make([]byte, hdrLen, hdrLen+len(body))
+	binary.LittleEndian.PutUint32(b[0:], uint32(hdrLen+len(body)))
+	b[4] = typ
 	binary.LittleEndian.PutUint16(b[5:], tag)
+	b = append(b, body...)
 	c.wmu.Lock()
-	_, err := c.c.Write(b[:])
+	_, err := c.c.Write(b)
 	c.wmu.Unlock()
 	if err != nil {
 		c.shutdown(err)
