@@ -11,4 +11,7 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+require (
+	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
+	github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+)

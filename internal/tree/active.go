@@ -230,27 +230,32 @@ func (d *agentDir) Attr() (Attr, error) {
 type field struct {
 	name  string
 	value func(d *agentDir, a harness.Agent) (string, bool)
+	// light fields come from /proc alone: no harness file is read for them.
+	light bool
 }
 
 func str(v string) (string, bool) { return v, v != "" }
 
 var fields = []field{
-	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }},
-	{"ppid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(a.PPID), a.PPID > 0 }},
+	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }, true},
+	{"ppid", func(d *agentDir, a harness.Agent) (string, bool) {
+		p, err := d.a.cfg.Procs.Stat(d.p.PID)
+		return strconv.Itoa(p.PPID), err == nil && p.PPID > 0
+	}, true},
 	{"started", func(d *agentDir, a harness.Agent) (string, bool) {
 		return strconv.FormatInt(d.started().Unix(), 10), true
-	}},
-	{"cwd", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Cwd) }},
-	{"name", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Name) }},
-	{"title", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Title) }},
-	{"session", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Session) }},
-	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }},
-	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }},
-	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }},
+	}, true},
+	{"cwd", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Cwd) }, false},
+	{"name", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Name) }, false},
+	{"title", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Title) }, false},
+	{"session", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Session) }, false},
+	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }, false},
+	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }, false},
+	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }, false},
 	// zmx and tmux are always present: empty outside a session is itself
 	// the answer ("not in one"), and the move writes here.
-	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, true }},
-	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), true }},
+	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, true }, false},
+	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), true }, false},
 }
 
 // tmuxSession asks tmux which session the agent's pane is in: the name is
@@ -279,6 +284,17 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 }
 
 func (d *agentDir) Lookup(name string) (Node, error) {
+	for _, f := range fields {
+		if f.name == name && f.light {
+			if err := d.alive(); err != nil {
+				return nil, err
+			}
+			if _, ok := f.value(d, harness.Agent{}); !ok {
+				return nil, errs.E("active.Lookup", errs.NotExist, d.treePath()+"/"+name, nil)
+			}
+			return &factFile{d: d, f: f}, nil
+		}
+	}
 	a, err := d.resolve()
 	if err != nil {
 		return nil, err
@@ -288,10 +304,12 @@ func (d *agentDir) Lookup(name string) (Node, error) {
 			if _, ok := f.value(d, a); !ok {
 				break
 			}
+			// The facts resolved for the lookup serve its stat; an open
+			// derives them again.
 			if (f.name == "zmx" || f.name == "tmux") && d.a.cfg.Mover != nil {
-				return &hostFile{factFile{d: d, f: f}}, nil
+				return &hostFile{factFile{d: d, f: f, walked: &a}}, nil
 			}
-			return &factFile{d: d, f: f}, nil
+			return &factFile{d: d, f: f, walked: &a}, nil
 		}
 	}
 	switch name {
@@ -344,14 +362,27 @@ func (d *agentDir) List() ([]Entry, error) {
 // factFile is one fact. Its content is derived when it is opened and held
 // by the handle, so one reader never sees a value torn across its reads.
 type factFile struct {
-	d *agentDir
-	f field
+	d      *agentDir
+	f      field
+	walked *harness.Agent // the facts the lookup resolved, for stat; nil for light fields
 }
 
-func (ff *factFile) content() ([]byte, error) {
-	a, err := ff.d.resolve()
-	if err != nil {
-		return nil, err
+// content derives the fact; fresh says to resolve again rather than use the
+// facts of the lookup (an open is always fresh).
+func (ff *factFile) content(fresh bool) ([]byte, error) {
+	var a harness.Agent
+	switch {
+	case ff.f.light:
+		if err := ff.d.alive(); err != nil {
+			return nil, err
+		}
+	case ff.walked != nil && !fresh:
+		a = *ff.walked
+	default:
+		var err error
+		if a, err = ff.d.resolve(); err != nil {
+			return nil, err
+		}
 	}
 	v, ok := ff.f.value(ff.d, a)
 	if !ok {
@@ -364,7 +395,7 @@ func (ff *factFile) content() ([]byte, error) {
 }
 
 func (ff *factFile) Attr() (Attr, error) {
-	b, err := ff.content()
+	b, err := ff.content(false)
 	if err != nil {
 		return Attr{}, err
 	}
@@ -374,7 +405,7 @@ func (ff *factFile) Attr() (Attr, error) {
 }
 
 func (ff *factFile) Open() (Handle, error) {
-	b, err := ff.content()
+	b, err := ff.content(true)
 	if err != nil {
 		return nil, err
 	}
