@@ -175,6 +175,23 @@ func claudeProjectDir(r *saferoot.Root, cwd, sid string) string {
 	return found
 }
 
+// claudeFind returns the project dir that holds sid's transcript, or "".
+func claudeFind(r *saferoot.Root, sid string) string {
+	ents, err := r.ReadDir("projects")
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		if !e.Dir {
+			continue
+		}
+		if info, err := r.Stat("projects/" + e.Name + "/" + sid + ".jsonl"); err == nil && !info.Dir {
+			return "projects/" + e.Name
+		}
+	}
+	return ""
+}
+
 // claudeClaimed is the session ids the other registry records name: a
 // newer transcript that one of them owns is not this process's /clear.
 func claudeClaimed(r *saferoot.Root, pid int) map[string]bool {
@@ -331,7 +348,15 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		tr, err = projDir+"/"+newer+".jsonl", nil
 	}
 	if err != nil {
-		return a // the session has written nothing yet
+		// Claude's own resume also looks beyond the cwd's project dir
+		// (worktrees, a cwd that moved): the session id is unique, so a
+		// transcript of that id under another project dir is this one.
+		other := claudeFind(env.Root, sid)
+		if other == "" {
+			return a // the session has written nothing yet
+		}
+		projDir, tr = other, other+"/"+sid+".jsonl"
+		a.Via += " (transcript under another project dir)"
 	}
 	a.Transcript = tr
 	a.Title, a.Model = claudeFacts(env.Root, tr)
