@@ -17,6 +17,8 @@ if [ "$(id -u)" = 0 ]; then
 	[ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
 fi
 command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
+command -v fzf >/dev/null 2>&1 || missing="$missing fzf"
+command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 command -v nix-instantiate >/dev/null 2>&1 || missing="$missing nix-bin"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then

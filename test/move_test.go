@@ -398,6 +398,20 @@ func TestMoveEveryHarnessAndHost(t *testing.T) {
 					t.Fatalf("%s agent's session never resolved (via %q)", h, via)
 				}
 				name := h + "-" + host
+				// Whatever happens below, the session this move makes (and
+				// the agent in it) is ended: the test made them.
+				t.Cleanup(func() {
+					if host == "zmx" {
+						cmd := exec.Command(bin("zmx"), "kill", name)
+						cmd.Env = m.env
+						cmd.Run()
+					}
+					for i, r := range m.records(t) {
+						if p, err := os.FindProcess(r.PID); err == nil && i > 0 {
+							p.Signal(os.Interrupt)
+						}
+					}
+				})
 				if err := c.WriteFile(dir+"/"+host, []byte(name+"\n")); err != nil {
 					t.Fatalf("move: %v\n%s", err, d.stderr.String())
 				}
@@ -414,16 +428,6 @@ func TestMoveEveryHarnessAndHost(t *testing.T) {
 					t.Fatalf("%d launches recorded, want 2", len(recs))
 				}
 				old, nw := recs[0], recs[1]
-				defer func() {
-					if p, err := os.FindProcess(nw.PID); err == nil {
-						p.Signal(os.Interrupt)
-					}
-					if host == "zmx" {
-						cmd := exec.Command(bin("zmx"), "kill", name)
-						cmd.Env = m.env
-						cmd.Run()
-					}
-				}()
 				if nw.Cwd != old.Cwd {
 					t.Errorf("cwd %q, was %q", nw.Cwd, old.Cwd)
 				}

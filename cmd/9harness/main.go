@@ -33,6 +33,16 @@ Read the 9harnessd tree: the on-disk state of your AI coding agents, on this
 machine or, through ssh, on another. Flags come before the command.
 
 Commands:
+  ps [--json] [--watch] [--harness NAME]...
+                    list the live agents, one row each: harness, pid, age,
+                    status, directory, zmx or tmux session, title
+  move [--tmux] HARNESS/PID NAME
+                    stop an agent and resume the same session inside a new
+                    zmx (or tmux) session NAME, to attach to from anywhere;
+                    needs a daemon started with --allow-move
+  mount [-f] DIR    mount the tree on DIR through FUSE, for any program to read
+                    (9harness help mount); not with --ssh
+  umount DIR        unmount it
   ls [-l] PATH...   list directories (a file lists as itself)
   cat PATH...       write files to standard output
   stat PATH...      print type, mode, size, mtime and qid of each path
@@ -42,11 +52,13 @@ Commands:
                     standard error only. The daemon sees the relay's uid,
                     over ssh the uid ssh logged in as, and serves it exactly
                     as it would a local client.
+  help [COMMAND]    this text, or one command's (also: 9harness COMMAND --help)
 
 Flags:
   -s SOCKET         the daemon's socket (default %s);
                     with --ssh, the daemon's socket on the remote host
   --version         print the version
+  -h, --help        this text
 
 Remote:
   --ssh DEST        read the tree on DEST: run
@@ -64,15 +76,62 @@ Remote:
                     With -s, " -s SOCKET" is appended to it.
 
 Examples:
-  9harness ls /
+  9harness ps
+  9harness ps --watch --harness claude
+  9harness ps --json | jq -r '.[] | select(.status == "idle") | .pid'
+  9harness move claude/345104 rescued && zmx attach rescued
+  9harness ls /active/claude
   9harness ls -l /claude/projects
   9harness cat /claude/history | tail
-  9harness --ssh alice@build1 ls /active/claude
+  9harness --ssh alice@build1 ps
   9harness --ssh build1 --ssh-opt Port=2222 cat /codex/history | tail
 
   # or forward the remote socket and use it as a local one:
   ssh -N -L /tmp/build1.sock:/run/user/1000/9p/harness alice@build1 &
   9harness -s /tmp/build1.sock ls /
+
+Exit status: 0 on success; 1 when the daemon cannot be reached or an
+operation fails, with one line on standard error saying why; 2 for a usage
+error.
+`
+
+const lsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ls [-l] [PATH...]
+
+List each directory of the tree (default /); a directory's name ends in /.
+A file lists as itself.
+
+Options:
+  -l          long listing: mode, size, mtime and name
+  -h, --help  this text
+
+Examples:
+  9harness ls /active/claude
+  9harness ls -l /claude/projects
+`
+
+const catHelp = `usage: 9harness [-s SOCKET | --ssh DEST] cat PATH...
+
+Write each file of the tree to standard output, in order.
+
+Examples:
+  9harness cat /active/claude/345104/title
+  9harness cat /codex/history | tail
+`
+
+const statHelp = `usage: 9harness [-s SOCKET | --ssh DEST] stat PATH...
+
+Print the type, mode, size, mtime and qid of each path of the tree.
+
+Example:
+  9harness stat /claude/history
+`
+
+const relayHelp = `usage: 9harness [-s SOCKET] relay
+
+Join standard input and output to the daemon's socket (the default one, or
+-s SOCKET), byte for byte, until either side closes. It is the far end of
+9harness --ssh DEST, which runs "ssh DEST 9harness relay"; it is not for
+reading the tree yourself. Its errors go to standard error only.
 `
 
 // sshOpts collects repeated --ssh-opt flags.
@@ -85,20 +144,62 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// globals is how to reach the daemon: its socket, or ssh to a relay.
+type globals struct {
+	sock string
+	ssh  *client.SSH // nil: the local socket
+}
+
+// dial reaches the daemon; the error is one line that says what to do.
+func (g *globals) dial() (*client.Client, error) {
+	if g.ssh != nil {
+		return client.DialSSH(*g.ssh)
+	}
+	c, err := client.Dial(g.sock)
+	if errors.Is(err, client.ErrUnanswered) {
+		return nil, fmt.Errorf("%s: %v", g.sock, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the daemon at %s: %v (start it with 9harnessd, or systemctl --user start 9harness.socket)", g.sock, unwrapSyscall(err))
+	}
+	return c, nil
+}
+
+// connect is dial for a command: on failure it prints the line and gives
+// the exit status.
+func (g *globals) connect(stderr io.Writer) (*client.Client, int) {
+	c, err := g.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness: %v\n", err)
+		return nil, 1
+	}
+	return c, 0
+}
+
+// remote tells whether the tree is another machine's.
+func (g *globals) remote() bool { return g.ssh != nil }
+
+// helps is each command's full help, for COMMAND --help and help COMMAND.
+var helps = map[string]string{
+	"ps": psHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": mountHelp,
+}
+
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("9harness", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	sock := fs.String("s", sockpath.Default(), "the daemon's `SOCKET`")
 	sshDest := fs.String("ssh", "", "reach the daemon on `DEST` through ssh")
 	var sshOptions sshOpts
 	fs.Var(&sshOptions, "ssh-opt", "pass -o `OPTION` to ssh (repeatable)")
 	sshCmd := fs.String("ssh-cmd", client.DefaultRelayCommand, "the remote `COMMAND`")
 	showVersion := fs.Bool("version", false, "print the version")
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, sockpath.Default()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, usage, sockpath.Default())
 			return 0
 		}
+		fmt.Fprintf(stderr, "9harness: %v (try 9harness --help)\n", err)
 		return 2
 	}
 	set := map[string]bool{}
@@ -108,48 +209,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		fmt.Fprintf(stderr, usage, sockpath.Default())
 		return 2
 	}
 	if *sshDest == "" && (set["ssh-opt"] || set["ssh-cmd"]) {
 		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
 		return 2
 	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	var long bool
-	switch cmd {
-	case "ls":
-		lf := flag.NewFlagSet("ls", flag.ContinueOnError)
-		lf.SetOutput(stderr)
-		lf.BoolVar(&long, "l", false, "long listing")
-		if err := lf.Parse(rest); err != nil {
-			return 2
-		}
-		rest = lf.Args()
-	case "cat", "stat":
-	case "relay":
-		if *sshDest != "" {
-			fmt.Fprintln(stderr, "9harness: relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)")
-			return 2
-		}
-		return relay(*sock, rest, stdin, stdout, stderr)
-	case "help":
-		fs.Usage()
-		return 0
-	default:
-		fmt.Fprintf(stderr, "9harness: unknown command %q (try 9harness --help)\n", cmd)
-		return 2
-	}
-	if len(rest) == 0 {
-		if cmd != "ls" {
-			fmt.Fprintf(stderr, "9harness %s: no path given\n", cmd)
-			return 2
-		}
-		rest = []string{"/"}
-	}
-
-	var c *client.Client
-	var err error
+	g := &globals{sock: *sock}
 	if *sshDest != "" {
 		s := client.SSH{Dest: *sshDest, Options: sshOptions, Command: *sshCmd}
 		if set["s"] {
@@ -159,25 +226,106 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "9harness: %v\n", err)
 			return 2
 		}
-		c, err = client.DialSSH(s)
+		g.ssh = &s
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	switch cmd {
+	case "ps":
+		return runPs(g, rest, stdout, stderr)
+	case "move":
+		return runMove(g, rest, stdout, stderr)
+	case "ls", "cat", "stat":
+		return runRead(g, cmd, rest, stdout, stderr)
+	case "mount", "umount":
+		if g.remote() {
+			fmt.Fprintf(stderr, "9harness: %s works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)\n", cmd)
+			return 2
+		}
+		if cmd == "mount" {
+			return runMount(rest, stdout, stderr, *sock)
+		}
+		return runUmount(rest, stdout, stderr)
+	case "relay":
+		if g.remote() {
+			fmt.Fprintln(stderr, "9harness: relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)")
+			return 2
+		}
+		return relay(*sock, rest, stdin, stdout, stderr)
+	case "help":
+		if len(rest) == 0 {
+			fmt.Fprintf(stdout, usage, sockpath.Default())
+			return 0
+		}
+		if len(rest) == 1 && (rest[0] == "mount" || rest[0] == "umount") {
+			return runMount([]string{"-h"}, stdout, stdout, *sock)
+		}
+		h, ok := helps[rest[0]]
+		if !ok || len(rest) > 1 {
+			fmt.Fprintf(stderr, "9harness help: no command %q (try 9harness --help)\n", strings.Join(rest, " "))
+			return 2
+		}
+		io.WriteString(stdout, h)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "9harness: unknown command %q (try 9harness --help)\n", cmd)
+		return 2
+	}
+}
+
+// parseFlags parses a command's flags. With interspersed, flags may follow
+// operands too (up to "--"). It returns the operands, or ok false with the
+// exit status: 0 after printing help to stdout for -h/--help, 2 after one
+// line on stderr for a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (operands []string, status int, ok bool) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			io.WriteString(stdout, helps[fs.Name()])
+			return nil, 0, false
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "9harness: %v\n", err)
-			return 1
+			fmt.Fprintf(stderr, "9harness %s: %v (try 9harness %s --help)\n", fs.Name(), err, fs.Name())
+			return nil, 2, false
 		}
-	} else {
-		c, err = client.Dial(*sock)
-		if errors.Is(err, client.ErrUnanswered) {
-			fmt.Fprintf(stderr, "9harness: %s: %v\n", *sock, err)
-			return 1
+		left := fs.Args()
+		if !interspersed || len(left) == 0 {
+			return append(operands, left...), 0, true
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "9harness: cannot reach the daemon at %s: %v\n  (start it with 9harnessd, or systemctl --user start 9harness.socket)\n", *sock, unwrapSyscall(err))
-			return 1
+		if i := len(args) - len(left); i > 0 && args[i-1] == "--" {
+			return append(operands, left...), 0, true
 		}
+		operands = append(operands, left[0])
+		args = left[1:]
+	}
+}
+
+// runRead is ls, cat and stat: one operation per path.
+func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) int {
+	var long bool
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	if cmd == "ls" {
+		fs.BoolVar(&long, "l", false, "long listing")
+	}
+	rest, status, ok := parseFlags(fs, args, false, stdout, stderr)
+	if !ok {
+		return status
+	}
+	if len(rest) == 0 {
+		if cmd != "ls" {
+			fmt.Fprintf(stderr, "9harness %s: no path given (try 9harness %s --help)\n", cmd, cmd)
+			return 2
+		}
+		rest = []string{"/"}
+	}
+	c, status := g.connect(stderr)
+	if c == nil {
+		return status
 	}
 	defer c.Close()
 
-	status := 0
+	status = 0
 	for _, p := range rest {
 		var err error
 		switch cmd {
@@ -206,19 +354,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // the relay's own uid (the ssh user's) and nothing more.
 func relay(sock string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rf := flag.NewFlagSet("relay", flag.ContinueOnError)
-	rf.SetOutput(stderr)
 	rf.StringVar(&sock, "s", sock, "the daemon's `SOCKET`")
-	rf.Usage = func() {
-		fmt.Fprintf(stderr, "usage: 9harness relay [-s SOCKET]   (a transport: ssh HOST 9harness relay; see 9harness --help)\n")
+	rest, status, ok := parseFlags(rf, args, false, stdout, stderr)
+	if !ok {
+		return status
 	}
-	if err := rf.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if rf.NArg() != 0 {
-		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q\n", rf.Arg(0))
+	if len(rest) != 0 {
+		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	if f, ok := stdout.(*os.File); ok && isTerminal(f) {

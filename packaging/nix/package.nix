@@ -28,7 +28,7 @@ buildGo126Module {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-btR/5hvsL452YRpuDKTTMtnCFB6i6oWY+gen6dDbKNQ=";
+  vendorHash = "sha256-tkM5PFym+P6bgPvI59YWYrL1R9lAUIzonyRpS+1UVS8=";
 
   subPackages = [
     "cmd/9harnessd"

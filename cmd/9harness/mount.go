@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fusefs"
+)
+
+// mountHelp is the help of both mount and umount.
+const mountHelp = `usage: 9harness [-s SOCKET] mount [-f] DIR
+       9harness umount DIR
+
+mount: mount the daemon's tree on DIR through FUSE, for any program to
+read: ls, cat, tail -f, grep -r. Only you see it (no allow_other; not even
+root). Files are read live, so a transcript that grows is longer on the next
+read. Under 9harnessd --allow-move, writing a session name into an agent's
+zmx or tmux file moves it (echo NAME > DIR/active/claude/PID/zmx); every
+other change answers "Read-only file system".
+
+By default mount returns once the tree is mounted, leaving a background
+process serving it until the mount is unmounted; -f keeps it in the
+foreground instead, until unmounted or interrupted (SIGINT, SIGTERM or
+SIGHUP unmount it; if the mount is busy it is detached lazily). Either way
+it prints "mounted SOCKET on DIR". If the daemon goes away (it was stopped
+or restarted), the mount is unmounted: mount it again.
+
+As root the mount is made directly; otherwise by fusermount3 (Debian
+package fuse3), which must be setuid root, with /dev/fuse readable and
+writable by you (the distribution's udev rule makes it 0666).
+
+umount: unmount DIR (a 9harness mount only): umount(2) as root, else
+fusermount3 -u DIR.
+
+  -f   stay in the foreground
+  -d   log every FUSE request to standard error (implies -f)
+`
+
+// notifyEnv names the descriptor on which a background mount process
+// reports that the tree is mounted ("ok"); its standard error is the same
+// pipe until then, so its errors (and fusermount3's) reach the caller.
+const notifyEnv = "NINEHARNESS_MOUNT_NOTIFY_FD"
+
+// runMount is `9harness mount [-f] DIR`.
+func runMount(args []string, stdout, stderr io.Writer, sock string) int {
+	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
+	fg := fl.Bool("f", false, "stay in the foreground")
+	debug := fl.Bool("d", false, "log every FUSE request (implies -f)")
+	if status, ok := parseMountFlags(fl, args, stdout, stderr); !ok {
+		return status
+	}
+	if fl.NArg() != 1 {
+		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount [-f] DIR (try 9harness mount --help)")
+		return 2
+	}
+	dir, err := filepath.Abs(fl.Arg(0))
+	if err == nil {
+		sock, err = filepath.Abs(sock)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return 1
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", pathErr(err))
+		return 1
+	} else if !fi.IsDir() {
+		fmt.Fprintf(stderr, "9harness mount: %s is not a directory\n", dir)
+		return 1
+	}
+	if !*fg && !*debug {
+		return mountBackground(dir, sock, stdout, stderr)
+	}
+	return mountForeground(dir, sock, stdout, stderr, *debug)
+}
+
+// mountBackground runs `9harness -s SOCK mount -f DIR` as a new session,
+// detached from the terminal, and returns when it has mounted the tree or
+// failed to.
+func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return 1
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return 1
+	}
+	cmd := exec.Command(exe, "-s", sock, "mount", "-f", dir)
+	cmd.Env = append(os.Environ(), notifyEnv+"=3")
+	cmd.Dir = "/"
+	cmd.Stderr = w
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return 1
+	}
+	got := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); got <- b }()
+	var out []byte
+	select {
+	case out = <-got:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		fmt.Fprintf(stderr, "9harness mount: not mounted after 30 s; gave up\n")
+		return 1
+	}
+	r.Close()
+	text := strings.TrimSuffix(string(out), "\n")
+	if text == "ok" || strings.HasSuffix(text, "\nok") {
+		if rest := strings.TrimSuffix(text, "ok"); rest != "" {
+			fmt.Fprint(stderr, rest)
+		}
+		cmd.Process.Release()
+		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
+		return 0
+	}
+	cmd.Wait()
+	if text == "" {
+		text = "9harness mount: the mount process exited: " + cmd.ProcessState.String()
+	}
+	fmt.Fprintln(stderr, text)
+	return 1
+}
+
+// mountForeground mounts and serves until the mount is gone.
+func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int {
+	var notify *os.File
+	if fd, err := strconv.Atoi(os.Getenv(notifyEnv)); err == nil && fd > 2 {
+		syscall.CloseOnExec(fd)
+		notify = os.NewFile(uintptr(fd), "notify")
+		os.Unsetenv(notifyEnv)
+	}
+	c, err := client.Dial(sock)
+	if errors.Is(err, client.ErrUnanswered) {
+		fmt.Fprintf(stderr, "9harness mount: %s: %v\n", sock, err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: cannot reach the daemon at %s: %v\n  (start it with 9harnessd, or systemctl --user start 9harness.socket)\n", sock, unwrapSyscall(err))
+		return 1
+	}
+	defer c.Close()
+	lost := make(chan error, 1)
+	srv, err := fusefs.Mount(dir, c, fusefs.Options{
+		Socket: sock,
+		OnLost: func(err error) { lost <- err },
+		Debug:  debug,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
+		return 1
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+
+	if notify != nil {
+		// The caller has what it waited for; from now on this process
+		// has no terminal and nobody reads its output.
+		fmt.Fprintln(notify, "ok")
+		notify.Close()
+		if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+			unix.Dup2(int(null.Fd()), 1)
+			unix.Dup2(int(null.Fd()), 2)
+			null.Close()
+		}
+	} else {
+		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
+	}
+
+	status := 0
+	select {
+	case <-done: // unmounted from outside: 9harness umount, fusermount3 -u
+		return 0
+	case <-sigs:
+	case err := <-lost:
+		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", sock, err, dir)
+		status = 1
+	}
+	if err := srv.Unmount(); err != nil {
+		// Busy: detach it now; whoever still uses it gets ENOTCONN
+		// once this process is gone.
+		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
+		if err := detachMount(dir); err != nil {
+			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
+			return 1
+		}
+	}
+	return status
+}
+
+// mountHint explains the usual reasons a mount fails.
+func mountHint(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "executable file not found"):
+		return "  (install fusermount3: Debian package fuse3)\n"
+	case strings.Contains(msg, "fusermount"):
+		return "  (fusermount3 failed: it must be setuid root, and /dev/fuse readable and writable by you)\n"
+	case errors.Is(err, syscall.ENODEV) || errors.Is(err, os.ErrNotExist):
+		return "  (this kernel has no FUSE: modprobe fuse)\n"
+	}
+	return ""
+}
+
+// detachMount lazily unmounts dir.
+func detachMount(dir string) error {
+	if os.Geteuid() == 0 {
+		return unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	return runFusermount("-u", "-z", dir)
+}
+
+func runFusermount(args ...string) error {
+	bin, err := exec.LookPath("fusermount3")
+	if err != nil {
+		if bin, err = exec.LookPath("fusermount"); err != nil {
+			return errors.New("fusermount3 is not installed (Debian package fuse3)")
+		}
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		if s := strings.TrimSpace(string(out)); s != "" {
+			return errors.New(s)
+		}
+		return err
+	}
+	return nil
+}
+
+// parseMountFlags parses the flags of mount or umount: --help prints the
+// help on stdout; a bad flag is a usage error.
+func parseMountFlags(fl *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	fl.SetOutput(io.Discard)
+	fl.Usage = func() {}
+	err := fl.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(stdout, mountHelp)
+		return 0, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness %s: %v (try 9harness %s --help)\n", fl.Name(), err, fl.Name())
+		return 2, false
+	}
+	return 0, true
+}
+
+// runUmount is `9harness umount DIR`.
+func runUmount(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("umount", flag.ContinueOnError)
+	if status, ok := parseMountFlags(fl, args, stdout, stderr); !ok {
+		return status
+	}
+	if fl.NArg() != 1 {
+		fmt.Fprintln(stderr, "9harness umount: expected one directory: 9harness umount DIR (try 9harness umount --help)")
+		return 2
+	}
+	dir, err := mountPath(fl.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
+		return 1
+	}
+	if ok, err := isOurMount(dir); err != nil {
+		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
+		return 1
+	} else if !ok {
+		fmt.Fprintf(stderr, "9harness umount: %s is not a 9harness mount\n", dir)
+		return 1
+	}
+	if os.Geteuid() == 0 {
+		err = unix.Unmount(dir, 0)
+		if errors.Is(err, unix.EBUSY) {
+			err = errors.New("busy: a process has a file or its working directory there")
+		}
+	} else {
+		err = runFusermount("-u", dir)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness umount: %s: %v\n", dir, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "unmounted %s\n", dir)
+	return 0
+}
+
+// mountPath is the absolute path of a mount point as the mount table
+// spells it: symlinks resolved in its parent, never by a stat of the mount
+// itself (a mount whose server died answers ENOTCONN).
+func mountPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if abs == "/" {
+		return abs, nil
+	}
+	parent, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", pathErr(err)
+	}
+	return filepath.Join(parent, filepath.Base(abs)), nil
+}
+
+// isOurMount reports whether dir is a mount point of type fuse.9harness
+// in this mount namespace.
+func isOurMount(dir string) (bool, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || unescapeMount(f[4]) != dir {
+			continue
+		}
+		for i := 5; i+1 < len(f); i++ {
+			if f[i] == "-" {
+				if f[i+1] == "fuse.9harness" {
+					return true, nil
+				}
+				break
+			}
+		}
+	}
+	return false, nil
+}
+
+// unescapeMount decodes the octal escapes (\040 for a space) of
+// /proc/self/mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func pathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
+}

@@ -1,0 +1,270 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hugelgupf/p9/linux"
+)
+
+// ActiveRoot is where the daemon lists the live agents:
+// /active/<harness>/<pid>/ with one small file per fact.
+const ActiveRoot = "/active"
+
+// Agent is one live agent as its directory /active/<harness>/<pid>/ shows
+// it, read file by file. A fact the tree does not have (its file is
+// absent) is the zero value here and is omitted from JSON; Zmx and Tmux are
+// always present, empty outside a session.
+type Agent struct {
+	Harness    string   `json:"harness"`
+	PID        int      `json:"pid"`
+	PPID       int      `json:"ppid,omitempty"`
+	Started    int64    `json:"started,omitempty"` // unix seconds
+	Cwd        string   `json:"cwd,omitempty"`
+	Name       string   `json:"name,omitempty"`
+	Title      string   `json:"title,omitempty"`
+	Session    string   `json:"session,omitempty"`
+	Model      string   `json:"model,omitempty"`
+	Via        string   `json:"via,omitempty"`
+	Status     string   `json:"status,omitempty"`
+	Zmx        string   `json:"zmx"`
+	Tmux       string   `json:"tmux"`
+	Transcript string   `json:"transcript,omitempty"` // the tree path of the live transcript
+	Agents     []string `json:"agents,omitempty"`     // sub-agents: names under agents/
+}
+
+// Dir is the agent's directory in the tree.
+func (a Agent) Dir() string { return AgentDir(a.Harness, a.PID) }
+
+// AgentDir is /active/<harness>/<pid>.
+func AgentDir(harness string, pid int) string {
+	return ActiveRoot + "/" + harness + "/" + strconv.Itoa(pid)
+}
+
+// ErrGone is an agent that exited (or whose pid was reused) while it was
+// being read: the tree is live.
+var ErrGone = errors.New("the agent is gone")
+
+// UnknownHarnessError is a harness the daemon's /active does not have.
+type UnknownHarnessError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownHarnessError) Error() string {
+	return fmt.Sprintf("no harness %q under %s (there: %s)", e.Name, ActiveRoot, strings.Join(e.Known, ", "))
+}
+
+// IsErrno tells whether err is the wire errno e.
+func IsErrno(err error, e linux.Errno) bool {
+	var got linux.Errno
+	return errors.As(err, &got) && got == e
+}
+
+// IsWireErrno tells whether err is an answer from the daemon (an errno),
+// as opposed to a failed transport.
+func IsWireErrno(err error) bool {
+	var got linux.Errno
+	return errors.As(err, &got)
+}
+
+// Harnesses lists the harness directories under /active, sorted.
+func (c *Client) Harnesses() ([]string, error) {
+	ents, err := c.ReadDir(ActiveRoot)
+	if err != nil {
+		if IsErrno(err, linux.ENOENT) {
+			return nil, fmt.Errorf("the daemon has no %s (is it older than this client?)", ActiveRoot)
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// readers bounds the agents read at once over one connection.
+const readers = 8
+
+// Agents reads every live agent of the given harnesses (all of them when
+// none is given), sorted by harness, then pid. An agent that vanishes
+// while it is read is left out; a harness the tree does not have is an
+// *UnknownHarnessError. The result is never nil.
+func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
+	known, err := c.Harnesses()
+	if err != nil {
+		return nil, err
+	}
+	want := known
+	if len(harnesses) > 0 {
+		have := map[string]bool{}
+		for _, h := range known {
+			have[h] = true
+		}
+		seen := map[string]bool{}
+		want = nil
+		for _, h := range harnesses {
+			if !have[h] {
+				return nil, &UnknownHarnessError{Name: h, Known: known}
+			}
+			if !seen[h] {
+				seen[h] = true
+				want = append(want, h)
+			}
+		}
+		sort.Strings(want)
+	}
+	type key struct {
+		h   string
+		pid int
+	}
+	var keys []key
+	for _, h := range want {
+		ents, err := c.ReadDir(ActiveRoot + "/" + h)
+		if err != nil {
+			if IsErrno(err, linux.ENOENT) {
+				continue
+			}
+			return nil, err
+		}
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name)
+			if err != nil || pid <= 0 {
+				continue
+			}
+			keys = append(keys, key{h, pid})
+		}
+	}
+	got := make([]*Agent, len(keys))
+	errc := make([]error, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, readers)
+	for i, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a, err := c.Agent(k.h, k.pid)
+			if err == nil {
+				got[i] = &a
+			} else if !errors.Is(err, ErrGone) {
+				errc[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	out := make([]Agent, 0, len(keys))
+	for i := range keys {
+		if errc[i] != nil {
+			return nil, errc[i]
+		}
+		if got[i] != nil {
+			out = append(out, *got[i])
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Harness != out[j].Harness {
+			return out[i].Harness < out[j].Harness
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out, nil
+}
+
+// Agent reads one agent's directory: the files it lists, each read once.
+// It returns ErrGone when the agent is not (or no longer) there. A fact
+// the daemon answers with an errno is left unknown; a failed transport is
+// an error.
+func (c *Client) Agent(harness string, pid int) (Agent, error) {
+	dir := AgentDir(harness, pid)
+	a := Agent{Harness: harness, PID: pid}
+	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string)}
+	ents, err := c.ReadDir(dir)
+	if err != nil {
+		if IsErrno(err, linux.ENOENT) {
+			return a, ErrGone
+		}
+		return a, err
+	}
+	for _, e := range ents {
+		switch e.Name {
+		case "transcript":
+			a.Transcript = dir + "/transcript"
+			continue
+		case "agents":
+			subs, err := c.ReadDir(dir + "/agents")
+			if err != nil {
+				if IsWireErrno(err) {
+					continue
+				}
+				return a, err
+			}
+			for _, s := range subs {
+				a.Agents = append(a.Agents, s.Name)
+			}
+			sort.Strings(a.Agents)
+			continue
+		}
+		dst := a.field(e.Name, nums)
+		if dst == nil {
+			continue // a fact this client does not know yet
+		}
+		b, err := c.ReadFile(dir + "/" + e.Name)
+		if err != nil {
+			if !IsWireErrno(err) {
+				return a, err
+			}
+			if IsErrno(err, linux.ENOENT) {
+				// The fact vanished, or the whole agent did.
+				if _, _, serr := c.Stat(dir); IsErrno(serr, linux.ENOENT) {
+					return a, ErrGone
+				}
+			}
+			continue
+		}
+		*dst = strings.TrimSuffix(string(b), "\n")
+	}
+	if v, err := strconv.Atoi(*nums["pid"]); err == nil && v != pid {
+		return a, ErrGone // another process behind the name
+	}
+	if v, err := strconv.Atoi(*nums["ppid"]); err == nil {
+		a.PPID = v
+	}
+	if v, err := strconv.ParseInt(*nums["started"], 10, 64); err == nil {
+		a.Started = v
+	}
+	return a, nil
+}
+
+// field is where the text of the fact file name goes; nil for a file
+// this client does not know.
+func (a *Agent) field(name string, nums map[string]*string) *string {
+	switch name {
+	case "cwd":
+		return &a.Cwd
+	case "name":
+		return &a.Name
+	case "title":
+		return &a.Title
+	case "session":
+		return &a.Session
+	case "model":
+		return &a.Model
+	case "via":
+		return &a.Via
+	case "status":
+		return &a.Status
+	case "zmx":
+		return &a.Zmx
+	case "tmux":
+		return &a.Tmux
+	}
+	return nums[name]
+}

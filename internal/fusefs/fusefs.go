@@ -1,0 +1,392 @@
+// Package fusefs mounts the daemon's tree through FUSE, over the project's
+// 9P client: every lookup, listing, read and write is one or more 9P
+// requests to the daemon, and nothing is cached beyond one-second entry and
+// attribute lifetimes. Files are opened FOPEN_DIRECT_IO, so a transcript
+// that grows is longer on the next read (tail -f works).
+//
+// The tree is read-only but for one kind of file: an agent's zmx or tmux,
+// writable (mode 0644) only under 9harnessd --allow-move. Those accept a
+// write-only open, a shell's truncation (as a no-op) and one write at offset
+// 0, which is the daemon's move; its errno is the write's. Everything else
+// that would change the tree is refused with EROFS.
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+// TTL is how long the kernel may trust an entry or an attribute.
+const TTL = time.Second
+
+// Options tune a mount.
+type Options struct {
+	// Socket names the daemon in the mount table: the source is
+	// "9harness:" + Socket.
+	Socket string
+	// OnLost, if set, is called once, from its own goroutine, when the
+	// connection to the daemon fails (the daemon exited or was
+	// restarted). Every request then answers EIO; the mount is useless
+	// and the caller should unmount it.
+	OnLost func(error)
+	// Debug logs every FUSE request on the standard logger.
+	Debug bool
+}
+
+// Mount mounts the tree c is attached to on dir and serves it until
+// unmounted (the caller waits with the server's Wait, and unmounts with
+// its Unmount). As root the mount is made with mount(2); otherwise by
+// fusermount3 (or fusermount), which must be installed setuid and able to
+// open /dev/fuse. The mount is the caller's alone: no allow_other.
+func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
+	rootFid, err := c.Walk("/")
+	if err != nil {
+		return nil, err
+	}
+	q, _, _, err := rootFid.GetAttr(p9.AttrMaskAll)
+	if err != nil {
+		rootFid.Close()
+		return nil, err
+	}
+	m := &mount{onLost: opts.OnLost}
+	root := &node{m: m, f: rootFid}
+	ttl := TTL
+	var neg time.Duration // a name that appears is visible at once
+	rootID := fs.StableAttr{Ino: q.Path, Mode: syscall.S_IFDIR}
+	if rootID.Reserved() {
+		rootID.Ino = 1
+	}
+	srv, err := fs.Mount(dir, root, &fs.Options{
+		EntryTimeout:    &ttl,
+		AttrTimeout:     &ttl,
+		NegativeTimeout: &neg,
+		NullPermissions: true,
+		RootStableAttr:  &rootID,
+		MountOptions: fuse.MountOptions{
+			FsName:      "9harness:" + opts.Socket,
+			Name:        "9harness",
+			Options:     []string{"nosuid", "nodev"},
+			DirectMount: os.Geteuid() == 0,
+			// One lookup per name is what ls -l costs anyway; a plain
+			// listing of 10,000 names should not cost 10,000 walks.
+			DisableReadDirPlus: true,
+			DisableXAttrs:      true,
+			Debug:              opts.Debug,
+		},
+	})
+	if err != nil {
+		rootFid.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// mount is what the nodes of one mount share.
+type mount struct {
+	onLost   func(error)
+	lostOnce sync.Once
+}
+
+// errno turns a 9P error into the errno the kernel answers with. An error
+// that is not the daemon's Rlerror is the connection failing.
+func (m *mount) errno(err error) syscall.Errno {
+	var e linux.Errno
+	if errors.As(err, &e) {
+		return syscall.Errno(e)
+	}
+	m.lostOnce.Do(func() {
+		if m.onLost != nil {
+			go m.onLost(err)
+		}
+	})
+	return syscall.EIO
+}
+
+// node is one inode: a 9P fid walked to it, clunked when the kernel
+// forgets the inode.
+type node struct {
+	fs.Inode
+	m *mount
+	f p9.File
+}
+
+var (
+	_ fs.NodeLookuper    = (*node)(nil)
+	_ fs.NodeGetattrer   = (*node)(nil)
+	_ fs.NodeSetattrer   = (*node)(nil)
+	_ fs.NodeReaddirer   = (*node)(nil)
+	_ fs.NodeOpener      = (*node)(nil)
+	_ fs.NodeAccesser    = (*node)(nil)
+	_ fs.NodeStatfser    = (*node)(nil)
+	_ fs.NodeOnForgetter = (*node)(nil)
+	_ fs.NodeCreater     = (*node)(nil)
+	_ fs.NodeMkdirer     = (*node)(nil)
+	_ fs.NodeMknoder     = (*node)(nil)
+	_ fs.NodeSymlinker   = (*node)(nil)
+	_ fs.NodeLinker      = (*node)(nil)
+	_ fs.NodeUnlinker    = (*node)(nil)
+	_ fs.NodeRmdirer     = (*node)(nil)
+	_ fs.NodeRenamer     = (*node)(nil)
+)
+
+func fileType(q p9.QID) uint32 {
+	if q.Type&p9.TypeDir != 0 {
+		return syscall.S_IFDIR
+	}
+	return syscall.S_IFREG
+}
+
+func fill(out *fuse.Attr, q p9.QID, a p9.Attr) {
+	out.Ino = q.Path
+	out.Mode = fileType(q) | uint32(a.Mode.Permissions())
+	out.Size = a.Size
+	out.Blocks = a.Blocks
+	out.Blksize = uint32(a.BlockSize)
+	out.Nlink = uint32(a.NLink)
+	out.Uid = uint32(a.UID)
+	out.Gid = uint32(a.GID)
+	out.Atime, out.Atimensec = a.ATimeSeconds, uint32(a.ATimeNanoSeconds)
+	out.Mtime, out.Mtimensec = a.MTimeSeconds, uint32(a.MTimeNanoSeconds)
+	out.Ctime, out.Ctimensec = a.CTimeSeconds, uint32(a.CTimeNanoSeconds)
+}
+
+// Lookup walks one name from this node's fid.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	qids, nf, _, a, err := n.f.WalkGetAttr([]string{name})
+	if err != nil {
+		return nil, n.m.errno(err)
+	}
+	if len(qids) != 1 {
+		nf.Close()
+		return nil, syscall.ENOENT
+	}
+	q := qids[0]
+	fill(&out.Attr, q, a)
+	id := fs.StableAttr{Mode: fileType(q), Ino: q.Path}
+	// The kernel looks a name up again every TTL: the same file keeps
+	// its inode (and its fid); the new fid is not needed.
+	if ch := n.GetChild(name); ch != nil && ch.StableAttr() == id {
+		nf.Close()
+		return ch, 0
+	}
+	return n.NewInode(ctx, &node{m: n.m, f: nf}, id), 0
+}
+
+// OnForget clunks the fid of an inode the kernel no longer knows.
+func (n *node) OnForget() { n.f.Close() }
+
+func (n *node) attr() (p9.QID, p9.Attr, syscall.Errno) {
+	q, _, a, err := n.f.GetAttr(p9.AttrMaskAll)
+	if err != nil {
+		return q, a, n.m.errno(err)
+	}
+	return q, a, 0
+}
+
+// Getattr asks the daemon: sizes and mtimes are live.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	q, a, errno := n.attr()
+	if errno != 0 {
+		return errno
+	}
+	fill(&out.Attr, q, a)
+	return 0
+}
+
+// writable reports whether the daemon offers this file for writing: the
+// owner-write bit, set only on an agent's zmx and tmux under --allow-move.
+func writable(q p9.QID, a p9.Attr) bool {
+	return q.Type&p9.TypeDir == 0 && a.Mode.Permissions()&0o200 != 0
+}
+
+// Setattr accepts only what a shell does before it writes a session name:
+// truncation to size 0 of a writable file, which changes nothing.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	q, a, errno := n.attr()
+	if errno != 0 {
+		return errno
+	}
+	sz, ok := in.GetSize()
+	if !ok || sz != 0 || !writable(q, a) || in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		return syscall.EROFS
+	}
+	fill(&out.Attr, q, a)
+	return 0
+}
+
+// Access answers access(2) from the modes the daemon gives: a write is
+// possible only where the owner-write bit is set.
+func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
+	q, a, errno := n.attr()
+	if errno != 0 {
+		return errno
+	}
+	perm := uint32(a.Mode.Permissions())
+	if mask&2 != 0 && !writable(q, a) {
+		return syscall.EROFS
+	}
+	if mask&1 != 0 && perm&0o111 == 0 {
+		return syscall.EACCES
+	}
+	return 0
+}
+
+// Statfs reports a read-only file system's sizes: nothing free.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st, err := n.f.StatFS()
+	if err != nil {
+		return n.m.errno(err)
+	}
+	out.Bsize = st.BlockSize
+	out.Frsize = st.BlockSize
+	out.NameLen = st.NameLength
+	out.Blocks = st.Blocks
+	out.Files = st.Files
+	return 0
+}
+
+// Readdir lists the directory completely: a 9P listing comes in pieces of
+// at most one message each, resumed from the last entry's offset.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	_, d, err := n.f.Walk(nil)
+	if err != nil {
+		return nil, n.m.errno(err)
+	}
+	defer d.Close()
+	if _, _, err := d.Open(p9.ReadOnly); err != nil {
+		return nil, n.m.errno(err)
+	}
+	self := n.StableAttr().Ino
+	parent := self
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	out := []fuse.DirEntry{
+		{Name: ".", Ino: self, Mode: syscall.S_IFDIR},
+		{Name: "..", Ino: parent, Mode: syscall.S_IFDIR},
+	}
+	var off uint64
+	for {
+		ents, err := d.Readdir(off, client.Msize-64)
+		if err != nil {
+			return nil, n.m.errno(err)
+		}
+		if len(ents) == 0 {
+			return fs.NewListDirStream(out), 0
+		}
+		for _, e := range ents {
+			out = append(out, fuse.DirEntry{Name: e.Name, Ino: e.QID.Path, Mode: fileType(e.QID)})
+		}
+		off = ents[len(ents)-1].Offset
+	}
+}
+
+// Open opens a fid of its own for the handle. Reading is allowed
+// everywhere; writing (O_WRONLY, or O_TRUNC) only on a writable file, and
+// the daemon decides again. O_RDWR is never a write the tree takes.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	acc := flags & syscall.O_ACCMODE
+	mode := p9.ReadOnly
+	if acc != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		q, a, errno := n.attr()
+		if errno != 0 {
+			return nil, 0, errno
+		}
+		if !writable(q, a) || acc == syscall.O_RDWR {
+			return nil, 0, syscall.EROFS
+		}
+		if acc == syscall.O_WRONLY {
+			mode = p9.WriteOnly
+		}
+	}
+	_, f, err := n.f.Walk(nil)
+	if err != nil {
+		return nil, 0, n.m.errno(err)
+	}
+	if _, _, err := f.Open(mode); err != nil {
+		f.Close()
+		return nil, 0, n.m.errno(err)
+	}
+	return &handle{m: n.m, f: f}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// handle is one open file: a fid opened for reading or for writing.
+type handle struct {
+	m *mount
+	f p9.File
+}
+
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+)
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	got := 0
+	for got < len(dest) {
+		k, err := h.f.ReadAt(dest[got:], off+int64(got))
+		got += k
+		if errors.Is(err, io.EOF) || (err == nil && k == 0) {
+			break
+		}
+		if err != nil {
+			if got > 0 {
+				break
+			}
+			return nil, h.m.errno(err)
+		}
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// Write hands the bytes to the daemon as they come: the one write a
+// writable file takes is a session name at offset 0, and the write returns
+// when the move it asks for has been done or refused.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := h.f.WriteAt(data, off)
+	if err != nil {
+		return 0, h.m.errno(err)
+	}
+	return uint32(n), 0
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.f.Close()
+	return 0
+}
+
+// Everything that would change the tree's shape is refused.
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}

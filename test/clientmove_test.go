@@ -1,0 +1,136 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientMove: `9harness move claude/PID NAME --tmux` prints how to
+// attach while the agent still runs (this terminal may be the one that
+// goes), waits for the move, says it is done and exits 0; the agent then
+// lives in that tmux session. The agent ignores SIGTERM, so the window
+// between the two lines is the 5 s grace period.
+func TestClientMove(t *testing.T) {
+	m := newMoveEnv(t)
+	const sid = "3b4c5d6e-7f8a-4b9c-8d0e-1f2a3b4c5d6e"
+	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
+	d := startDaemon(t, m.home, "--allow-move")
+	target := "claude/" + strconv.Itoa(agent.pid())
+
+	cmd := exec.Command(bin("9harness"), "-s", d.sock, "move", target, "rescued", "--tmux")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	r := bufio.NewReader(stdout)
+	first, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("first line: %v (stderr %q)", err, stderr.String())
+	}
+	if first != "attach with: tmux attach -t rescued\n" {
+		t.Errorf("first line %q", first)
+	}
+	select {
+	case <-agent.done:
+		t.Error("the agent was stopped before the attach line was printed")
+	default:
+	}
+	rest, _ := io.ReadAll(r)
+	err = cmd.Wait()
+	if err != nil || stderr.Len() != 0 {
+		t.Fatalf("move: %v, stderr %q\n%s", err, stderr.String(), d.stderr.String())
+	}
+	if want := "moved " + target + " into tmux session rescued\n"; string(rest) != want {
+		t.Errorf("then %q, want %q", rest, want)
+	}
+	select {
+	case <-agent.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old agent still runs after the move returned")
+	}
+	eventually(t, func() bool { return len(m.records(t)) >= 2 }, "the relaunch's record")
+	nw := m.records(t)[1]
+	defer func() {
+		if p, err := os.FindProcess(nw.PID); err == nil {
+			p.Signal(os.Interrupt)
+		}
+	}()
+	if got := strings.Join(nw.Argv[1:], " "); got != "--resume "+sid {
+		t.Errorf("relaunch argv %q", nw.Argv)
+	}
+	panes, err := m.tmux("list-panes", "-s", "-t", "=rescued", "-F", "#{pane_pid}")
+	if err != nil || panes != strconv.Itoa(nw.PID) {
+		t.Errorf("tmux session rescued panes %q (%v), want the new pid %d", panes, err, nw.PID)
+	}
+}
+
+// TestClientMoveErrors: each refusal is exit 1 and one sentence a person
+// understands, and the agent is left alone.
+func TestClientMoveErrors(t *testing.T) {
+	m := newMoveEnv(t)
+	agent := m.startClaude(t, "4c5d6e7f-8a9b-4c0d-9e1f-2a3b4c5d6e7f")
+	bare := startFake(t, "codex", m.home, m.cwd, m.env...) // no session: cannot resume
+	if out, err := m.tmux("new-session", "-d", "-s", "taken", "sleep", "600"); err != nil {
+		t.Fatalf("tmux: %v %s", err, out)
+	}
+	readonly := startDaemon(t, m.home)
+	d := startDaemon(t, m.home, "--allow-move")
+	claude := "claude/" + strconv.Itoa(agent.pid())
+	gone := "claude/" + strconv.Itoa(os.Getpid()) // not an agent
+	for _, tc := range []struct {
+		name   string
+		d      *daemon
+		args   []string
+		attach string // the attach line, when the write was attempted
+		want   string
+	}{
+		{"EROFS", readonly, []string{claude, "x"}, "",
+			"moves are off: start the daemon with --allow-move (systemctl --user edit 9harness.service, see README)"},
+		{"EINVAL", d, []string{claude, "a/b"}, "zmx attach a/b",
+			"a/b is not a valid session name: use letters, digits, '.', '_' and '-'"},
+		{"EINVAL space", d, []string{"--tmux", claude, "a b"}, "tmux attach -t 'a b'",
+			`"a b" is not a valid session name: use letters, digits, '_' and '-'`},
+		{"EEXIST", d, []string{claude, "--tmux", "taken"}, "tmux attach -t taken",
+			"a tmux session named taken already exists"},
+		{"ENOENT", d, []string{gone, "x"}, "",
+			"no such agent: " + gone + " is not running (9harness ps lists them)"},
+		{"ENOENT harness", d, []string{"nosuch/123", "x"}, "",
+			"no such agent: nosuch/123 is not running (9harness ps lists them)"},
+		{"EPERM", d, []string{"/active/codex/" + strconv.Itoa(bare.pid()), "fresh"}, "zmx attach fresh",
+			"refused: not allowed, or the agent's session cannot be resumed (journalctl -t 9harnessd says why)"},
+	} {
+		out, errs, code := run9harness(t, nil, append([]string{"-s", tc.d.sock, "move"}, tc.args...)...)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1 (stdout %q, stderr %q)", tc.name, code, out, errs)
+		}
+		if want := "9harness move: " + tc.want + "\n"; errs != want {
+			t.Errorf("%s: stderr\n %q, want\n %q", tc.name, errs, want)
+		}
+		wantOut := ""
+		if tc.attach != "" {
+			wantOut = "attach with: " + tc.attach + "\n"
+		}
+		if out != wantOut {
+			t.Errorf("%s: stdout %q, want %q", tc.name, out, wantOut)
+		}
+	}
+	for _, a := range []*fakeAgent{agent, bare} {
+		select {
+		case <-a.done:
+			t.Fatalf("agent %d died from a refused move", a.pid())
+		default:
+		}
+	}
+	if recs := m.records(t); len(recs) != 2 {
+		t.Errorf("%d launches recorded, want the 2 originals", len(recs))
+	}
+}
