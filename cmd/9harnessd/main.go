@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
@@ -135,6 +136,26 @@ func lookupGroup(name string) (string, error) {
 	return g.Gid, nil
 }
 
+// clientPath names the client the way the user can run it: the 9harness
+// beside this daemon (make run leaves both in bin/), else the one on PATH.
+func clientPath() string {
+	if exe, err := os.Executable(); err == nil {
+		sib := filepath.Join(filepath.Dir(exe), "9harness")
+		if fi, err := os.Stat(sib); err == nil && fi.Mode()&0o111 != 0 {
+			if p, err := exec.LookPath("9harness"); err == nil && p == sib {
+				return "9harness"
+			}
+			if wd, err := os.Getwd(); err == nil {
+				if rel, err := filepath.Rel(wd, sib); err == nil && !strings.HasPrefix(rel, "..") {
+					return rel
+				}
+			}
+			return sib
+		}
+	}
+	return "9harness"
+}
+
 func main() {
 	cfg, err := parse(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -255,7 +276,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 			for _, h := range tree.Harnesses {
 				logf("  %-6s %s", h, all[h])
 			}
-			logf("look at it:  9harness -s %s ls /", path)
+			logf("look at it:  %s -s %s ls /", clientPath(), path)
 		},
 	}
 	return cfg, nil
