@@ -122,16 +122,22 @@ func ByName(name string) Harness {
 }
 
 // Scan walks the table once: it reads argv for every process (nothing else
-// for non-matches), stats only the candidates, skips any pid in exclude (the
-// daemon's own ancestry), and returns the sessions, each claimed by exactly
-// one harness, in pid order. Helpers/daemons/workers are never returned. A
-// process whose argv is empty (kernel thread, zombie) never matches. Only
-// processes of uid `uid` are considered.
+// for non-matches), reads stat and status only for the candidates, skips
+// any pid in exclude (the daemon's own ancestry), and returns the sessions,
+// each claimed by exactly one harness, in pid order. Helpers/daemons/workers
+// are never returned. A process whose argv is empty (kernel thread, zombie)
+// never matches. Only processes of uid `uid` are considered.
 //
 // The first harness (in All's order) whose Classify says Session or Helper
 // claims the process; the others are not asked. The parent handed to
 // Classify carries only PID and Argv: that is all the wrapper rules need,
 // and it keeps a scan at one cmdline read per process.
+//
+// Every cmdline is read into one reused buffer with one open and one read;
+// a candidate's argv is the one the scan read (not read again), and its
+// identity comes from one read of stat and one of status. A pid reused
+// between the two reads is caught by every later use: the agent is named
+// by pid and start time, and the start time is the stat's.
 func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	pids, err := t.PIDs()
 	if err != nil {
@@ -139,10 +145,16 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	}
 	slices.Sort(pids)
 	argvs := make(map[int][]string, len(pids))
+	buf := make([]byte, 0, 8192)
 	for _, pid := range pids {
-		if argv, err := t.Argv(pid); err == nil && len(argv) > 0 {
+		b, err := t.ReadCmdline(pid, buf)
+		if err != nil {
+			continue
+		}
+		if argv := proc.SplitCmdline(b); len(argv) > 0 {
 			argvs[pid] = argv
 		}
+		buf = b[:0] // keep a grown buffer
 	}
 	var out []Found
 	for _, pid := range pids {
@@ -150,10 +162,11 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
 			continue
 		}
-		p, err := t.Stat(pid)
-		if err != nil || p.UID != uid || len(p.Argv) == 0 {
+		p, err := t.Ident(pid)
+		if err != nil || p.UID != uid {
 			continue
 		}
+		p.Argv = argv
 		parent := proc.Proc{PID: p.PPID, Argv: argvs[p.PPID]}
 		if h, k := classify(p, parent); k == Session {
 			out = append(out, Found{Harness: h.Name(), Proc: p})

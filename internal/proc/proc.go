@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +32,9 @@ const ClockTicks = 100
 // Table is a process table rooted at a directory.
 type Table struct {
 	root string
+
+	bootMu sync.Mutex
+	boot   time.Time // btime, once read: it changes only with a reboot
 }
 
 // New returns the table rooted at root ("/proc" for the live one).
@@ -82,11 +87,53 @@ func (t *Table) PIDs() ([]int, error) {
 // Argv reads a process's command line. A process whose cmdline is empty
 // (a kernel thread, a zombie) has no argv.
 func (t *Table) Argv(pid int) ([]string, error) {
-	b, err := os.ReadFile(t.path(pid, "cmdline"))
+	var buf [4096]byte
+	b, err := t.read(pid, "cmdline", buf[:0])
 	if err != nil {
-		return nil, gone(err)
+		return nil, err
 	}
 	return splitNul(b), nil
+}
+
+// ReadCmdline appends pid's raw cmdline (NUL-separated) to buf and returns
+// it: one open, usually one read, no allocation when buf is big enough. A
+// scan reuses one buffer across the whole table.
+func (t *Table) ReadCmdline(pid int, buf []byte) ([]byte, error) {
+	return t.read(pid, "cmdline", buf)
+}
+
+// SplitCmdline is a raw cmdline as argv, as Argv returns it.
+func SplitCmdline(b []byte) []string { return splitNul(b) }
+
+// read appends the file <pid>/<name> to buf with as few system calls as a
+// /proc file allows: open, read into the spare capacity (a short read is
+// the end: procfs fills the buffer it is given, and so does a regular
+// file), close. os.ReadFile would add an fstat and a read that returns 0.
+func (t *Table) read(pid int, name string, buf []byte) ([]byte, error) {
+	path := t.path(pid, name)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, gone(&os.PathError{Op: "open", Path: path, Err: err})
+	}
+	defer unix.Close(fd)
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(4096, cap(buf)))
+		}
+		free := buf[len(buf):cap(buf)]
+		n, err := unix.Read(fd, free)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, gone(&os.PathError{Op: "read", Path: path, Err: err})
+		}
+		buf = buf[:len(buf)+n]
+		if n < len(free) {
+			return buf, nil
+		}
+	}
 }
 
 func splitNul(b []byte) []string {
@@ -106,20 +153,33 @@ func splitNul(b []byte) []string {
 
 // Stat reads pid's identity: ppid, start time, comm, uid and argv.
 func (t *Table) Stat(pid int) (Proc, error) {
-	b, err := os.ReadFile(t.path(pid, "stat"))
+	p, err := t.Ident(pid)
 	if err != nil {
-		return Proc{}, gone(err)
+		return Proc{}, err
+	}
+	if argv, err := t.Argv(pid); err == nil {
+		p.Argv = argv
+	}
+	return p, nil
+}
+
+// Ident is Stat without argv: one read of stat and one of status, for a
+// caller (the scan) that has just read the cmdline itself.
+func (t *Table) Ident(pid int) (Proc, error) {
+	var buf [1024]byte
+	b, err := t.read(pid, "stat", buf[:0])
+	if err != nil {
+		return Proc{}, err
 	}
 	p, err := ParseStat(b)
 	if err != nil {
 		return Proc{}, err
 	}
 	p.PID = pid
-	if uid, err := t.uid(pid); err == nil {
-		p.UID = uid
-	}
-	if argv, err := t.Argv(pid); err == nil {
-		p.Argv = argv
+	if b, err := t.read(pid, "status", buf[:0]); err == nil {
+		if uid, ok := parseUID(b); ok {
+			p.UID = uid
+		}
 	}
 	return p, nil
 }
@@ -133,44 +193,125 @@ func ParseStat(b []byte) (Proc, error) {
 	if open < 0 || end < open {
 		return Proc{}, fmt.Errorf("proc: malformed stat")
 	}
-	f := strings.Fields(string(b[end+1:]))
-	// f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22 (starttime).
-	if len(f) < 20 {
-		return Proc{}, fmt.Errorf("proc: short stat (%d fields after comm)", len(f))
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return Proc{}, fmt.Errorf("proc: malformed stat fields")
+	ppid, start, err := statFields(b[end+1:])
+	if err != nil {
+		return Proc{}, err
 	}
 	return Proc{PPID: ppid, Start: start, Comm: string(b[open+1 : end])}, nil
 }
 
-func (t *Table) uid(pid int) (uint32, error) {
-	b, err := os.ReadFile(t.path(pid, "status"))
-	if err != nil {
-		return 0, gone(err)
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("Uid:")); ok {
-			f := strings.Fields(string(rest))
-			if len(f) > 0 {
-				u, err := strconv.ParseUint(f[0], 10, 32)
-				return uint32(u), err
-			}
+// statFields reads field 4 (ppid) and field 22 (starttime) from what
+// follows the comm, without allocating.
+func statFields(rest []byte) (ppid int, start uint64, err error) {
+	// The first field after the comm is field 3 (state).
+	field, n := 3, 0
+	var pp, st []byte
+	for i := 0; i < len(rest); {
+		for i < len(rest) && isSpace(rest[i]) {
+			i++
+		}
+		if i == len(rest) {
+			break
+		}
+		j := i
+		for j < len(rest) && !isSpace(rest[j]) {
+			j++
+		}
+		switch field {
+		case 4:
+			pp = rest[i:j]
+		case 22:
+			st = rest[i:j]
+		}
+		n++
+		field++
+		i = j
+		if st != nil {
+			break
 		}
 	}
-	return 0, fmt.Errorf("proc: no Uid in status")
+	if st == nil {
+		return 0, 0, fmt.Errorf("proc: short stat (%d fields after comm)", n)
+	}
+	p, ok1 := atou(pp)
+	s, ok2 := atou(st)
+	if !ok1 || !ok2 || p > 1<<31 {
+		return 0, 0, fmt.Errorf("proc: malformed stat fields")
+	}
+	return int(p), s, nil
 }
 
-// Alive reports whether pid is still the process that started at start.
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' }
+
+func atou(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
+}
+
+// parseUID finds the real uid (the first number of the "Uid:" line).
+func parseUID(b []byte) (uint32, bool) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		rest, ok := bytes.CutPrefix(line, []byte("Uid:"))
+		if !ok {
+			continue
+		}
+		i := 0
+		for i < len(rest) && isSpace(rest[i]) {
+			i++
+		}
+		j := i
+		for j < len(rest) && !isSpace(rest[j]) {
+			j++
+		}
+		u, ok := atou(rest[i:j])
+		return uint32(u), ok && u <= 1<<32-1
+	}
+	return 0, false
+}
+
+// Parent reads pid's ppid and start time from one read of its stat.
+func (t *Table) Parent(pid int) (ppid int, start uint64, err error) {
+	var buf [1024]byte
+	b, err := t.read(pid, "stat", buf[:0])
+	if err != nil {
+		return 0, 0, err
+	}
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0, 0, fmt.Errorf("proc: malformed stat")
+	}
+	return statFields(b[end+1:])
+}
+
+// Alive reports whether pid is still the process that started at start:
+// one read of its stat into a stack buffer, parsing only the start time.
 func (t *Table) Alive(pid int, start uint64) bool {
-	b, err := os.ReadFile(t.path(pid, "stat"))
+	var buf [1024]byte
+	b, err := t.read(pid, "stat", buf[:0])
 	if err != nil {
 		return false
 	}
-	p, err := ParseStat(b)
-	return err == nil && p.Start == start
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return false
+	}
+	_, st, err := statFields(b[end+1:])
+	return err == nil && st == start
 }
 
 // Cwd returns the process's working directory.
@@ -224,8 +365,24 @@ func (t *Table) FDs(pid int) ([]string, error) {
 	return out, nil
 }
 
-// BootTime reads btime from the table's top-level stat.
+// BootTime reads btime from the table's top-level stat. It is read once
+// and remembered: it changes only with a reboot, and the top-level stat of
+// the live /proc is costly to read (every CPU's and IRQ's counters), while
+// every agent file's times derive from it.
 func (t *Table) BootTime() (time.Time, error) {
+	t.bootMu.Lock()
+	defer t.bootMu.Unlock()
+	if !t.boot.IsZero() {
+		return t.boot, nil
+	}
+	boot, err := t.readBootTime()
+	if err == nil {
+		t.boot = boot
+	}
+	return boot, err
+}
+
+func (t *Table) readBootTime() (time.Time, error) {
 	b, err := os.ReadFile(t.root + "/stat")
 	if err != nil {
 		return time.Time{}, err
@@ -254,16 +411,12 @@ func (t *Table) Ancestry(pid int) []int {
 	seen := map[int]bool{}
 	for pid > 0 && !seen[pid] {
 		seen[pid] = true
-		b, err := os.ReadFile(t.path(pid, "stat"))
-		if err != nil {
-			break
-		}
-		p, err := ParseStat(b)
+		ppid, _, err := t.Parent(pid)
 		if err != nil {
 			break
 		}
 		out = append(out, pid)
-		pid = p.PPID
+		pid = ppid
 	}
 	return out
 }

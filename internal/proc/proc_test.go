@@ -2,6 +2,7 @@ package proc
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/9harness/9harness/internal/proc/proctest"
@@ -80,5 +81,25 @@ func TestParseStatHostile(t *testing.T) {
 		if _, err := ParseStat([]byte(s)); err == nil {
 			t.Errorf("%q parsed", s)
 		}
+	}
+}
+
+func TestReadGrowsPastTheBuffer(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("x", 10000)
+	if err := proctest.Write(dir, proctest.Proc{PID: 7, Start: 5, Argv: []string{"a", long, "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	tb := New(dir)
+	argv, err := tb.Argv(7)
+	if err != nil || len(argv) != 3 || argv[1] != long || argv[2] != "b" {
+		t.Fatalf("argv: %d words, %v", len(argv), err)
+	}
+	b, err := tb.ReadCmdline(7, make([]byte, 0, 3))
+	if err != nil || len(b) != 10005 {
+		t.Fatalf("ReadCmdline: %d bytes, %v", len(b), err)
+	}
+	if !tb.Alive(7, 5) || tb.Alive(7, 6) || tb.Alive(8, 5) {
+		t.Fatal("Alive")
 	}
 }

@@ -34,27 +34,54 @@ type Mover interface {
 }
 
 // active is /active. It remembers only what identifies each agent
-// (harness, pid, start time), refreshed by a scan on a listing of /active
-// or /active/<harness> and on a lookup that misses; every field is derived
-// again from disk when it is opened.
+// (harness, pid, start time), refreshed by a scan of the process table;
+// every field is derived again from disk when it is opened.
+//
+// When the table is scanned. A listing of /active scans, and so does a
+// lookup that misses. A listing of /active/<h> scans too, unless the last
+// scan was made by a listing of /active, started after the previous listing
+// of /active/<h>, is less than scanReuse old, and every agent of h it found
+// is still alive: then the listing uses it. So the usual burst (list
+// /active, then every /active/<h>) costs one scan, not seven, and:
+//
+//   - an exited agent is never listed, and a reused pid is seen at once: the
+//     entries of a reused scan are checked with proc.Alive (pid and start
+//     time), and if any has gone the listing scans instead;
+//   - a new agent is listed by the next listing of its harness directory
+//     at the latest (by the first one, unless it started in the moment
+//     between the listing of /active and that of its directory): two
+//     listings of the same directory never share a scan, and one that
+//     reuses a scan uses one that started after the previous listing of
+//     that directory, and less than scanReuse ago.
 type active struct {
 	cfg   ActiveConfig
 	start time.Time
 
-	mu      sync.Mutex
-	byH     map[string]map[int]proc.Proc
-	scanned time.Time
+	mu  sync.Mutex
+	byH map[string]map[int]proc.Proc
+	// scanAt is when the remembered scan started (monotonic clock), and
+	// reusable whether a listing of /active made it; listed is when each
+	// /active/<h> listing last took its entries.
+	scanAt   time.Time
+	reusable bool
+	listed   map[string]time.Time
 }
+
+// scanReuse bounds the age of a scan that a listing of /active/<h> may use
+// instead of scanning.
+const scanReuse = time.Second
 
 func newActive(cfg ActiveConfig, start time.Time) *active {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &active{cfg: cfg, start: start}
+	return &active{cfg: cfg, start: start, listed: map[string]time.Time{}}
 }
 
-// rescan walks the process table once.
-func (a *active) rescan() error {
+// rescan walks the process table once. reusable says a listing of /active
+// asked for it, so listings of /active/<h> may use it.
+func (a *active) rescan(reusable bool) error {
+	began := time.Now()
 	exclude := map[int]bool{}
 	if a.cfg.Self > 0 {
 		for _, pid := range a.cfg.Procs.Ancestry(a.cfg.Self) {
@@ -73,7 +100,10 @@ func (a *active) rescan() error {
 		byH[f.Harness][f.Proc.PID] = f.Proc
 	}
 	a.mu.Lock()
-	a.byH, a.scanned = byH, a.cfg.Now()
+	// Concurrent scans: the one that started last is the freshest.
+	if !began.Before(a.scanAt) {
+		a.byH, a.scanAt, a.reusable = byH, began, reusable
+	}
 	a.mu.Unlock()
 	return nil
 }
@@ -85,15 +115,41 @@ func (a *active) known(h string, pid int) (proc.Proc, bool) {
 	return p, ok
 }
 
-func (a *active) pids(h string) []proc.Proc {
+// list returns h's agents for a listing of /active/<h>, scanning or not by
+// the rule on active.
+func (a *active) list(h string) ([]proc.Proc, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	reuse := a.reusable && a.scanAt.After(a.listed[h]) && time.Since(a.scanAt) < scanReuse
 	out := make([]proc.Proc, 0, len(a.byH[h]))
-	for _, p := range a.byH[h] {
-		out = append(out, p)
+	if reuse {
+		for _, p := range a.byH[h] {
+			out = append(out, p)
+		}
 	}
+	a.mu.Unlock()
+	for _, p := range out {
+		if !a.cfg.Procs.Alive(p.PID, p.Start) {
+			// Something exited, or a pid was reused: scan.
+			reuse = false
+			break
+		}
+	}
+	if !reuse {
+		if err := a.rescan(false); err != nil {
+			return nil, err
+		}
+	}
+	a.mu.Lock()
+	a.listed[h] = time.Now()
+	if !reuse {
+		out = out[:0]
+		for _, p := range a.byH[h] {
+			out = append(out, p)
+		}
+	}
+	a.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
-	return out
+	return out, nil
 }
 
 // root is the /active directory: one directory per harness, always.
@@ -116,7 +172,7 @@ func (r *activeRoot) Lookup(name string) (Node, error) {
 }
 
 func (r *activeRoot) List() ([]Entry, error) {
-	if err := r.a.rescan(); err != nil {
+	if err := r.a.rescan(true); err != nil {
 		return nil, err
 	}
 	names := append([]string(nil), Harnesses...)
@@ -150,7 +206,7 @@ func (d *activeHarness) Lookup(name string) (Node, error) {
 	if !ok || !d.a.cfg.Procs.Alive(pid, p.Start) {
 		// A miss rescans: an agent started since the last listing is
 		// found by name, and a reused pid is seen for what it is.
-		if err := d.a.rescan(); err != nil {
+		if err := d.a.rescan(false); err != nil {
 			return nil, err
 		}
 		if p, ok = d.a.known(d.h, pid); !ok {
@@ -161,11 +217,12 @@ func (d *activeHarness) Lookup(name string) (Node, error) {
 }
 
 func (d *activeHarness) List() ([]Entry, error) {
-	if err := d.a.rescan(); err != nil {
+	ps, err := d.a.list(d.h)
+	if err != nil {
 		return nil, err
 	}
 	var out []Entry
-	for _, p := range d.a.pids(d.h) {
+	for _, p := range ps {
 		name := strconv.Itoa(p.PID)
 		out = append(out, Entry{Name: name, Dir: true, Path: agentPath(d.h, p)})
 	}
@@ -239,8 +296,8 @@ func str(v string) (string, bool) { return v, v != "" }
 var fields = []field{
 	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }, true},
 	{"ppid", func(d *agentDir, a harness.Agent) (string, bool) {
-		p, err := d.a.cfg.Procs.Stat(d.p.PID)
-		return strconv.Itoa(p.PPID), err == nil && p.PPID > 0
+		ppid, start, err := d.a.cfg.Procs.Parent(d.p.PID)
+		return strconv.Itoa(ppid), err == nil && start == d.p.Start && ppid > 0
 	}, true},
 	{"started", func(d *agentDir, a harness.Agent) (string, bool) {
 		return strconv.FormatInt(d.started().Unix(), 10), true

@@ -54,7 +54,7 @@ var (
 	readMin  = flag.Duration("read-min", time.Second, "minimum duration of one sequential-read sample (the read is repeated)")
 	listMin  = flag.Duration("list-min", 500*time.Millisecond, "minimum duration of one listing sample (the listing is repeated)")
 	parallel = flag.Int("conns", 16, "connections in the concurrent getattr cells")
-	onlyAct  = flag.Bool("active-only", false, "measure only the /active listing section (needs no diod; prints, writes no -out)")
+	onlyAct  = flag.Bool("active-only", false, "measure only the /active listing section (needs no diod; prints it, and with an explicit -out replaces that section of the file)")
 )
 
 func main() {
@@ -133,9 +133,20 @@ func run() int {
 	}
 	atExit(func() { os.RemoveAll(tmp) })
 	if *onlyAct {
-		fmt.Println("machine:", machine(ours))
+		m := machine(ours)
+		fmt.Println("machine:", m)
 		a := activeCells(ours, tmp)
-		fmt.Print("\n" + activeReport(a))
+		sec := activeReport(a)
+		fmt.Print("\n" + sec)
+		outSet := false
+		flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+		if outSet && *outPath != "-" {
+			if err := replaceActiveSection(*outPath, sec, m); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				return 1
+			}
+			fmt.Println("wrote the /active section of", *outPath)
+		}
 		return 0
 	}
 
@@ -1418,6 +1429,35 @@ func writeFile(path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		fatalf("%v", err)
 	}
+}
+
+// replaceActiveSection puts sec in place of the "## /active listing"
+// section of the report at path (up to the next "## " heading), noting the
+// machine and time it was measured on, since the rest of the file may be
+// older.
+func replaceActiveSection(path, sec, machine string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	const head = "## /active listing\n"
+	i := strings.Index(s, head)
+	if i < 0 {
+		return fmt.Errorf("%s: no %q section to replace", path, strings.TrimSpace(head))
+	}
+	end := len(s)
+	if j := strings.Index(s[i+len(head):], "\n## "); j >= 0 {
+		end = i + len(head) + j + 1
+	}
+	sec = strings.Replace(sec, head, head+"\nMeasured on its own (`go run ./test/bench -active-only -out "+path+"`): "+machine+".\n", 1)
+	if !strings.HasSuffix(sec, "\n") {
+		sec += "\n"
+	}
+	if end < len(s) {
+		sec += "\n"
+	}
+	return os.WriteFile(path, []byte(s[:i]+sec+s[end:]), 0o644)
 }
 
 // activeReport renders the /active section.
