@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install install-user uninstall-user
+.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture
 
 all: build
 
@@ -33,6 +33,20 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
+
+# The long reliability runs (RELIABILITY.md): every fuzz target in the repo
+# for FUZZTIME each (make test runs only their seeds), then the load test at
+# HARNESS_LOAD (<clients>x<ops>).
+FUZZTIME     ?= 30s
+HARNESS_LOAD ?= 256x2000
+torture: build
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+	HARNESS_LOAD=$(HARNESS_LOAD) $(GO) test -count=1 -timeout 30m -run '^(TestLoad|TestConnCap)$$' -v ./test/
 
 # Benchmarks never run inside `make test`. The side-by-side run against
 # diod needs root (diod serves as root) and writes BENCHMARKS.md.

@@ -23,6 +23,11 @@
 //     it) return when the client hangs up. Otherwise p9's Handle waits for
 //     such a handler forever and the connection's goroutines and fids leak.
 //   - A malformed frame ends that one connection.
+//   - A stalled peer is dropped: once the first byte of a frame has arrived,
+//     the rest of it must follow within Options.ReadTimeout, and every reply
+//     must be taken by the peer within Options.WriteTimeout. A connection
+//     idle between frames is never timed out here. Each Conn has its own
+//     locks and deadlines, so one stalled peer holds back only itself.
 //
 // Outbound, p9 writes each message as several Writes (header, fixed part,
 // payload). Conn reassembles them and sends each message with one writev,
@@ -37,8 +42,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // 9P2000.L message types and sizes used here.
@@ -60,6 +67,11 @@ const (
 	defaultMaxMsize = 1 << 20
 	defaultMinMsize = 4096
 
+	// DefaultReadTimeout and DefaultWriteTimeout are the stall bounds used
+	// when Options leaves them 0.
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
+
 	// readBuf is the inbound buffer. Every frame up to this size is read
 	// whole before p9 sees its first byte. Larger frames (only big Twrites,
 	// in practice) are streamed to p9 without another copy. The four types
@@ -75,6 +87,15 @@ type Options struct {
 	// MinMsize is the smallest msize accepted; a Tversion asking for less
 	// closes the connection. 0 means 4096.
 	MinMsize uint32
+	// ReadTimeout bounds how long the rest of a frame may take once its
+	// first byte has arrived (a peer that sends half a frame and stalls is
+	// dropped). Waiting for a frame to begin is never bounded. 0 means
+	// DefaultReadTimeout; a negative value means no bound.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of a reply: a peer that stops reading
+	// is dropped once its socket buffer is full for this long. 0 means
+	// DefaultWriteTimeout; a negative value means no bound.
+	WriteTimeout time.Duration
 	// Logf, if not nil, receives the reason a connection was ended.
 	Logf func(format string, args ...any)
 }
@@ -96,13 +117,16 @@ type Conn struct {
 	max    uint32
 	min    uint32
 	logf   func(string, ...any)
+	rto    time.Duration // 0: none
+	wto    time.Duration // 0: none
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
 	// Read side.
-	cur  []byte // rest of a rewritten frame (already discarded from br)
-	left int    // bytes of the current frame still to be served from br
-	rerr error  // sticky
+	cur   []byte // rest of a rewritten frame (already discarded from br)
+	left  int    // bytes of the current frame still to be served from br
+	rerr  error  // sticky
+	armed bool   // a read deadline is set on c
 
 	msize atomic.Uint32 // granted by p9's Rversion; 0 before
 
@@ -132,6 +156,15 @@ func New(c net.Conn, r io.Reader, o Options) *Conn {
 	if o.MinMsize == 0 {
 		o.MinMsize = defaultMinMsize
 	}
+	bound := func(d, def time.Duration) time.Duration {
+		switch {
+		case d == 0:
+			return def
+		case d < 0:
+			return 0
+		}
+		return d
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Conn{
 		c:        c,
@@ -139,6 +172,8 @@ func New(c net.Conn, r io.Reader, o Options) *Conn {
 		max:      o.MaxMsize,
 		min:      o.MinMsize,
 		logf:     o.Logf,
+		rto:      bound(o.ReadTimeout, DefaultReadTimeout),
+		wto:      bound(o.WriteTimeout, DefaultWriteTimeout),
 		ctx:      ctx,
 		cancel:   cancel,
 		inflight: make(map[uint16]struct{}),
@@ -186,6 +221,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	if len(c.cur) == 0 && c.left == 0 {
 		if err := c.next(); err != nil {
+			err = c.readFailed(err)
 			c.rerr = err
 			c.cancel(err)
 			return 0, err
@@ -205,10 +241,47 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF // EOF inside a frame
 		}
+		err = c.readFailed(err)
 		c.rerr = err
 		c.cancel(err)
 	}
 	return n, err
+}
+
+// readFailed turns the read deadline's expiry into the reason the
+// connection ends, and ends it.
+func (c *Conn) readFailed(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("wire: peer stalled inside a frame for %v", c.rto)
+		c.shutdown(err)
+	}
+	return err
+}
+
+// frameStart waits, without a bound, for the first byte of the next frame,
+// then arms the read deadline for the rest of it. The deadline is left off
+// when the whole frame is already buffered.
+func (c *Conn) frameStart() error {
+	if c.rto <= 0 {
+		return nil
+	}
+	if c.br.Buffered() == 0 {
+		if c.armed {
+			c.c.SetReadDeadline(time.Time{})
+			c.armed = false
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return err
+		}
+	}
+	if n := c.br.Buffered(); n >= hdrLen {
+		if h, _ := c.br.Peek(hdrLen); int(binary.LittleEndian.Uint32(h)) <= n {
+			return nil // whole frame here: no read will block
+		}
+	}
+	c.c.SetReadDeadline(time.Now().Add(c.rto))
+	c.armed = true
+	return nil
 }
 
 // badFrame ends the connection because of what the client sent.
@@ -223,6 +296,9 @@ func (c *Conn) badFrame(format string, args ...any) error {
 func (c *Conn) next() error {
 	c.cur = nil
 	for {
+		if err := c.frameStart(); err != nil {
+			return err
+		}
 		h, err := c.br.Peek(hdrLen)
 		if err != nil {
 			if err == io.EOF && len(h) > 0 {
@@ -371,10 +447,26 @@ func (c *Conn) answer(typ uint8, tag uint16, body []byte) error {
 	binary.LittleEndian.PutUint16(b[5:], tag)
 	b = append(b, body...)
 	c.wmu.Lock()
+	c.writeDeadline()
 	_, err := c.c.Write(b)
 	c.wmu.Unlock()
 	if err != nil {
-		c.shutdown(err)
+		c.shutdown(c.writeFailed(err))
+	}
+	return err
+}
+
+// writeDeadline bounds the write about to start. Called with wmu held.
+func (c *Conn) writeDeadline() {
+	if c.wto > 0 {
+		c.c.SetWriteDeadline(time.Now().Add(c.wto))
+	}
+}
+
+// writeFailed names the write deadline's expiry as the reason.
+func (c *Conn) writeFailed(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("wire: peer did not take a reply for %v", c.wto)
 	}
 	return err
 }
@@ -481,8 +573,9 @@ func (c *Conn) emit(tail []byte) error {
 	}
 	c.mu.Unlock()
 
+	c.writeDeadline()
 	if _, err := bufs.WriteTo(c.c); err != nil {
-		c.shutdown(err)
+		c.shutdown(c.writeFailed(err))
 		return err
 	}
 	if undecodable {

@@ -1,0 +1,245 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+// loadSize is clients x operations per client. make torture sets
+// HARNESS_LOAD=<clients>x<ops> for the long run.
+func loadSize(t *testing.T) (int, int) {
+	clients, ops := 256, 500
+	if testing.Short() {
+		clients, ops = 32, 100
+	}
+	if s := os.Getenv("HARNESS_LOAD"); s != "" {
+		a, b, ok := strings.Cut(s, "x")
+		c, err1 := strconv.Atoi(a)
+		o, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("HARNESS_LOAD=%q: want <clients>x<ops>", s)
+		}
+		clients, ops = c, o
+	}
+	return clients, ops
+}
+
+// procCounts reads a process's VmRSS (KiB), open fds and threads.
+func procCounts(t *testing.T, pid int) (rssKiB, fds, threads int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		f := strings.Fields(ln)
+		if len(f) >= 2 && f[0] == "VmRSS:" {
+			rssKiB, _ = strconv.Atoi(f[1])
+		}
+		if len(f) >= 2 && f[0] == "Threads:" {
+			threads, _ = strconv.Atoi(f[1])
+		}
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rssKiB, len(ents), threads
+}
+
+// settleFDs waits (up to 5 s) for the daemon's fd count to come back to at
+// most want: connections are closed asynchronously after the client hangs up.
+func settleFDs(t *testing.T, pid, want int) int {
+	var fds int
+	for i := 0; i < 100; i++ {
+		_, fds, _ = procCounts(t, pid)
+		if fds <= want {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fds
+}
+
+// treeFiles lists the files and dirs of the tree under the given roots.
+func treeFiles(t *testing.T, c *client.Client, roots ...string) (files, dirs []string) {
+	t.Helper()
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		dirs = append(dirs, dir)
+		ents, err := c.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("readdir %s: %v", dir, err)
+		}
+		for _, e := range ents {
+			p := path.Join(dir, e.Name)
+			if e.Type == 4 /* DT_DIR */ || e.QID.Type&0x80 != 0 {
+				if depth < 6 {
+					walk(p, depth+1)
+				}
+				continue
+			}
+			files = append(files, p)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return files, dirs
+}
+
+// TestLoad: many concurrent clients, each doing mixed operations on the
+// mirrors and /pid, with zero errors; the daemon's RSS, fds and threads
+// are compared before and after.
+func TestLoad(t *testing.T) {
+	clients, ops := loadSize(t)
+	home := fixtureHome(t)
+	d := startDaemon(t, home, "--max-conns", strconv.Itoa(clients+44))
+	pid := d.cmd.Process.Pid
+
+	c0 := d.client()
+	files, dirs := treeFiles(t, c0, "/")
+	if len(files) == 0 {
+		t.Fatal("no files in the tree")
+	}
+	c0.Close()
+	// Warm up (first scans, caches) before the baseline.
+	warm := d.client()
+	for _, f := range files {
+		warm.ReadFile(f)
+	}
+	warm.Close()
+	settleFDs(t, pid, 0)
+	rss0, fds0, thr0 := procCounts(t, pid)
+
+	var nerr, nops atomic.Int64
+	var firstErr sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.Dial(d.sock)
+			if err != nil {
+				nerr.Add(1)
+				firstErr.Do(func() { t.Errorf("client %d: dial: %v", i, err) })
+				return
+			}
+			defer c.Close()
+			for j := range ops {
+				var err error
+				k := i*7919 + j*104729
+				switch j % 4 {
+				case 0:
+					_, err = c.ReadFile(files[k%len(files)])
+				case 1:
+					_, _, err = c.Stat(files[k%len(files)])
+				case 2:
+					_, err = c.ReadDir(dirs[k%len(dirs)])
+				case 3:
+					var f interface{ Close() error }
+					f, err = c.Walk(dirs[k%len(dirs)])
+					if err == nil {
+						err = f.Close()
+					}
+				}
+				nops.Add(1)
+				if err != nil {
+					nerr.Add(1)
+					firstErr.Do(func() { t.Errorf("client %d op %d: %v", i, j, err) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	fds1 := settleFDs(t, pid, fds0)
+	rss1, _, thr1 := procCounts(t, pid)
+	t.Logf("%d clients x %d ops = %d ops in %v (%.0f ops/s), %d errors; %d files, %d dirs",
+		clients, ops, nops.Load(), elapsed.Round(time.Millisecond), float64(nops.Load())/elapsed.Seconds(), nerr.Load(), len(files), len(dirs))
+	t.Logf("daemon: VmRSS %d -> %d KiB; fds %d -> %d (after) ; threads %d -> %d", rss0, rss1, fds0, fds1, thr0, thr1)
+	if nerr.Load() != 0 {
+		t.Fatalf("%d errors", nerr.Load())
+	}
+	// Bounds: no fd left behind; RSS growth at most 4 MiB per concurrent
+	// client plus 64 MiB. That is what p9 costs today (msize-sized buffers
+	// per connection and per in-flight read, 1 MiB msize, returned to the
+	// OS only slowly by Go's scavenger): 256 clients measured ~760 MiB.
+	// See RELIABILITY.md; tighten when the buffers are pooled.
+	if fds1 > fds0 {
+		t.Errorf("daemon fds: %d before, %d after the load", fds0, fds1)
+	}
+	perClient, base := 4<<10, 64<<10 // KiB
+	if raceEnabled {
+		// make test builds the daemon with the race detector, whose shadow
+		// memory roughly doubles every allocation (measured 1.7 GiB for
+		// 256 clients); make torture measures the plain build.
+		perClient, base = 8<<10, 256<<10
+	}
+	if bound := clients*perClient + base; rss1-rss0 > bound {
+		t.Errorf("daemon VmRSS grew %d KiB (bound %d KiB)", rss1-rss0, bound)
+	}
+}
+
+// TestConnCap: with --max-conns 8, eight connections are held, the ninth
+// is refused cleanly (closed, the daemon keeps serving), and once one of
+// the eight closes a new connection is served again.
+func TestConnCap(t *testing.T) {
+	home := fixtureHome(t)
+	d := startDaemon(t, home, "--max-conns", "8")
+	var held []*client.Client
+	for i := range 8 {
+		c, err := client.Dial(d.sock)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if _, err := c.ReadDir("/"); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		held = append(held, c)
+	}
+	if c, err := client.Dial(d.sock); err == nil {
+		_, err = c.ReadDir("/")
+		c.Close()
+		if err == nil {
+			t.Fatal("ninth connection served beyond --max-conns 8")
+		}
+		t.Logf("ninth connection refused after attach: %v", err)
+	} else {
+		t.Logf("ninth connection refused: %v", err)
+	}
+	for i, c := range held {
+		if _, err := c.ReadDir("/"); err != nil {
+			t.Fatalf("held connection %d after the refusal: %v", i, err)
+		}
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := client.Dial(d.sock)
+		if err == nil {
+			_, err = c.ReadDir("/")
+			c.Close()
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not served again after one of the eight closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+}
