@@ -55,37 +55,51 @@ func readJSON(r *saferoot.Root, rel string, max int64, v any) bool {
 // end, each cut to whole lines. The lines come back in file order, head
 // first; tail is empty when head holds the whole file.
 func windows(r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte) {
+	whole, hb, tb := rawWindows(r, rel, head, tail)
+	if whole != nil {
+		return lines(whole), nil
+	}
+	if i := bytes.LastIndexByte(hb, '\n'); i >= 0 {
+		headLines = lines(hb[:i+1])
+	}
+	if i := bytes.IndexByte(tb, '\n'); i >= 0 {
+		tailLines = lines(tb[i+1:])
+	}
+	return headLines, tailLines
+}
+
+// rawWindows reads rel's bytes for windows and zwindows: the whole file
+// when it fits in head+tail, else the first head and the last tail bytes.
+// A file that cannot be read gives nothing.
+func rawWindows(r *saferoot.Root, rel string, head, tail int64) (whole, headBytes, tailBytes []byte) {
 	f, err := r.Open(rel)
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	size := st.Size()
 	if size <= head+tail {
 		b, _ := io.ReadAll(io.LimitReader(f, head+tail))
-		return lines(b), nil
+		if b == nil {
+			b = []byte{}
+		}
+		return b, nil, nil
 	}
 	if head > 0 {
 		b := make([]byte, head)
 		n, _ := io.ReadFull(f, b)
-		b = b[:n]
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			headLines = lines(b[:i+1])
-		}
+		headBytes = b[:n]
 	}
 	if tail > 0 {
 		b := make([]byte, tail)
 		n, _ := f.ReadAt(b, size-tail)
-		b = b[:n]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			tailLines = lines(b[i+1:])
-		}
+		tailBytes = b[:n]
 	}
-	return headLines, tailLines
+	return nil, headBytes, tailBytes
 }
 
 // lines splits b into its non-empty lines.
@@ -152,32 +166,18 @@ func unzstdTail(b []byte, max int64) []byte {
 // windows are cut from the compressed file and decoded, so the cost is
 // bounded however long the log is.
 func zwindows(r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte) {
-	f, err := r.Open(rel)
-	if err != nil {
-		return nil, nil
+	whole, hb, tb := rawWindows(r, rel, head, tail)
+	if whole != nil {
+		return lines(unzstd(whole, zMaxOut)), nil
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil
-	}
-	size := st.Size()
-	if size <= head+tail {
-		b, _ := io.ReadAll(io.LimitReader(f, head+tail))
-		return lines(unzstd(b, zMaxOut)), nil
-	}
-	if head > 0 {
-		b := make([]byte, head)
-		n, _ := io.ReadFull(f, b)
-		out := unzstd(b[:n], zMaxOut)
+	if hb != nil {
+		out := unzstd(hb, zMaxOut)
 		if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
 			headLines = lines(out[:i+1])
 		}
 	}
-	if tail > 0 {
-		b := make([]byte, tail)
-		n, _ := f.ReadAt(b, size-tail)
-		tailLines = lines(unzstdTail(b[:n], zMaxOut))
+	if tb != nil {
+		tailLines = lines(unzstdTail(tb, zMaxOut))
 	}
 	return headLines, tailLines
 }
