@@ -61,9 +61,11 @@ install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/systemd/user $(DESTDIR)$(PREFIX)/lib/systemd/catalog \
 		$(DESTDIR)$(PREFIX)/share/polkit-1/actions $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(DESTDIR)$(BINDIR)/
-	install -m 0644 packaging/systemd/9harness.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
-	sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/9harness.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/user/9harness.service
-	chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/9harness.service
+	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
+	for u in 9harness 9harness-proc; do \
+		sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/$$u.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/user/$$u.service && \
+		chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/$$u.service || exit 1; \
+	done
 	install -m 0644 packaging/systemd/9harness.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
 	install -m 0644 packaging/polkit/org.ninep.harness.move.policy $(DESTDIR)$(PREFIX)/share/polkit-1/actions/
 	install -m 0644 packaging/man/9harness.1 $(DESTDIR)$(PREFIX)/share/man/man1/
@@ -74,16 +76,19 @@ install: build
 install-user: build
 	install -d $(HOME)/.local/bin $(HOME)/.config/systemd/user $(HOME)/.local/share/man/man1 $(HOME)/.local/share/man/man8
 	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(HOME)/.local/bin/
-	install -m 0644 packaging/systemd/9harness.socket $(HOME)/.config/systemd/user/
-	sed 's|@BINDIR@|$(HOME)/.local/bin|g' packaging/systemd/9harness.service.in > $(HOME)/.config/systemd/user/9harness.service
-	chmod 0644 $(HOME)/.config/systemd/user/9harness.service
+	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(HOME)/.config/systemd/user/
+	for u in 9harness 9harness-proc; do \
+		sed 's|@BINDIR@|$(HOME)/.local/bin|g' packaging/systemd/$$u.service.in > $(HOME)/.config/systemd/user/$$u.service && \
+		chmod 0644 $(HOME)/.config/systemd/user/$$u.service || exit 1; \
+	done
 	install -m 0644 packaging/man/9harness.1 $(HOME)/.local/share/man/man1/
 	install -m 0644 packaging/man/9harnessd.8 $(HOME)/.local/share/man/man8/
 
 uninstall-user:
-	-systemctl --user disable --now 9harness.socket 9harness.service
+	-systemctl --user disable --now 9harness.socket 9harness.service 9harness-proc.socket 9harness-proc.service
 	rm -f $(HOME)/.local/bin/9harnessd $(HOME)/.local/bin/9harness \
 		$(HOME)/.config/systemd/user/9harness.socket $(HOME)/.config/systemd/user/9harness.service \
+		$(HOME)/.config/systemd/user/9harness-proc.socket $(HOME)/.config/systemd/user/9harness-proc.service \
 		$(HOME)/.local/share/man/man1/9harness.1 $(HOME)/.local/share/man/man8/9harnessd.8
 
 clean:

@@ -97,8 +97,15 @@ func startDaemon(t testing.TB, home string, extra ...string) *daemon {
 
 func launch(t testing.TB, args ...string) *daemon {
 	t.Helper()
+	return launchCmd(t, bin("9harnessd"), args...)
+}
+
+// launchCmd starts the daemon through another program (unshare, setpriv)
+// that execs it in place, so the process is the daemon's.
+func launchCmd(t testing.TB, prog string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(bin("9harnessd"), args...)
+	d.cmd = exec.Command(prog, args...)
 	d.cmd.Stderr = d.stderr
 	d.cmd.Stdout = d.stderr
 	if err := d.cmd.Start(); err != nil {

@@ -138,12 +138,16 @@ func TestUserManager(t *testing.T) {
 	expect("service-before", eq("inactive"), "inactive until the first connection")
 	expect("verify-rc", eq("0"), "0")
 	expect("verify-output", eq(""), "nothing")
-	// The target is 2.0; it needs PrivateUsers=yes, under which the
-	// daemon cannot read its own agents' environ, cwd and fds (measured by
-	// this test when the unit had it: the moves failed with EACCES on
-	// /proc/<pid>/environ). The unit keeps every directive enforced without
-	// a user namespace; this bounds it so the hardening cannot regress.
-	expect("security", func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f <= 5.5 }, "an exposure of at most 5.5 (see the unit's comment for why not 2.0)")
+	// The daemon's unit runs with PrivateUsers=yes and the sandbox it
+	// enables; the proc helper answers what the namespace hides.
+	expect("security", func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f <= 2.0 }, "an exposure of at most 2.0")
+	expect("security-helper", func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f <= 5.5 }, "the helper's seccomp/prctl hardening (at most 5.5)")
+	expect("userns", eq("yes"), "the daemon in its own user namespace")
+	expect("active-cwd", eq(filepath.Join(home, "src/x")+" "), "every agent's cwd, read through the helper")
+	expect("helper", eq("active"), "the helper activated by the daemon's first question")
+	expect("root-read", eq("refused"), "root refused (not granted)")
+	expect("root-named", func(v string) bool { n, _ := strconv.Atoi(v); return n >= 1 }, "the refusal naming uid 0, not the overflow uid")
+	expect("moved-zmx", func(v string) bool { return strings.Contains(v, "sysmoved-z") }, "the zmx-moved agent's zmx field, from its environment")
 	expect("sockmode", eq("600 700"), "socket 0600 in a 0700 directory")
 	expect("ls", has("active/"), "the tree, /active included")
 	expect("ls", has("claude/"), "the mirrors")

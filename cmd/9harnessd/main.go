@@ -197,6 +197,8 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	auditTo := fs.String("audit", "auto", "where refusals and moves are recorded: `auto` (the journal if reachable, else stderr), journal, stderr")
 	idleExit := fs.Duration("idle-exit", 0, "exit after `DURATION` with no connection and no move in flight (0: never); systemd reactivates on the next connection")
 	procRoot := fs.String("proc", "/proc", "the process table to read (`DIR`; for tests)")
+	procHelper := fs.String("proc-helper", "", "read agents' cwd, environment and descriptors, and other users' credentials, through the proc helper at `SOCK` (for a daemon in a user namespace: see 9harness-proc.service)")
+	serveProcHelper := fs.Bool("serve-proc-helper", false, "be the proc helper instead of the daemon, on --unix PATH or the socket systemd hands over")
 	quiet := fs.Bool("quiet", false, "log only refusals and errors")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -223,6 +225,9 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	}
 	if n > 1 {
 		return nil, errors.New("--unix, --name and --fd are alternatives: give at most one")
+	}
+	if *serveProcHelper && (*name != "" || *fd >= 0 || *procHelper != "" || *allowMove || len(allowUIDs)+len(allowGroups) > 0) {
+		return nil, errors.New("--serve-proc-helper takes only --unix, --idle-exit, --proc and --quiet")
 	}
 	if *msize < 4096 || *msize > 4<<20 {
 		return nil, fmt.Errorf("--msize %d: must be between 4096 and 4194304", *msize)
@@ -264,6 +269,9 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		Audit:       *auditTo,
 		ProcRoot:    *procRoot,
 		IdleExit:    *idleExit,
+
+		ProcHelper:      *procHelper,
+		ServeProcHelper: *serveProcHelper,
 		Listening: func(path string) {
 			if *quiet {
 				return

@@ -20,6 +20,7 @@ import (
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/ninep"
 	"github.com/9harness/9harness/internal/peer"
+	"github.com/9harness/9harness/internal/prochelper"
 	"github.com/9harness/9harness/internal/tree"
 	"github.com/9harness/9harness/internal/wire"
 )
@@ -58,6 +59,12 @@ type Server struct {
 	Audit audit.Sink
 	// ProcRoot is where peers' /proc entries are read ("/proc").
 	ProcRoot string
+	// PeerCreds, if set, names a peer whose uid is not the daemon's when
+	// the kernel cannot: inside a user namespace (the unit's
+	// PrivateUsers=yes) SO_PEERCRED reports every other user as the
+	// overflow uid, so a grant could not tell them apart. It is asked only
+	// for such peers; the daemon's own uid is the one uid mapped inside.
+	PeerCreds func(net.Conn) (prochelper.Cred, error)
 
 	mu     sync.Mutex
 	idle   time.Time // when the last connection closed (zero while one is open)
@@ -107,6 +114,16 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	defer p.Close()
+	if s.PeerCreds != nil && p.UID != s.UID {
+		cr, err := s.PeerCreds(c)
+		if err != nil {
+			// Refused rather than judged as the overflow uid, which
+			// would stand for every other user at once.
+			s.refuse(p, fmt.Sprintf("its real credentials are unknown: %v", err))
+			return
+		}
+		p.UID, p.GID, p.Groups = cr.UID, cr.GID, cr.Groups
+	}
 	// The gate: a peer the policy does not let read gets nothing, not even
 	// an Rversion, so no byte of the connection is read before this.
 	if d := s.policy().Decide(ctx, Subject(p), authz.Read); !d.Allow {

@@ -15,6 +15,7 @@ import (
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/prochelper"
 	"github.com/9harness/9harness/internal/saferoot"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
@@ -40,6 +41,13 @@ type Config struct {
 	// connection and no move in flight: under socket activation systemd
 	// starts it again on the next connection, so an idle user pays nothing.
 	IdleExit time.Duration
+	// ProcHelper, if set, is the socket of a proc helper (package
+	// prochelper) that reads /proc/<pid>/{cwd,environ,fd} and peers' real
+	// credentials for a daemon confined to a user namespace.
+	ProcHelper string
+	// ServeProcHelper makes this process the proc helper instead of the
+	// daemon: it answers on --unix PATH or on the socket systemd hands over.
+	ServeProcHelper bool
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
@@ -110,10 +118,52 @@ func auditSink(kind string) (audit.Sink, error) {
 	return nil, fmt.Errorf("--audit %q: want auto, journal or stderr", kind)
 }
 
+// runProcHelper serves the proc helper on --unix PATH or on the first
+// socket systemd hands over. It has no default path: it is started by its
+// own socket unit, or by hand for a test.
+func runProcHelper(ctx context.Context, cfg Config) error {
+	var l net.Listener
+	switch {
+	case cfg.Unix != "":
+		var err error
+		if l, err = ListenUnix(cfg.Unix, 0o600); err != nil {
+			return err
+		}
+	case os.Getenv("LISTEN_FDS") != "":
+		ls, err := activation.Listeners()
+		if err != nil {
+			return fmt.Errorf("socket activation: %w", err)
+		}
+		for _, x := range ls {
+			if x != nil {
+				l = x
+				break
+			}
+		}
+		if l == nil {
+			return fmt.Errorf("socket activation: LISTEN_FDS carried no listening socket")
+		}
+	default:
+		return fmt.Errorf("--serve-proc-helper needs --unix PATH or a socket from systemd")
+	}
+	procRoot := cfg.ProcRoot
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	h := &prochelper.Server{Procs: proc.New(procRoot), UID: uint32(os.Getuid()), Logf: prochelper.Logf(cfg.Logf)}
+	if cfg.Logf != nil {
+		cfg.Logf("9harnessd proc helper: serving %s for uid %d", l.Addr(), os.Getuid())
+	}
+	return h.Serve(ctx, l, cfg.IdleExit)
+}
+
 // Run serves until ctx is done. Where it listens is decided in this order:
 // --fd, then --unix or --name, then sockets handed over by systemd
 // (LISTEN_FDS), then the default path.
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.ServeProcHelper {
+		return runProcHelper(ctx, cfg)
+	}
 	roots := make(map[string]*saferoot.Root, len(cfg.Roots))
 	for name, p := range cfg.Roots {
 		roots[name] = saferoot.New(p)
@@ -123,6 +173,12 @@ func Run(ctx context.Context, cfg Config) error {
 		procRoot = "/proc"
 	}
 	procs := proc.New(procRoot)
+	var helper *prochelper.Client
+	if cfg.ProcHelper != "" {
+		helper = prochelper.Dial(cfg.ProcHelper)
+		defer helper.Close()
+		procs.SetGuarded(helper)
+	}
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
 	for name, r := range roots {
@@ -158,6 +214,9 @@ func Run(ctx context.Context, cfg Config) error {
 		s.Owner = u.Username
 	}
 	s.ProcRoot = cfg.ProcRoot
+	if helper != nil {
+		s.PeerCreds = helper.Peer
+	}
 	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {

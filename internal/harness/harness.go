@@ -85,6 +85,9 @@ type Agent struct {
 	Model      string
 	Status     string // only where the harness itself publishes one (Claude's registry "status")
 	Zmx        string // the process's ZMX_SESSION, "" outside zmx
+	// EnvKnown says the process's environment could be read: without it
+	// Zmx and TmuxSocket are unknown, not "outside a session".
+	EnvKnown bool
 	Tmux       string // always "": the session name is not in the environment; the caller asks tmux
 	TmuxSocket string // first comma-field of $TMUX, "" outside tmux
 	Agents     []Sub  // sub-agents, sorted by Name
@@ -347,6 +350,7 @@ func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
 		a.Cwd = cwd
 	}
 	if vars, err := env.Procs.Environ(p.PID); err == nil {
+		a.EnvKnown = true
 		for _, kv := range vars {
 			if k, v, ok := strings.Cut(kv, "="); ok && wantEnv[k] {
 				info.env[k] = v

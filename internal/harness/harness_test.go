@@ -145,6 +145,12 @@ func runResolve(t *testing.T, cases []resolveCase) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFx(t)
 			h, env, p, want := c.setup(f)
+			// The environment is known exactly when the table can read
+			// it (every fixture row writes one unless it tests its loss).
+			if env.Procs != nil {
+				_, err := env.Procs.Environ(p.PID)
+				want.EnvKnown = err == nil
+			}
 			got := h.Resolve(env, p)
 			if d := agentDiff(got, want); d != "" {
 				t.Errorf("%s: Resolve differs:%s", c.name, d)

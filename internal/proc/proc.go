@@ -35,7 +35,23 @@ type Table struct {
 
 	bootMu sync.Mutex
 	boot   time.Time // btime, once read: it changes only with a reboot
+
+	guard Guarded // nil: read cwd, environ and fd/ directly
 }
+
+// Guarded answers the reads the kernel guards with its ptrace check
+// (/proc/<pid>/cwd, environ and fd/). A daemon in a user namespace is
+// refused them for every process outside it, its own user's included, so
+// it asks a helper that runs outside (package prochelper) instead.
+type Guarded interface {
+	Cwd(pid int) (string, error)
+	Environ(pid int) ([]string, error)
+	FDs(pid int) ([]string, error)
+}
+
+// SetGuarded routes the guarded reads through g. Call it before the table
+// is shared.
+func (t *Table) SetGuarded(g Guarded) { t.guard = g }
 
 // New returns the table rooted at root ("/proc" for the live one).
 func New(root string) *Table { return &Table{root: strings.TrimSuffix(root, "/")} }
@@ -316,6 +332,9 @@ func (t *Table) Alive(pid int, start uint64) bool {
 
 // Cwd returns the process's working directory.
 func (t *Table) Cwd(pid int) (string, error) {
+	if t.guard != nil {
+		return t.guard.Cwd(pid)
+	}
 	s, err := os.Readlink(t.path(pid, "cwd"))
 	return s, gone(err)
 }
@@ -323,6 +342,9 @@ func (t *Table) Cwd(pid int) (string, error) {
 // Environ returns the process's environment as it was at exec (or as it
 // rewrote it in place).
 func (t *Table) Environ(pid int) ([]string, error) {
+	if t.guard != nil {
+		return t.guard.Environ(pid)
+	}
 	b, err := os.ReadFile(t.path(pid, "environ"))
 	if err != nil {
 		return nil, gone(err)
@@ -346,6 +368,9 @@ func (t *Table) Getenv(pid int, name string) (string, bool) {
 
 // FDs returns the targets of the process's open descriptors.
 func (t *Table) FDs(pid int) ([]string, error) {
+	if t.guard != nil {
+		return t.guard.FDs(pid)
+	}
 	dir := t.path(pid, "fd")
 	f, err := os.Open(dir)
 	if err != nil {

@@ -309,10 +309,12 @@ var fields = []field{
 	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }, false},
 	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }, false},
 	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }, false},
-	// zmx and tmux are always present: empty outside a session is itself
-	// the answer ("not in one"), and the move writes here.
-	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, true }, false},
-	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), true }, false},
+	// zmx and tmux are present whenever the agent's environment could be
+	// read: empty outside a session is itself the answer ("not in one"),
+	// and the move writes here. When it could not be read (a daemon in a
+	// user namespace without its proc helper) they are unknown, so absent.
+	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, a.EnvKnown }, false},
+	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), a.EnvKnown }, false},
 }
 
 // tmuxSession asks tmux which session the agent's pane is in: the name is

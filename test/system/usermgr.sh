@@ -66,11 +66,15 @@ asuser systemctl --user daemon-reload
 asuser systemctl --user enable --now 9harness.socket
 check socket "$(asuser systemctl --user is-active 9harness.socket)"
 check service-before "$(asuser systemctl --user is-active 9harness.service || true)"
-verify=$(asuser systemd-analyze --user verify "$UHOME/.config/systemd/user/9harness.socket" "$UHOME/.config/systemd/user/9harness.service" 2>&1) && vrc=0 || vrc=$?
+UD=$UHOME/.config/systemd/user
+verify=$(asuser systemd-analyze --user verify "$UD/9harness.socket" "$UD/9harness.service" "$UD/9harness-proc.socket" "$UD/9harness-proc.service" 2>&1) && vrc=0 || vrc=$?
 check verify-rc "$vrc"
 check verify-output "$(printf "%s" "$verify" | tr "\n" "|")"
 score=$(asuser systemd-analyze --user security 9harness.service 2>&1 | sed -n 's/.*Overall exposure level for 9harness.service: \([0-9.]*\).*/\1/p')
 check security "${score:-none}"
+echo "--- systemd-analyze --user security 9harness.service:"; asuser systemd-analyze --user security 9harness.service 2>&1 | grep -v '✓' || true
+hscore=$(asuser systemd-analyze --user security 9harness-proc.service 2>&1 | sed -n 's/.*Overall exposure level for 9harness-proc.service: \([0-9.]*\).*/\1/p')
+check security-helper "${hscore:-none}"
 
 # The first connection activates the daemon.
 SOCK=$RUNDIR/9p/harness
@@ -95,6 +99,16 @@ for i in $(seq 100); do [ "$(asuser 9harness ls /active/claude 2>/dev/null | wc 
 AGENTS+=($(pgrep -u "$U" -x claude))
 check active "$(asuser 9harness ls /active/claude | tr '\n' ' ')"
 check active-via "$(for p in $(pgrep -u "$U" -x claude); do asuser 9harness cat /active/claude/$p/via; done | sort -u | tr '\n' ' ')"
+# The daemon runs in a user namespace (PrivateUsers=yes), where the kernel
+# refuses it /proc/<pid>/cwd and environ: these come through the helper.
+check userns "$([ "$(readlink /proc/"$(asuser systemctl --user show -p MainPID --value 9harness.service)"/ns/user)" != "$(readlink /proc/self/ns/user)" ] && echo yes || echo no)"
+check active-cwd "$(for p in $(pgrep -u "$U" -x claude); do asuser 9harness cat /active/claude/$p/cwd; done | sort -u | tr '\n' ' ')"
+check helper "$(asuser systemctl --user is-active 9harness-proc.service)"
+# Another uid (root) is the overflow uid inside the namespace; the helper
+# names it, and the daemon refuses it by its real uid.
+check root-read "$("$UHOME/.local/bin/9harness" -s "$SOCK" ls / >/dev/null 2>&1 && echo served || echo refused)"
+sleep 0.5
+check root-named "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'refused a connection from uid 0 ' || true)"
 
 # Idle exit, and reactivation; moves switched on in a drop-in.
 mkdir -p "$UHOME/.config/systemd/user/9harness.service.d"
@@ -125,6 +139,9 @@ check zmx-found "$(asuser zmx list --short 2>/dev/null | grep -x sysmoved-z || e
 NEW=$(grep -c '"name":"claude"' "$WORK/record.jsonl" || true)
 check relaunches "$NEW"
 NEWPIDS=$(tail -n 2 "$WORK/record.jsonl" | sed -n 's/.*"pid":\([0-9]*\).*/\1/p' | tr '\n' ' ')
+# The moved agents as the daemon sees them: zmx comes from the agent's
+# environment, read through the helper.
+check moved-zmx "$(for p in $NEWPIDS; do asuser 9harness cat /active/claude/$p/zmx 2>/dev/null; echo; done | sort | tr '\n' ' ')"
 check new-cgroups "$(for p in $NEWPIDS; do sed -n 's/^0:://p' /proc/$p/cgroup; done | tr '\n' ' ')"
 # Stopping the daemon leaves the moved agents running.
 asuser systemctl --user stop 9harness.service

@@ -1,0 +1,93 @@
+package test
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hugelgupf/p9/linux"
+)
+
+// TestProcHelper is the systemd unit's situation without systemd: the
+// daemon in its own user namespace (unshare -r, as PrivateUsers=yes puts
+// it) cannot read an agent's cwd or environment, and with --proc-helper it
+// reads them through a real `9harnessd --serve-proc-helper` outside. When
+// the helper goes away the fields are absent again (never an error page),
+// and the daemon keeps serving.
+func TestProcHelper(t *testing.T) {
+	require(t, "unshare")
+	home := fixtureHome(t)
+	cwd := filepath.Join(home, "src", "x")
+	must(t, os.MkdirAll(cwd, 0o755))
+	const sid = "6f4b2d3c-1e5a-4b7c-9d0e-1f2a3b4c5d6e"
+	cl := startFake(t, "claude", home, cwd, "FAKE_SESSION="+sid, "ZMX_SESSION=helped")
+	eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(home, ".claude", "sessions", strconv.Itoa(cl.pid())+".json"))
+		return err == nil
+	}, "the fake claude's registry record")
+	dir := "/active/claude/" + strconv.Itoa(cl.pid())
+
+	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")
+	helper := launch(t, "--serve-proc-helper", "--unix", hsock)
+	helper.sock = hsock
+	helper.waitReady()
+
+	inUserns := func(extra ...string) *daemon {
+		sock := filepath.Join(t.TempDir(), "harness.sock")
+		args := append([]string{"-r", "--", bin("9harnessd"), "--unix", sock, "--audit", "stderr"}, rootArgs(home)...)
+		d := launchCmd(t, "unshare", append(args, extra...)...)
+		d.sock = sock
+		d.waitReady()
+		return d
+	}
+	alone := inUserns()
+	helped := inUserns("--proc-helper", hsock)
+	// Both are really in another user namespace.
+	for _, d := range []*daemon{alone, helped} {
+		ns, _ := os.Readlink("/proc/" + strconv.Itoa(d.cmd.Process.Pid) + "/ns/user")
+		self, _ := os.Readlink("/proc/self/ns/user")
+		if ns == "" || ns == self {
+			t.Fatalf("daemon %d: user namespace %q, want one other than ours (%q)", d.cmd.Process.Pid, ns, self)
+		}
+	}
+
+	ca, ch := alone.client(), helped.client()
+	eventually(t, func() bool {
+		return contains(listNames(t, ca, "/active/claude"), strconv.Itoa(cl.pid())) &&
+			contains(listNames(t, ch, "/active/claude"), strconv.Itoa(cl.pid()))
+	}, "the agent listed by both daemons")
+
+	// Alone, the kernel refuses the daemon the agent's cwd and environ.
+	for _, f := range []string{"cwd", "zmx"} {
+		if _, _, err := ca.Stat(dir + "/" + f); !isErrno(err, linux.ENOENT) {
+			t.Errorf("without the helper, %s: %v, want ENOENT (the namespace hides it)", f, err)
+		}
+	}
+	// Through the helper they are there.
+	for f, want := range map[string]string{"cwd": cwd, "zmx": "helped", "session": sid, "via": "registry"} {
+		if got, err := readField(ch, dir+"/"+f); err != nil || got != want {
+			t.Errorf("with the helper, %s = %q (%v), want %q", f, got, err, want)
+		}
+	}
+
+	// The helper goes away: the fields are absent again, nothing else.
+	helper.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-helper.done:
+		helper.done <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("helper did not exit on SIGINT")
+	}
+	if _, err := net.Dial("unix", hsock); err == nil {
+		t.Fatal("helper socket still answers")
+	}
+	if _, _, err := ch.Stat(dir + "/cwd"); !isErrno(err, linux.ENOENT) {
+		t.Errorf("helper gone, cwd: %v, want ENOENT", err)
+	}
+	if got, err := readField(ch, dir+"/session"); err != nil || got != sid {
+		t.Errorf("helper gone, session = %q (%v)", got, err)
+	}
+}
