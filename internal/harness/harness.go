@@ -22,8 +22,10 @@ package harness
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/9harness/9harness/internal/proc"
@@ -87,7 +89,7 @@ type Agent struct {
 	Zmx        string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".
-	EnvKnown bool
+	EnvKnown   bool
 	Tmux       string // always "": the session name is not in the environment; the caller asks tmux
 	TmuxSocket string // first comma-field of $TMUX, "" outside tmux
 	Agents     []Sub  // sub-agents, sorted by Name
@@ -141,41 +143,88 @@ func ByName(name string) Harness {
 // identity comes from one read of stat and one of status. A pid reused
 // between the two reads is caught by every later use: the agent is named
 // by pid and start time, and the start time is the stat's.
+//
+// The reads are split over up to GOMAXPROCS goroutines, each with its own
+// buffer and its own contiguous run of pids: /proc reads are independent
+// syscalls, and on a machine with thousands of processes the scan is what
+// a listing of /active costs. Results are merged in pid order, so the
+// output does not depend on the split.
 func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	pids, err := t.PIDs()
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(pids)
-	argvs := make(map[int][]string, len(pids))
-	buf := make([]byte, 0, 8192)
-	for _, pid := range pids {
-		b, err := t.ReadCmdline(pid, buf)
-		if err != nil {
-			continue
+	argvs := make([][]string, len(pids))
+	parts := scanParts(len(pids))
+	parallel(parts, func(lo, hi int) {
+		buf := make([]byte, 0, 8192)
+		for i := lo; i < hi; i++ {
+			b, err := t.ReadCmdline(pids[i], buf)
+			if err != nil {
+				continue
+			}
+			if argv := proc.SplitCmdline(b); len(argv) > 0 {
+				argvs[i] = argv
+			}
+			buf = b[:0] // keep a grown buffer
 		}
-		if argv := proc.SplitCmdline(b); len(argv) > 0 {
-			argvs[pid] = argv
+	})
+	argvOf := func(pid int) []string {
+		if i, ok := slices.BinarySearch(pids, pid); ok {
+			return argvs[i]
 		}
-		buf = b[:0] // keep a grown buffer
+		return nil
 	}
+	found := make([]*Found, len(pids))
+	parallel(parts, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			pid, argv := pids[i], argvs[i]
+			if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
+				continue
+			}
+			p, err := t.Ident(pid)
+			if err != nil || p.UID != uid {
+				continue
+			}
+			p.Argv = argv
+			parent := proc.Proc{PID: p.PPID, Argv: argvOf(p.PPID)}
+			if h, k := classify(p, parent); k == Session {
+				found[i] = &Found{Harness: h.Name(), Proc: p}
+			}
+		}
+	})
 	var out []Found
-	for _, pid := range pids {
-		argv := argvs[pid]
-		if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
-			continue
-		}
-		p, err := t.Ident(pid)
-		if err != nil || p.UID != uid {
-			continue
-		}
-		p.Argv = argv
-		parent := proc.Proc{PID: p.PPID, Argv: argvs[p.PPID]}
-		if h, k := classify(p, parent); k == Session {
-			out = append(out, Found{Harness: h.Name(), Proc: p})
+	for _, f := range found {
+		if f != nil {
+			out = append(out, *f)
 		}
 	}
 	return out, nil
+}
+
+// scanParts splits n pids into runs for parallel: one per CPU, but none
+// shorter than 128 pids, where a goroutine would cost more than it saves.
+func scanParts(n int) [][2]int {
+	k := min(runtime.GOMAXPROCS(0), max(1, n/128), 8)
+	parts := make([][2]int, 0, k)
+	for i := range k {
+		parts = append(parts, [2]int{n * i / k, n * (i + 1) / k})
+	}
+	return parts
+}
+
+// parallel runs f over each part, the first on the calling goroutine.
+func parallel(parts [][2]int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for _, p := range parts[min(1, len(parts)):] {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(p[0], p[1]) }()
+	}
+	if len(parts) > 0 {
+		f(parts[0][0], parts[0][1])
+	}
+	wg.Wait()
 }
 
 // classify asks the harnesses in order; the first that says Session or

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -219,6 +220,76 @@ func TestScan(t *testing.T) {
 	if _, err := Scan(proc.New(f.procDir+"/absent"), 1000, nil); err == nil {
 		t.Error("Scan of a missing table: no error")
 	}
+}
+
+// TestScanSplit: a table big enough to be read by several goroutines gives
+// the same sessions, in pid order, whatever the split; wrappers whose child
+// falls in another goroutine's run are still recognised by their child's
+// rule (the parent's argv is looked up across runs).
+func TestScanSplit(t *testing.T) {
+	f := newFx(t)
+	codexDir := "/usr/lib/node_modules/@openai/codex/bin/"
+	var want []string
+	for pid := 3; pid < 1500; pid++ {
+		p := proctest.Proc{PID: pid, PPID: 1, UID: 1000, Argv: []string{"sleep", "60"}}
+		switch pid % 7 {
+		case 0:
+			p.Argv = []string{"claude"}
+			want = append(want, fmt.Sprintf("claude/%d", pid))
+		case 1:
+			p.Argv = []string{"claude", "-p", "one-shot"} // never a session
+		case 2:
+			// A codex native child whose node wrapper is far away, in
+			// another run: the wrapper is the helper, the child the session.
+			p.PPID = 1500 + pid
+			p.Argv = []string{codexDir + "codex-x86_64-unknown-linux-musl", "resume", "x"}
+			want = append(want, fmt.Sprintf("codex/%d", pid))
+		case 3:
+			p.UID = 1001 // another user's
+			p.Argv = []string{"claude"}
+		case 4:
+			// A native codex spawned by another native codex (a case-2
+			// process 698 pids later, in another run): a helper, which
+			// only the parent's argv can tell.
+			if pid+698 < 1500 {
+				p.PPID = pid + 698
+				p.Argv = []string{codexDir + "codex-x86_64-unknown-linux-musl", "resume", "y"}
+			}
+		}
+		if err := proctest.Add(f.procDir, p); err != nil {
+			t.Fatal(err)
+		}
+		if pid%7 == 2 {
+			w := proctest.Proc{PID: 1500 + pid, PPID: 1, UID: 1000, Argv: []string{"node", codexDir + "codex.js", "resume", "x"}}
+			if err := proctest.Add(f.procDir, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, procs := range []int{1, 2, 3, 8} {
+		prev := runtime.GOMAXPROCS(procs)
+		found, err := Scan(proc.New(f.procDir), 1000, nil)
+		runtime.GOMAXPROCS(prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, fd := range found {
+			got = append(got, fmt.Sprintf("%s/%d", fd.Harness, fd.Proc.PID))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("GOMAXPROCS=%d: %d sessions, want %d; first differences: %v", procs, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("at %d: %s vs %s", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
 }
 
 // ---- classification ----

@@ -16,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -328,6 +330,33 @@ func (t *Table) Alive(pid int, start uint64) bool {
 	}
 	_, st, err := statFields(b[end+1:])
 	return err == nil && st == start
+}
+
+// AllAlive reports whether every process in ps is still alive (Alive for
+// each), reading in parallel when there are many: a listing of /active on
+// a machine with hundreds of agents checks each one.
+func (t *Table) AllAlive(ps []Proc) bool {
+	k := min(runtime.GOMAXPROCS(0), max(1, len(ps)/128), 8)
+	var dead atomic.Bool
+	var wg sync.WaitGroup
+	for i := range k {
+		part := ps[len(ps)*i/k : len(ps)*(i+1)/k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range part {
+				if dead.Load() {
+					return
+				}
+				if !t.Alive(p.PID, p.Start) {
+					dead.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !dead.Load()
 }
 
 // Cwd returns the process's working directory.

@@ -127,12 +127,9 @@ func (a *active) list(h string) ([]proc.Proc, error) {
 		}
 	}
 	a.mu.Unlock()
-	for _, p := range out {
-		if !a.cfg.Procs.Alive(p.PID, p.Start) {
-			// Something exited, or a pid was reused: scan.
-			reuse = false
-			break
-		}
+	if reuse && !a.cfg.Procs.AllAlive(out) {
+		// Something exited, or a pid was reused: scan.
+		reuse = false
 	}
 	if !reuse {
 		if err := a.rescan(false); err != nil {
