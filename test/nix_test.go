@@ -17,10 +17,12 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -119,109 +121,273 @@ type nixCfg struct {
 	ExtraArgs   []string `json:"extraArgs"`
 }
 
-type nixosEval struct {
-	Cfg         nixCfg   `json:"cfg"`
-	OptionNames []string `json:"optionNames"`
-	Packages    []string `json:"packages"`
-	Warnings    []string `json:"warnings"`
-	Socket      *struct {
-		Description   string         `json:"description"`
-		ListenStreams []string       `json:"listenStreams"`
-		SocketConfig  map[string]any `json:"socketConfig"`
-		WantedBy      []string       `json:"wantedBy"`
-	} `json:"socket"`
-	Service *struct {
-		Description   string         `json:"description"`
-		Requires      []string       `json:"requires"`
-		After         []string       `json:"after"`
-		ServiceConfig map[string]any `json:"serviceConfig"`
-		WantedBy      []string       `json:"wantedBy"`
-	} `json:"service"`
+// nixModuleEval is one evaluation of either module. The units are in the
+// module's own shape (NixOS: description, requires, serviceConfig, ...;
+// home-manager: Unit, Socket, Service, Install sections); unitsOf brings
+// both to the directives systemd would read.
+type nixModuleEval struct {
+	Cfg         nixCfg         `json:"cfg"`
+	OptionNames []string       `json:"optionNames"`
+	Packages    []string       `json:"packages"`
+	Warnings    []string       `json:"warnings"`
+	UnitNames   []string       `json:"unitNames"`
+	Socket      map[string]any `json:"socket"`
+	Service     map[string]any `json:"service"`
+	ProcSocket  map[string]any `json:"procSocket"`
+	ProcService map[string]any `json:"procService"`
 }
 
-type hmEval struct {
-	Cfg         nixCfg   `json:"cfg"`
-	OptionNames []string `json:"optionNames"`
-	Packages    []string `json:"packages"`
-	Warnings    []string `json:"warnings"`
-	Socket      *struct {
-		Unit    map[string]any `json:"Unit"`
-		Socket  map[string]any `json:"Socket"`
-		Install map[string]any `json:"Install"`
-	} `json:"socket"`
-	Service *struct {
-		Unit    map[string]any `json:"Unit"`
-		Service map[string]any `json:"Service"`
-		Install map[string]any `json:"Install"`
-	} `json:"service"`
+// iniUnit is a unit's directives: section, key, then the values in order
+// (a repeated key, or a Nix list, is one value per line). Keys that take a
+// space-separated list of units or URLs are split into words, so
+// "Requires=a b" and two Requires= lines compare equal.
+type iniUnit map[string]map[string][]string
+
+var unitListKeys = map[string]bool{
+	"Requires": true, "After": true, "Before": true, "Wants": true, "PartOf": true,
+	"BindsTo": true, "WantedBy": true, "RequiredBy": true, "Documentation": true,
 }
 
-// unit is what both modules' output comes down to, for the assertions.
-type unit struct {
-	present                bool
-	listen                 any
-	socketMode, dirMode    any
-	removeOnStop           any
-	socketWantedBy         []string
-	execStart              string
-	serviceRequires        []string
-	serviceAfter           []string
-	serviceWanted          bool // any WantedBy/Install on the service
-	packages, warnings     []string
-	optionNames            []string
-	cfgPackage, socketPath string
-}
-
-func fromNixOS(e nixosEval) unit {
-	u := unit{packages: e.Packages, warnings: e.Warnings, optionNames: e.OptionNames, cfgPackage: e.Cfg.Package, socketPath: e.Cfg.SocketPath}
-	if e.Socket == nil || e.Service == nil {
-		return u
+func (u iniUnit) add(section, key string, values ...string) {
+	if u[section] == nil {
+		u[section] = map[string][]string{}
 	}
-	u.present = true
-	if len(e.Socket.ListenStreams) == 1 {
-		u.listen = e.Socket.ListenStreams[0]
-	} else {
-		u.listen = e.Socket.ListenStreams
+	if unitListKeys[key] {
+		var words []string
+		for _, v := range values {
+			words = append(words, strings.Fields(v)...)
+		}
+		values = words
 	}
-	u.socketMode, u.dirMode = e.Socket.SocketConfig["SocketMode"], e.Socket.SocketConfig["DirectoryMode"]
-	u.removeOnStop = e.Socket.SocketConfig["RemoveOnStop"]
-	u.socketWantedBy = e.Socket.WantedBy
-	u.execStart, _ = e.Service.ServiceConfig["ExecStart"].(string)
-	u.serviceRequires, u.serviceAfter = e.Service.Requires, e.Service.After
-	u.serviceWanted = len(e.Service.WantedBy) > 0
-	return u
+	u[section][key] = append(u[section][key], values...)
 }
 
-func fromHM(e hmEval) unit {
-	u := unit{packages: e.Packages, warnings: e.Warnings, optionNames: e.OptionNames, cfgPackage: e.Cfg.Package, socketPath: e.Cfg.SocketPath}
-	if e.Socket == nil || e.Service == nil {
-		return u
-	}
-	u.present = true
-	u.listen = e.Socket.Socket["ListenStream"]
-	u.socketMode, u.dirMode = e.Socket.Socket["SocketMode"], e.Socket.Socket["DirectoryMode"]
-	u.removeOnStop = e.Socket.Socket["RemoveOnStop"]
-	u.socketWantedBy = strs(e.Socket.Install["WantedBy"])
-	u.execStart, _ = e.Service.Service["ExecStart"].(string)
-	u.serviceRequires, u.serviceAfter = strs(e.Service.Unit["Requires"]), strs(e.Service.Unit["After"])
-	u.serviceWanted = e.Service.Install != nil
-	return u
-}
+func (u iniUnit) get(section, key string) []string { return u[section][key] }
 
-func strs(v any) []string {
-	l, _ := v.([]any)
-	var s []string
-	for _, x := range l {
-		if str, ok := x.(string); ok {
-			s = append(s, str)
+// without returns a copy of u without the given "Section.Key" directives.
+func (u iniUnit) without(keys ...string) iniUnit {
+	c := iniUnit{}
+	for s, kv := range u {
+		for k, v := range kv {
+			if !slices.Contains(keys, s+"."+k) {
+				c.add(s, k, v...)
+			}
 		}
 	}
-	return s
+	return c
+}
+
+// parseUnitFile reads a unit file of packaging/systemd.
+func parseUnitFile(t *testing.T, path string) iniUnit {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, section := iniUnit{}, ""
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+		case strings.HasSuffix(line, `\`):
+			t.Fatalf("%s:%d: a continued line; the test does not parse those", path, i+1)
+		case line[0] == '[' && line[len(line)-1] == ']':
+			section = line[1 : len(line)-1]
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: not a directive: %q", path, i+1, line)
+			}
+			u.add(section, strings.TrimSpace(k), strings.TrimSpace(v))
+		}
+	}
+	return u
+}
+
+// unitValues renders a Nix value as NixOS and home-manager do: a list is
+// one line per element, a bool is true/false, a number is decimal.
+func unitValues(t *testing.T, what string, v any) []string {
+	t.Helper()
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case bool:
+		return []string{strconv.FormatBool(v)}
+	case float64:
+		return []string{strconv.FormatFloat(v, 'f', -1, 64)}
+	case []any:
+		var out []string
+		for _, x := range v {
+			out = append(out, unitValues(t, what, x)...)
+		}
+		return out
+	}
+	t.Errorf("%s: a value systemd cannot take: %#v", what, v)
+	return nil
+}
+
+// fromNixOSUnit renders a NixOS systemd.user.{sockets,services}.<name>:
+// nixos/lib/systemd-unit-options.nix and systemd-lib.nix put description,
+// documentation, requires, after, partOf in [Unit], listenStreams and
+// socketConfig in [Socket], serviceConfig in [Service]. NixOS makes no
+// [Install] (wantedBy becomes a .wants link); it is kept as
+// Install.WantedBy here so it compares with the unit files.
+func fromNixOSUnit(t *testing.T, what string, n map[string]any) iniUnit {
+	t.Helper()
+	if n == nil {
+		return nil
+	}
+	u := iniUnit{}
+	unitKeys := map[string]string{
+		"description": "Description", "documentation": "Documentation", "requires": "Requires",
+		"wants": "Wants", "after": "After", "before": "Before", "bindsTo": "BindsTo", "partOf": "PartOf",
+	}
+	for k, v := range n {
+		switch {
+		case unitKeys[k] != "":
+			u.add("Unit", unitKeys[k], unitValues(t, what, v)...)
+		case k == "wantedBy":
+			u.add("Install", "WantedBy", unitValues(t, what, v)...)
+		case k == "listenStreams":
+			u.add("Socket", "ListenStream", unitValues(t, what, v)...)
+		case k == "unitConfig" || k == "socketConfig" || k == "serviceConfig":
+			section := map[string]string{"unitConfig": "Unit", "socketConfig": "Socket", "serviceConfig": "Service"}[k]
+			m, _ := v.(map[string]any)
+			for dk, dv := range m {
+				u.add(section, dk, unitValues(t, what, dv)...)
+			}
+		default:
+			t.Errorf("%s: NixOS unit key %s is not rendered by this test: %v", what, k, v)
+		}
+	}
+	return u
+}
+
+// fromHMUnit renders a home-manager unit: sections of directives already.
+func fromHMUnit(t *testing.T, what string, h map[string]any) iniUnit {
+	t.Helper()
+	if h == nil {
+		return nil
+	}
+	u := iniUnit{}
+	for section, kv := range h {
+		m, ok := kv.(map[string]any)
+		if !ok {
+			t.Errorf("%s: section %s is not a set of directives: %v", what, section, kv)
+			continue
+		}
+		for k, v := range m {
+			u.add(section, k, unitValues(t, what, v)...)
+		}
+	}
+	return u
+}
+
+const (
+	socketUnit      = "9harness.socket"
+	serviceUnit     = "9harness.service"
+	procSocketUnit  = "9harness-proc.socket"
+	procServiceUnit = "9harness-proc.service"
+)
+
+// unitsOf is the four units of one evaluation, by file name; a unit the
+// module does not define is absent.
+func unitsOf(t *testing.T, module string, e nixModuleEval) map[string]iniUnit {
+	t.Helper()
+	from := fromNixOSUnit
+	if module == "home-manager" {
+		from = fromHMUnit
+	}
+	units := map[string]iniUnit{}
+	for name, raw := range map[string]map[string]any{
+		socketUnit: e.Socket, serviceUnit: e.Service, procSocketUnit: e.ProcSocket, procServiceUnit: e.ProcService,
+	} {
+		if u := from(t, module+" "+name, raw); u != nil {
+			units[name] = u
+		}
+	}
+	return units
+}
+
+// The unit files the modules must reproduce, and the daemon's ExecStart
+// words from 9harness.service.in with the module's package and the unit's
+// own Environment= (HARNESS_IDLE; HARNESS_ARGS empty, as by default).
+type refUnits struct {
+	units           map[string]iniUnit
+	daemonExecStart func(pkg string) []string
+	procExecStart   func(pkg string) []string
+}
+
+func loadRefUnits(t *testing.T) refUnits {
+	t.Helper()
+	r := refUnits{units: map[string]iniUnit{}}
+	for name, file := range map[string]string{
+		socketUnit: "9harness.socket", serviceUnit: "9harness.service.in",
+		procSocketUnit: "9harness-proc.socket", procServiceUnit: "9harness-proc.service.in",
+	} {
+		r.units[name] = parseUnitFile(t, filepath.Join("../packaging/systemd", file))
+	}
+	expand := func(unit string) func(string) []string {
+		u := r.units[unit]
+		exec := u.get("Service", "ExecStart")
+		if len(exec) != 1 {
+			t.Fatalf("%s: ExecStart %q, want one", unit, exec)
+		}
+		env := map[string]string{}
+		for _, e := range u.get("Service", "Environment") {
+			k, v, _ := strings.Cut(e, "=")
+			env[k] = v
+		}
+		return func(pkg string) []string {
+			var words []string
+			for _, w := range strings.Fields(exec[0]) {
+				switch {
+				case strings.HasPrefix(w, "${") && strings.HasSuffix(w, "}"):
+					words = append(words, env[w[2:len(w)-1]])
+				case strings.HasPrefix(w, "$"):
+					words = append(words, strings.Fields(env[w[1:]])...)
+				default:
+					words = append(words, strings.ReplaceAll(w, "@BINDIR@", pkg+"/bin"))
+				}
+			}
+			return words
+		}
+	}
+	// The modules append their options where $HARNESS_ARGS stands: last.
+	if exec := r.units[serviceUnit].get("Service", "ExecStart"); len(exec) != 1 || !strings.HasSuffix(exec[0], " $HARNESS_ARGS") {
+		t.Fatalf("9harness.service.in: ExecStart %q does not end in $HARNESS_ARGS", exec)
+	}
+	r.daemonExecStart, r.procExecStart = expand(serviceUnit), expand(procServiceUnit)
+	return r
+}
+
+// diffUnits lists how got differs from want, one directive a line.
+func diffUnits(got, want iniUnit) []string {
+	var d []string
+	seen := map[string]bool{}
+	for _, u := range []iniUnit{want, got} {
+		for s, kv := range u {
+			for k := range kv {
+				key := s + "." + k
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				if g, w := got.get(s, k), want.get(s, k); !slices.Equal(g, w) {
+					d = append(d, fmt.Sprintf("%s: module %q, unit file %q", key, g, w))
+				}
+			}
+		}
+	}
+	slices.Sort(d)
+	return d
 }
 
 // execWords splits an ExecStart line the way systemd does for the quoting
 // the modules produce: bare words and double-quoted C-style strings. %%
-// and $$ are left as they are (systemd turns them into % and $).
+// and $$ are left as they are (systemd turns them into % and $), so a word
+// systemd must expand, such as %t/9p/harness-proc, shows as itself only if
+// it was not escaped.
 func execWords(t *testing.T, line string) []string {
 	t.Helper()
 	var words []string
@@ -249,92 +415,165 @@ func execWords(t *testing.T, line string) []string {
 	return words
 }
 
+// The daemon directives that need a user namespace: the proc helper must
+// have none of them, or it could not do what it is for.
+var namespaceOnly = []string{
+	"PrivateUsers", "ProtectSystem", "ProtectHome", "PrivateDevices", "PrivateNetwork",
+	"PrivateMounts", "PrivateTmp", "ProtectKernelModules", "ProtectKernelLogs",
+	"ProtectControlGroups", "ProtectClock", "ProtectProc", "CapabilityBoundingSet",
+}
+
 func TestNixModules(t *testing.T) {
 	var got struct {
-		NixOS map[string]nixosEval `json:"nixos"`
-		HM    map[string]hmEval    `json:"hm"`
+		NixOS map[string]nixModuleEval `json:"nixos"`
+		HM    map[string]nixModuleEval `json:"hm"`
 	}
 	nixEval(t, "modules", &got)
-	cases := map[string]map[string]unit{"nixos": {}, "home-manager": {}}
-	for name, e := range got.NixOS {
-		cases["nixos"][name] = fromNixOS(e)
-	}
-	for name, e := range got.HM {
-		cases["home-manager"][name] = fromHM(e)
-	}
+	ref := loadRefUnits(t)
 	wantOptions := []string{"allowGroups", "allowMove", "allowUids", "enable", "extraArgs", "package", "socketPath"}
+	wantUnits := []string{procServiceUnit, procSocketUnit, serviceUnit, socketUnit}
 	const fakePackage = "/nix/store/0000000000000000000000000000000a-fake-9harness"
 	const defaultPackage = "/nix/store/0000000000000000000000000000000a-ninep-harness-dev"
 
-	for module, byCase := range cases {
+	for module, byCase := range map[string]map[string]nixModuleEval{"nixos": got.NixOS, "home-manager": got.HM} {
 		t.Run(module, func(t *testing.T) {
 			for _, c := range []string{"default", "grants", "reachable", "disabled"} {
 				if _, ok := byCase[c]; !ok {
 					t.Fatalf("case %s missing from the evaluation", c)
 				}
 			}
-			for name, u := range byCase {
-				if !slices.Equal(u.optionNames, wantOptions) {
-					t.Errorf("%s: options %v, want %v", name, u.optionNames, wantOptions)
+			for name, e := range byCase {
+				units := unitsOf(t, module, e)
+				pkg := e.Cfg.Package
+				if !slices.Equal(e.OptionNames, wantOptions) {
+					t.Errorf("%s: options %v, want %v", name, e.OptionNames, wantOptions)
 				}
 				if name == "disabled" {
-					if u.present || len(u.packages) > 0 || len(u.warnings) > 0 {
-						t.Errorf("disabled: the module still defines units, packages or warnings: %+v", u)
+					if len(units) > 0 || len(e.UnitNames) > 0 || len(e.Packages) > 0 || len(e.Warnings) > 0 {
+						t.Errorf("disabled: the module still defines units %v, packages %v or warnings %q", e.UnitNames, e.Packages, e.Warnings)
 					}
 					continue
 				}
-				if !u.present {
-					t.Errorf("%s: no 9harness socket or service", name)
+				names := slices.Sorted(slices.Values(e.UnitNames))
+				if !slices.Equal(names, wantUnits) || len(units) != len(wantUnits) {
+					t.Errorf("%s: units %v, want %v", name, names, wantUnits)
 					continue
 				}
-				// Started only by its socket, which sockets.target wants.
-				if !slices.Equal(u.socketWantedBy, []string{"sockets.target"}) {
-					t.Errorf("%s: socket WantedBy %v, want [sockets.target]", name, u.socketWantedBy)
+				sock, svc, psock, psvc := units[socketUnit], units[serviceUnit], units[procSocketUnit], units[procServiceUnit]
+
+				// The same units as packaging/systemd. What the modules set
+				// differently on purpose: ExecStart (the package's path,
+				// and the options as arguments instead of Environment=),
+				// RemoveOnStop=true on both sockets, and the daemon
+				// socket's path and modes when the options change them.
+				for _, s := range []string{socketUnit, procSocketUnit} {
+					if r := units[s].get("Socket", "RemoveOnStop"); !slices.Equal(r, []string{"true"}) {
+						t.Errorf("%s: %s RemoveOnStop %q, want true", name, s, r)
+					}
 				}
-				if u.serviceWanted {
-					t.Errorf("%s: the service has a WantedBy/Install of its own; only its socket may start it", name)
-				}
-				if !slices.Equal(u.serviceRequires, []string{"9harness.socket"}) || !slices.Equal(u.serviceAfter, []string{"9harness.socket"}) {
-					t.Errorf("%s: service Requires %v After %v, want 9harness.socket", name, u.serviceRequires, u.serviceAfter)
-				}
-				if u.removeOnStop != true {
-					t.Errorf("%s: RemoveOnStop %v", name, u.removeOnStop)
-				}
-				if u.listen != u.socketPath {
-					t.Errorf("%s: ListenStream %v, want socketPath %q", name, u.listen, u.socketPath)
-				}
-				if !slices.Contains(u.packages, u.cfgPackage) {
-					t.Errorf("%s: packages %v lack the package %s", name, u.packages, u.cfgPackage)
+				for unitName, u := range units {
+					skip := []string{"Service.ExecStart", "Service.Environment", "Socket.RemoveOnStop"}
+					if unitName == socketUnit && name != "default" {
+						skip = append(skip, "Socket.ListenStream", "Socket.SocketMode", "Socket.DirectoryMode")
+					}
+					if d := diffUnits(u.without(skip...), ref.units[unitName].without(skip...)); len(d) > 0 {
+						t.Errorf("%s: %s differs from packaging/systemd:\n\t%s", name, unitName, strings.Join(d, "\n\t"))
+					}
 				}
 
-				w := execWords(t, u.execStart)
-				if len(w) < 5 || w[0] != u.cfgPackage+"/bin/9harnessd" || !slices.Equal(w[1:5], []string{"--audit", "auto", "--idle-exit", "5m"}) {
-					t.Errorf("%s: ExecStart %q: want %s/bin/9harnessd --audit auto --idle-exit 5m first", name, u.execStart, u.cfgPackage)
+				// Started only by its socket, which sockets.target wants;
+				// the helper's socket is wanted by nothing, part of the
+				// daemon's, and required by the daemon.
+				if w := sock.get("Install", "WantedBy"); !slices.Equal(w, []string{"sockets.target"}) {
+					t.Errorf("%s: socket WantedBy %v, want [sockets.target]", name, w)
+				}
+				for _, s := range []string{serviceUnit, procSocketUnit, procServiceUnit} {
+					if units[s]["Install"] != nil {
+						t.Errorf("%s: %s has an [Install] (%v): only 9harness.socket is enabled", name, s, units[s]["Install"])
+					}
+				}
+				bothSockets := []string{socketUnit, procSocketUnit}
+				if r, a := svc.get("Unit", "Requires"), svc.get("Unit", "After"); !slices.Equal(r, bothSockets) || !slices.Equal(a, bothSockets) {
+					t.Errorf("%s: service Requires %v After %v, want %v", name, r, a, bothSockets)
+				}
+				if p := psock.get("Unit", "PartOf"); !slices.Equal(p, []string{socketUnit}) {
+					t.Errorf("%s: helper socket PartOf %v, want [%s]", name, p, socketUnit)
+				}
+				if r, a := psvc.get("Unit", "Requires"), psvc.get("Unit", "After"); !slices.Equal(r, []string{procSocketUnit}) || !slices.Equal(a, []string{procSocketUnit}) {
+					t.Errorf("%s: helper service Requires %v After %v, want %s", name, r, a, procSocketUnit)
+				}
+				// The helper's socket stays in %t, 0600, whatever socketPath is.
+				if l, m := psock.get("Socket", "ListenStream"), psock.get("Socket", "SocketMode"); !slices.Equal(l, []string{"%t/9p/harness-proc"}) || !slices.Equal(m, []string{"0600"}) {
+					t.Errorf("%s: helper socket %v mode %v, want %%t/9p/harness-proc 0600", name, l, m)
+				}
+
+				// The daemon in its user namespace; the helper outside it.
+				if p, s := svc.get("Service", "PrivateUsers"), svc.get("Service", "ProtectSystem"); !slices.Equal(p, []string{"yes"}) || !slices.Equal(s, []string{"strict"}) {
+					t.Errorf("%s: service PrivateUsers %q ProtectSystem %q, want yes, strict", name, p, s)
+				}
+				for _, k := range namespaceOnly {
+					if v := psvc.get("Service", k); v != nil {
+						t.Errorf("%s: the proc helper has %s=%q: it must run outside a user namespace", name, k, v)
+					}
+				}
+				if v := psvc.get("Service", "NoNewPrivileges"); !slices.Equal(v, []string{"yes"}) {
+					t.Errorf("%s: the proc helper lacks NoNewPrivileges=yes: %+v", name, psvc["Service"])
+				}
+
+				listen := sock.get("Socket", "ListenStream")
+				if !slices.Equal(listen, []string{e.Cfg.SocketPath}) {
+					t.Errorf("%s: ListenStream %v, want socketPath %q", name, listen, e.Cfg.SocketPath)
+				}
+				mode, dirMode := sock.get("Socket", "SocketMode"), sock.get("Socket", "DirectoryMode")
+				if !slices.Contains(e.Packages, pkg) {
+					t.Errorf("%s: packages %v lack the package %s", name, e.Packages, pkg)
+				}
+
+				if ps := psvc.get("Service", "ExecStart"); len(ps) != 1 || !slices.Equal(execWords(t, ps[0]), ref.procExecStart(pkg)) {
+					t.Errorf("%s: helper ExecStart %q, want %q", name, ps, ref.procExecStart(pkg))
+				}
+				ex := svc.get("Service", "ExecStart")
+				if len(ex) != 1 {
+					t.Errorf("%s: ExecStart %q, want one", name, ex)
 					continue
 				}
-				args := w[5:]
+				execStart := ex[0]
+				// %t reaches systemd as a specifier, not escaped to %%t.
+				if !strings.Contains(execStart, " --idle-exit 5m --proc-helper %t/9p/harness-proc") {
+					t.Errorf("%s: ExecStart %q lacks a bare --proc-helper %%t/9p/harness-proc after --idle-exit 5m", name, execStart)
+				}
+				w := execWords(t, execStart)
+				prefix := []string{pkg + "/bin/9harnessd", "--audit", "auto", "--idle-exit", "5m", "--proc-helper", "%t/9p/harness-proc"}
+				if !slices.Equal(prefix, ref.daemonExecStart(pkg)) {
+					t.Errorf("9harness.service.in's ExecStart is now %q: update the modules (and this test) to match, not %q", ref.daemonExecStart(pkg), prefix)
+				}
+				if len(w) < len(prefix) || !slices.Equal(w[:len(prefix)], prefix) {
+					t.Errorf("%s: ExecStart %q: want %q first", name, execStart, strings.Join(prefix, " "))
+					continue
+				}
+				args := w[len(prefix):]
 				for _, a := range args {
 					if a == "--unix" || a == "--name" || a == "--fd" {
 						t.Errorf("%s: ExecStart passes %s: the daemon would ignore the socket it is handed", name, a)
 					}
 				}
 				if moves := slices.Contains(args, "--allow-move"); moves != (name == "grants") {
-					t.Errorf("%s: --allow-move in ExecStart is %v, want it only with allowMove = true: %q", name, moves, u.execStart)
+					t.Errorf("%s: --allow-move in ExecStart is %v, want it only with allowMove = true: %q", name, moves, execStart)
 				}
 
 				switch name {
 				case "default":
-					if u.cfgPackage != defaultPackage {
-						t.Errorf("default: package %s, want package.nix through callPackage (%s)", u.cfgPackage, defaultPackage)
+					if pkg != defaultPackage {
+						t.Errorf("default: package %s, want package.nix through callPackage (%s)", pkg, defaultPackage)
 					}
 					if len(args) != 0 {
 						t.Errorf("default: extra ExecStart arguments %q", args)
 					}
-					if u.listen != "%t/9p/harness" || u.socketMode != "0600" || u.dirMode != "0700" {
-						t.Errorf("default: socket %v mode %v dir %v, want %%t/9p/harness 0600 0700", u.listen, u.socketMode, u.dirMode)
+					if !slices.Equal(listen, []string{"%t/9p/harness"}) || !slices.Equal(mode, []string{"0600"}) || !slices.Equal(dirMode, []string{"0700"}) {
+						t.Errorf("default: socket %v mode %v dir %v, want %%t/9p/harness 0600 0700", listen, mode, dirMode)
 					}
-					if len(u.warnings) != 0 {
-						t.Errorf("default: warnings %q", u.warnings)
+					if len(e.Warnings) != 0 {
+						t.Errorf("default: warnings %q", e.Warnings)
 					}
 				case "grants":
 					want := []string{"--allow-move",
@@ -345,27 +584,27 @@ func TestNixModules(t *testing.T) {
 						t.Errorf("grants: ExecStart arguments %q, want %q", args, want)
 					}
 					// Quoted, and systemd's % and $ expansion escaped.
-					if !strings.HasSuffix(u.execStart, ` --root "claude=/srv/100%% sure/$$HOME"`) {
-						t.Errorf("grants: extraArgs not quoted for systemd: %q", u.execStart)
+					if !strings.HasSuffix(execStart, ` --root "claude=/srv/100%% sure/$$HOME"`) {
+						t.Errorf("grants: extraArgs not quoted for systemd: %q", execStart)
 					}
-					if u.cfgPackage != fakePackage {
-						t.Errorf("grants: package %s, want %s", u.cfgPackage, fakePackage)
+					if pkg != fakePackage {
+						t.Errorf("grants: package %s, want %s", pkg, fakePackage)
 					}
-					if u.listen != "%t/9p/harness" || u.socketMode != "0666" || u.dirMode != "0755" {
-						t.Errorf("grants: socket %v mode %v dir %v, want %%t/9p/harness 0666 0755", u.listen, u.socketMode, u.dirMode)
+					if !slices.Equal(listen, []string{"%t/9p/harness"}) || !slices.Equal(mode, []string{"0666"}) || !slices.Equal(dirMode, []string{"0755"}) {
+						t.Errorf("grants: socket %v mode %v dir %v, want %%t/9p/harness 0666 0755", listen, mode, dirMode)
 					}
-					if len(u.warnings) != 1 || !strings.Contains(u.warnings[0], "socketPath") {
-						t.Errorf("grants under %%t: want one warning about socketPath, got %q", u.warnings)
+					if len(e.Warnings) != 1 || !strings.Contains(e.Warnings[0], "socketPath") {
+						t.Errorf("grants under %%t: want one warning about socketPath, got %q", e.Warnings)
 					}
 				case "reachable":
 					if !slices.Equal(args, []string{"--allow-group", "agents"}) {
 						t.Errorf("reachable: ExecStart arguments %q", args)
 					}
-					if u.listen != "/run/9harness/%u/harness.sock" || u.socketMode != "0666" {
-						t.Errorf("reachable: socket %v mode %v", u.listen, u.socketMode)
+					if !slices.Equal(listen, []string{"/run/9harness/%u/harness.sock"}) || !slices.Equal(mode, []string{"0666"}) {
+						t.Errorf("reachable: socket %v mode %v", listen, mode)
 					}
-					if len(u.warnings) != 0 {
-						t.Errorf("reachable: warnings %q", u.warnings)
+					if len(e.Warnings) != 0 {
+						t.Errorf("reachable: warnings %q", e.Warnings)
 					}
 				}
 			}
@@ -404,6 +643,9 @@ func checkPackage(t *testing.T, p nixPackage, version string) {
 		"$out/share/polkit-1/actions/org.ninep.harness.move.policy",
 		"packaging/systemd/9harness.catalog",
 		"$out/lib/systemd/catalog/9harness.catalog",
+		"packaging/man/9harnessd.8",
+		"$out/share/man/man8/9harnessd.8",
+		"$out/share/man/man1/9harness.1",
 	} {
 		if !strings.Contains(p.PostInstall, want) {
 			t.Errorf("postInstall lacks %s:\n%s", want, p.PostInstall)
@@ -426,9 +668,9 @@ func TestNixFlake(t *testing.T) {
 		Packages        map[string][]string `json:"packages"`
 		Package         nixPackage          `json:"package"`
 		Overlay         string              `json:"overlay"`
-		NixOS           nixosEval           `json:"nixos"`
-		HM              hmEval              `json:"hm"`
-		NixOSOwnPackage nixosEval           `json:"nixosOwnPackage"`
+		NixOS           nixModuleEval       `json:"nixos"`
+		HM              nixModuleEval       `json:"hm"`
+		NixOSOwnPackage nixModuleEval       `json:"nixosOwnPackage"`
 	}
 	nixEval(t, "flake", &got)
 	for _, o := range []string{"packages", "nixosModules", "homeManagerModules", "overlays"} {
@@ -447,9 +689,13 @@ func TestNixFlake(t *testing.T) {
 		t.Errorf("overlay's ninep-harness is %q", got.Overlay)
 	}
 	// The flake's modules default to the flake's own package ...
-	for module, u := range map[string]unit{"nixosModules": fromNixOS(got.NixOS), "homeManagerModules": fromHM(got.HM)} {
-		if u.cfgPackage != got.Package.Path || !strings.HasPrefix(u.execStart, got.Package.Path+"/bin/9harnessd ") {
-			t.Errorf("%s.default: package %s ExecStart %q, want the flake's %s", module, u.cfgPackage, u.execStart, got.Package.Path)
+	for module, e := range map[string]nixModuleEval{"nixos": got.NixOS, "home-manager": got.HM} {
+		units := unitsOf(t, module, e)
+		for _, s := range []string{serviceUnit, procServiceUnit} {
+			ex := units[s].get("Service", "ExecStart")
+			if e.Cfg.Package != got.Package.Path || len(ex) != 1 || !strings.HasPrefix(ex[0], got.Package.Path+"/bin/9harnessd ") {
+				t.Errorf("%s flake module: package %s, %s ExecStart %q, want the flake's %s", module, e.Cfg.Package, s, ex, got.Package.Path)
+			}
 		}
 	}
 	// ... which a package the user sets overrides.

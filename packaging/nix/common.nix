@@ -1,13 +1,17 @@
 # What the NixOS and the home-manager module share: the options under
-# services.ninep-harness and the daemon's command line. Each module only
-# shapes these into its own unit syntax.
+# services.ninep-harness, the daemon's command line, and the four units'
+# contents (descriptions, dependencies, [Service] directives), kept equal
+# to packaging/systemd/*.in and *.socket. Each module only shapes these
+# into its own unit syntax. test/nix_test.go compares the generated units
+# with the files in packaging/systemd, so the two cannot drift apart.
 #
 # The attribute is `ninep-harness`, not `9harness`: a Nix identifier cannot
 # start with a digit, so `services.9harness.enable` does not parse and every
 # use would need quotes (`services."9harness".enable`). `ninep` is the
 # project's own spelling of 9P elsewhere (the polkit action is
-# org.ninep.harness.move). The systemd units keep their real name,
-# 9harness.socket and 9harness.service, quoted where Nix needs it.
+# org.ninep.harness.move). The systemd units keep their real names,
+# 9harness.{socket,service} and 9harness-proc.{socket,service}, quoted
+# where Nix needs it.
 { lib }:
 let
   inherit (lib) mkOption mkEnableOption types;
@@ -24,6 +28,68 @@ let
       a
     else
       builtins.replaceStrings [ "%" "$" ] [ "%%" "$$" ] (builtins.toJSON a);
+
+  # One ExecStart word that systemd must expand: the module's own constants
+  # only (never an option's value), such as %t/9p/harness-proc. escapeArg
+  # would turn % into %% and hand the daemon a literal "%t". So such a
+  # word is passed through unquoted, and only if it is plain characters and
+  # single-letter specifiers (%t, %u, ...): nothing systemd would split,
+  # unquote or $-expand.
+  specifierArg =
+    a:
+    if builtins.match "([A-Za-z0-9_@+=:,./-]|%[A-Za-z])+" a != null then
+      a
+    else
+      throw "common.nix: specifierArg: ${a} is not plain characters and %-specifiers";
+
+  # The [Service] hardening, as packaging/systemd/*.service.in has it.
+  # Values are the strings the .in files use ("yes", not true), so the
+  # rendered units are the same text; a list is one line per element, in
+  # order (the second SystemCallFilter= removes from the first).
+  #
+  # What the proc helper gets: the seccomp and prctl hardening, which a user
+  # unit enforces without a user namespace (9harness-proc.service.in).
+  helperHardening = {
+    NoNewPrivileges = "yes";
+    RestrictAddressFamilies = "AF_UNIX";
+    RestrictNamespaces = "yes";
+    RestrictRealtime = "yes";
+    RestrictSUIDSGID = "yes";
+    LockPersonality = "yes";
+    MemoryDenyWriteExecute = "yes";
+    ProtectKernelTunables = "yes";
+    ProtectHostname = "yes";
+    SystemCallArchitectures = "native";
+    SystemCallFilter = [
+      "@system-service"
+      "~@privileged @resources"
+    ];
+    SystemCallErrorNumber = "EPERM";
+    UMask = "0077";
+    KeyringMode = "private";
+    IPAddressDeny = "any";
+  };
+
+  # What the daemon gets on top: the sandbox a user unit enforces only
+  # inside a user namespace, hence PrivateUsers=yes. Inside it the kernel
+  # refuses /proc/<pid>/cwd, environ and fd/ of the user's own agents, and
+  # SO_PEERCRED names other users 65534: the proc helper, outside the
+  # namespace, answers those (9harness.service.in explains it in full).
+  # Never give these to the helper: it would lose exactly what it is for.
+  daemonOnlyHardening = {
+    PrivateUsers = "yes";
+    ProtectSystem = "strict";
+    ProtectHome = "read-only";
+    PrivateDevices = "yes";
+    PrivateNetwork = "yes";
+    PrivateMounts = "yes";
+    ProtectKernelModules = "yes";
+    ProtectKernelLogs = "yes";
+    ProtectControlGroups = "yes";
+    ProtectClock = "yes";
+    # Empty: no capabilities at all (CapabilityBoundingSet= in the unit).
+    CapabilityBoundingSet = "";
+  };
 in
 rec {
   # The option set, given the package to default to.
@@ -93,16 +159,30 @@ rec {
       };
     };
 
-  # 9harnessd's arguments, in order.
-  args =
+  # The daemon's ExecStart: 9harnessd --audit auto --idle-exit 5m
+  # --proc-helper %t/9p/harness-proc, then --allow-move if asked, the
+  # grants, and extraArgs last (a later flag wins). Every word is escaped
+  # for systemd except the helper's socket path, whose %t systemd must
+  # expand: it goes through specifierArg, not escapeArg.
+  execStart =
     cfg:
-    [
-      "--audit"
-      "auto"
-      "--idle-exit"
-      "5m"
-    ]
-    ++ lib.optional cfg.allowMove "--allow-move"
+    lib.concatStringsSep " " (
+      map escapeArg [
+        "${cfg.package}/bin/9harnessd"
+        "--audit"
+        "auto"
+        "--idle-exit"
+        "5m"
+        "--proc-helper"
+      ]
+      ++ [ (specifierArg procSocketPath) ]
+      ++ map escapeArg (optionArgs cfg)
+    );
+
+  # The arguments the options add, in order.
+  optionArgs =
+    cfg:
+    lib.optional cfg.allowMove "--allow-move"
     ++ lib.concatMap (u: [
       "--allow-uid"
       (toString u)
@@ -113,8 +193,61 @@ rec {
     ]) cfg.allowGroups
     ++ cfg.extraArgs;
 
-  execStart =
-    cfg: lib.concatStringsSep " " (map escapeArg ([ "${cfg.package}/bin/9harnessd" ] ++ args cfg));
+  # The proc helper's ExecStart (9harness-proc.service.in).
+  procExecStart =
+    cfg:
+    lib.concatStringsSep " " (
+      map escapeArg [
+        "${cfg.package}/bin/9harnessd"
+        "--serve-proc-helper"
+        "--idle-exit"
+        "5m"
+      ]
+    );
+
+  # Where the proc helper listens and the daemon asks it. It stays here
+  # when socketPath is moved for grants: only the daemon, running as the
+  # same user, connects to it (the helper answers for that uid's
+  # processes only), so it belongs in %t (/run/user/UID, mode 0700) with
+  # mode 0600, whoever else may reach the daemon's own socket.
+  procSocketPath = "%t/9p/harness-proc";
+  # Its [Socket] settings besides ListenStream=. RemoveOnStop as for the
+  # daemon's socket: no stale socket file after the unit stops.
+  procSocketConfig = {
+    SocketMode = "0600";
+    DirectoryMode = "0700";
+    RemoveOnStop = true;
+  };
+
+  # The units' names (as other units refer to them) and [Unit] contents,
+  # as in packaging/systemd.
+  socketUnit = "9harness.socket";
+  procSocketUnit = "9harness-proc.socket";
+  documentation = [ "man:9harnessd(8)" ];
+  descriptions = {
+    socket = "9harness socket: the state of your AI coding agents as a 9P tree";
+    service = "9harness daemon: the state of your AI coding agents as a 9P tree";
+    procSocket = "9harness proc helper socket: /proc reads for the sandboxed daemon";
+    procService = "9harness proc helper: /proc reads for the sandboxed daemon";
+  };
+
+  # The [Service] sections: NixOS's serviceConfig, home-manager's Service.
+  serviceConfig =
+    cfg:
+    {
+      Type = "simple";
+      ExecStart = execStart cfg;
+    }
+    // helperHardening
+    // daemonOnlyHardening;
+
+  procServiceConfig =
+    cfg:
+    {
+      Type = "simple";
+      ExecStart = procExecStart cfg;
+    }
+    // helperHardening;
 
   socketMode = cfg: if grants cfg then "0666" else "0600";
   # Only for directories systemd itself creates on the way to the socket.
@@ -125,6 +258,4 @@ rec {
     cfg:
     lib.optional (grants cfg && lib.hasPrefix "%t/" cfg.socketPath)
       "services.ninep-harness: allowUids/allowGroups are set but socketPath (${cfg.socketPath}) is under %t (/run/user/UID, mode 0700), which other users cannot traverse: set socketPath to a directory they can reach.";
-
-  description = "9harness: read-only 9P2000.L view of AI-agent harness state";
 }

@@ -1,12 +1,19 @@
 # home-manager module: services.ninep-harness.
 #
-# Writes ~/.config/systemd/user/9harness.{socket,service} in
-# home-manager's unit shape (Unit/Socket/Service/Install sections, as
-# home-manager's own gpg-agent sockets do): the socket has
-# Install.WantedBy = [ "sockets.target" ]; the service has no Install
-# section and is only ever started by its socket. It exits after 5 minutes
-# idle (--idle-exit 5m) and the socket starts it again on the next
-# connection.
+# Writes ~/.config/systemd/user/9harness.{socket,service} and
+# 9harness-proc.{socket,service} in home-manager's unit shape
+# (Unit/Socket/Service/Install sections, as home-manager's own gpg-agent
+# sockets do), the same units as packaging/systemd:
+#
+# - 9harness.socket has Install.WantedBy = [ "sockets.target" ];
+# - 9harness.service, the daemon, has no Install section and is only ever
+#   started by its socket. It exits after 5 minutes idle (--idle-exit 5m)
+#   and the socket starts it again on the next connection. It runs
+#   sandboxed inside a user namespace (PrivateUsers=yes, common.nix);
+# - 9harness-proc.socket and 9harness-proc.service, the proc helper, which
+#   answers the /proc reads the daemon's namespace forbids
+#   (--proc-helper %t/9p/harness-proc). Its socket has no Install either:
+#   the daemon's service requires it, and it is PartOf 9harness.socket.
 #
 # The polkit action (--polkit) is system-wide and cannot come from a home
 # configuration: install the package system-wide for that (see README.md).
@@ -32,7 +39,10 @@ in
     home.packages = [ cfg.package ];
 
     systemd.user.sockets."9harness" = {
-      Unit.Description = common.description;
+      Unit = {
+        Description = common.descriptions.socket;
+        Documentation = common.documentation;
+      };
       Socket = {
         ListenStream = cfg.socketPath;
         SocketMode = common.socketMode cfg;
@@ -44,12 +54,43 @@ in
 
     systemd.user.services."9harness" = {
       Unit = {
-        Description = common.description;
-        Requires = [ "9harness.socket" ];
-        After = [ "9harness.socket" ];
+        Description = common.descriptions.service;
+        Documentation = common.documentation;
+        Requires = [
+          common.socketUnit
+          common.procSocketUnit
+        ];
+        After = [
+          common.socketUnit
+          common.procSocketUnit
+        ];
       };
-      Service.ExecStart = common.execStart cfg;
+      Service = common.serviceConfig cfg;
       # No Install section: started only by its socket.
+    };
+
+    # The proc helper's socket stays in %t whatever socketPath is (see
+    # common.nix, procSocketPath): only the daemon connects to it.
+    systemd.user.sockets."9harness-proc" = {
+      Unit = {
+        Description = common.descriptions.procSocket;
+        Documentation = common.documentation;
+        PartOf = [ common.socketUnit ];
+      };
+      Socket = common.procSocketConfig // {
+        ListenStream = common.procSocketPath;
+      };
+      # No Install section: 9harness.service requires it.
+    };
+
+    systemd.user.services."9harness-proc" = {
+      Unit = {
+        Description = common.descriptions.procService;
+        Documentation = common.documentation;
+        Requires = [ common.procSocketUnit ];
+        After = [ common.procSocketUnit ];
+      };
+      Service = common.procServiceConfig cfg;
     };
   };
 }

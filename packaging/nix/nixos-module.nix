@@ -1,11 +1,19 @@
 # NixOS module: services.ninep-harness.
 #
-# Declares 9harness.socket and 9harness.service as systemd *user* units
-# (they land in /etc/systemd/user, for every user): the socket is wanted by
-# sockets.target, so each user's manager listens on %t/9p/harness from
-# login on; the service has no [Install] of its own and is only ever started
-# by its socket. It exits after 5 minutes idle (--idle-exit 5m) and the
-# socket starts it again on the next connection.
+# Declares four systemd *user* units (they land in /etc/systemd/user, for
+# every user), the same as packaging/systemd:
+#
+# - 9harness.socket, wanted by sockets.target, so each user's manager
+#   listens on %t/9p/harness from login on;
+# - 9harness.service, the daemon, with no wantedBy of its own: only its
+#   socket starts it. It exits after 5 minutes idle (--idle-exit 5m) and
+#   the socket starts it again on the next connection. It runs sandboxed
+#   inside a user namespace (PrivateUsers=yes, common.nix);
+# - 9harness-proc.socket and 9harness-proc.service, the proc helper, which
+#   answers the /proc reads the daemon's namespace forbids
+#   (--proc-helper %t/9p/harness-proc). Nothing wants its socket: the
+#   daemon's service requires it, and it is partOf 9harness.socket, so
+#   stopping that stops it too.
 #
 # It also puts the package in environment.systemPackages: the 9harness
 # client on PATH, and share/polkit-1/actions/org.ninep.harness.move.policy
@@ -33,7 +41,8 @@ in
     environment.systemPackages = [ cfg.package ];
 
     systemd.user.sockets."9harness" = {
-      description = common.description;
+      description = common.descriptions.socket;
+      documentation = common.documentation;
       listenStreams = [ cfg.socketPath ];
       socketConfig = {
         SocketMode = common.socketMode cfg;
@@ -44,11 +53,37 @@ in
     };
 
     systemd.user.services."9harness" = {
-      description = common.description;
-      requires = [ "9harness.socket" ];
-      after = [ "9harness.socket" ];
-      serviceConfig.ExecStart = common.execStart cfg;
+      description = common.descriptions.service;
+      documentation = common.documentation;
+      requires = [
+        common.socketUnit
+        common.procSocketUnit
+      ];
+      after = [
+        common.socketUnit
+        common.procSocketUnit
+      ];
+      serviceConfig = common.serviceConfig cfg;
       # No wantedBy: started only by its socket.
+    };
+
+    # The proc helper's socket stays in %t whatever socketPath is (see
+    # common.nix, procSocketPath): only the daemon connects to it.
+    systemd.user.sockets."9harness-proc" = {
+      description = common.descriptions.procSocket;
+      documentation = common.documentation;
+      partOf = [ common.socketUnit ];
+      listenStreams = [ common.procSocketPath ];
+      socketConfig = common.procSocketConfig;
+      # No wantedBy: 9harness.service requires it.
+    };
+
+    systemd.user.services."9harness-proc" = {
+      description = common.descriptions.procService;
+      documentation = common.documentation;
+      requires = [ common.procSocketUnit ];
+      after = [ common.procSocketUnit ];
+      serviceConfig = common.procServiceConfig cfg;
     };
   };
 }

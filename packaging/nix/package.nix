@@ -1,5 +1,5 @@
-# The 9harness package: bin/9harnessd, bin/9harness, the polkit action and
-# the journal catalog. callPackage-style; the flake passes the version.
+# The 9harness package: bin/9harnessd, bin/9harness, their man pages, the
+# polkit action and the journal catalog. callPackage-style; the flake passes the version.
 {
   lib,
   buildGo126Module,
@@ -20,6 +20,8 @@ buildGo126Module {
       ../../internal
       ../../packaging/polkit/org.ninep.harness.move.policy
       ../../packaging/systemd/9harness.catalog
+      ../../packaging/man/9harness.1
+      ../../packaging/man/9harnessd.8
     ];
   };
 
@@ -50,6 +52,9 @@ buildGo126Module {
       $out/share/polkit-1/actions/org.ninep.harness.move.policy
     install -Dm644 packaging/systemd/9harness.catalog \
       $out/lib/systemd/catalog/9harness.catalog
+    # The units' Documentation=man:9harnessd(8).
+    install -Dm644 packaging/man/9harness.1 $out/share/man/man1/9harness.1
+    install -Dm644 packaging/man/9harnessd.8 $out/share/man/man8/9harnessd.8
   '';
 
   meta = {

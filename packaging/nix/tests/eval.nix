@@ -163,12 +163,21 @@ let
         cfg = config.services.ninep-harness;
         socket = outputAt all' [ "systemd" "user" "sockets" "9harness" ];
         service = outputAt all' [ "systemd" "user" "services" "9harness" ];
+        procSocket = outputAt all' [ "systemd" "user" "sockets" "9harness-proc" ];
+        procService = outputAt all' [ "systemd" "user" "services" "9harness-proc" ];
+        # Every unit the module declares, so no stray one goes unnoticed.
+        unitNames =
+          let
+            names = kind: attrNames (orEmptyAttrs (outputAt all' [ "systemd" "user" "${kind}s" ]));
+          in
+          map (n: "${n}.socket") (names "socket") ++ map (n: "${n}.service") (names "service");
         packages = outputAt all' outputs.packages;
         warnings = orEmpty (outputAt all' [ "warnings" ]);
         optionNames = attrNames opts;
       };
 
   orEmpty = l: if l == null then [ ] else l;
+  orEmptyAttrs = a: if a == null then { } else a;
 
   # --- the unit shapes NixOS and home-manager accept ---------------------
 
@@ -240,6 +249,8 @@ let
     // {
       socket = nixosUnit [ "listenStreams" "socketConfig" ] e.socket;
       service = nixosUnit [ "serviceConfig" "environment" "path" ] e.service;
+      procSocket = nixosUnit [ "listenStreams" "socketConfig" ] e.procSocket;
+      procService = nixosUnit [ "serviceConfig" "environment" "path" ] e.procService;
       packages = map toString (orEmpty e.packages);
     };
 
@@ -258,6 +269,8 @@ let
     // {
       socket = hmUnit e.socket;
       service = hmUnit e.service;
+      procSocket = hmUnit e.procSocket;
+      procService = hmUnit e.procService;
       packages = map toString (orEmpty e.packages);
     };
 
