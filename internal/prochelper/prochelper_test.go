@@ -137,7 +137,9 @@ func TestPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cr, err := Dial(sock).Peer(conn)
+	c := Dial(sock)
+	defer c.Close()
+	cr, err := c.Peer(conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +198,9 @@ func TestBadRequests(t *testing.T) {
 		t.Error("half a request was answered")
 	}
 	// The helper still answers.
-	if _, err := Dial(sock).Cwd(os.Getpid()); err != nil {
+	c := Dial(sock)
+	defer c.Close()
+	if _, err := c.Cwd(os.Getpid()); err != nil {
 		t.Errorf("after bad requests: %v", err)
 	}
 }
