@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture
+.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture torture-ci
 
 all: build
 
@@ -37,16 +37,41 @@ test: deps vet
 # The long reliability runs (RELIABILITY.md): every fuzz target in the repo
 # for FUZZTIME each (make test runs only their seeds), then the load test at
 # HARNESS_LOAD (<clients>x<ops>).
+#
+# Go 1.26's fuzz coordinator can fail a target at the very end of its
+# -fuzztime with a bare "context deadline exceeded" although no input failed
+# (golang/go#75804, fixed in Go 1.27: the deadline of the parent context is
+# seen before the workers' child context is cancelled). It is more likely
+# the shorter the run and the busier the machine, which is what was seen
+# below 10 s. Such a run is reported and counted as passed; any run that
+# wrote a failing input, or failed in any other way, fails the target.
+#
+# FUZZMINTIME bounds the minimization of each new input (go's default is
+# 60 s): the harness targets start from fixture files of tens of KiB, and
+# minimizing those held both workers for the whole run (the exec counter
+# "stopped rising"). An input that fails is still written whole.
 FUZZTIME     ?= 30s
+FUZZMINTIME  ?= 2s
 HARNESS_LOAD ?= 256x2000
 torture: build
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	for pkg in $$($(GO) list ./...); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			echo "== $$pkg $$t ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+			if $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg >$$out 2>&1; then \
+				tail -n 3 $$out; \
+			elif grep -q 'context deadline exceeded' $$out && ! grep -q 'Failing input written to' $$out; then \
+				tail -n 5 $$out; echo "(no failing input: the end-of-run race of golang/go#75804, counted as passed)"; \
+			else \
+				cat $$out; exit 1; \
+			fi; \
 		done; \
 	done
-	HARNESS_LOAD=$(HARNESS_LOAD) $(GO) test -count=1 -timeout 30m -run '^(TestLoad|TestConnCap)$$' -v ./test/
+	HARNESS_LOAD=$(HARNESS_LOAD) $(GO) test -count=1 -timeout 30m -run '^(TestLoad|TestConnCap|TestNoLeaks)$$' -v ./test/ ./internal/daemon/
+
+# make torture bounded for CI: 5 s per fuzz target and a 64x200 load.
+torture-ci:
+	$(MAKE) torture FUZZTIME=5s HARNESS_LOAD=64x200
 
 # Benchmarks never run inside `make test`. The side-by-side run against
 # diod needs root (diod serves as root) and writes BENCHMARKS.md.

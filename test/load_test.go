@@ -103,7 +103,9 @@ func treeFiles(t *testing.T, c *client.Client, roots ...string) (files, dirs []s
 func TestLoad(t *testing.T) {
 	clients, ops := loadSize(t)
 	home := fixtureHome(t)
-	d := startDaemon(t, home, "--max-conns", strconv.Itoa(clients+44))
+	// An empty process table: /active then lists no live process of the
+	// machine, whose agents (other tests' fakes) may exit mid-run.
+	d := startDaemon(t, home, "--max-conns", strconv.Itoa(clients+44), "--proc", emptyProc(t))
 	pid := d.cmd.Process.Pid
 
 	c0 := d.client()

@@ -221,11 +221,19 @@ func Run(ctx context.Context, cfg Config) error {
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {
 		// SIGTERM with a move in flight: the move finishes (within its own
-		// bounds) before the daemon exits.
+		// bound, Mover.Bound) before the daemon exits. A move cut short
+		// after its SIGTERM would leave the agent stopped and not resumed,
+		// with no journal entry naming the command that resumes it.
 		defer func() {
-			wctx, cancel := context.WithTimeout(context.Background(), move.GiveUp+move.SessionWait+10*time.Second)
+			if n := mover.InFlight(); n > 0 {
+				s.logf("stopping: waiting up to %v for %d move(s) in flight", mover.Bound(), n)
+			}
+			wctx, cancel := context.WithTimeout(context.Background(), mover.Bound())
 			defer cancel()
 			mover.Wait(wctx)
+			if n := mover.InFlight(); n > 0 {
+				s.logf("stopping with %d move(s) still in flight after %v", n, mover.Bound())
+			}
 		}()
 	}
 

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -22,7 +21,7 @@ type Detached struct{}
 
 // Launch implements Launcher.
 func (Detached) Launch(ctx context.Context, argv []string, cwd string, env []string, unit string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = cwd
@@ -62,6 +61,11 @@ func UserManager() *Systemd {
 
 // Launch implements Launcher.
 func (s *Systemd) Launch(ctx context.Context, argv []string, cwd string, env []string, unit string) error {
+	// The move's context is never cancelled (a move completes whether or
+	// not its client stays): a manager that does not answer must not hold
+	// the move, and the daemon's shutdown, forever.
+	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout)
+	defer cancel()
 	conn, err := sddbus.NewConnection(func() (*dbus.Conn, error) {
 		c, err := dbus.Dial("unix:path=" + s.Private)
 		if err != nil {

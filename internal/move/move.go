@@ -45,6 +45,13 @@ const (
 	TermGrace   = 5 * time.Second
 	GiveUp      = 12 * time.Second
 	SessionWait = 20 * time.Second
+	// CheckTimeout bounds the question asked of the host before the first
+	// signal (is the name in use?): a wedged tmux server refuses the move
+	// instead of holding it, and the daemon's shutdown, forever.
+	CheckTimeout = 10 * time.Second
+	// LaunchTimeout bounds the host command that creates the session (zmx
+	// run -d, tmux new-session -d, or the start of the transient unit).
+	LaunchTimeout = 30 * time.Second
 )
 
 // Launcher starts the host command that creates the session, somewhere
@@ -71,6 +78,19 @@ type Mover struct {
 
 // InFlight is the number of moves being performed.
 func (m *Mover) InFlight() int { return int(m.inflight.Load()) }
+
+// Bound is the longest one authorized move can take, to its last journal
+// entry: each step has a bound of its own (the check of the name, the
+// signal ladder, the launch, the wait for the new session and its last
+// probe, 5 s). A daemon told to stop waits this long for the moves in
+// flight, because a move cut short after its SIGTERM leaves the agent
+// stopped, not resumed, and no journal entry saying how to resume it. (A
+// polkitd that does not answer holds a move before anything is touched;
+// the daemon stops after Bound regardless.)
+func (m *Mover) Bound() time.Duration {
+	_, kill, wait := m.bounds()
+	return CheckTimeout + kill + LaunchTimeout + wait + 5*time.Second
+}
 
 // Request is one write of a name into an agent's zmx or tmux file.
 type Request struct {
@@ -180,7 +200,10 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	}
 	// 3. The name is unused (checked after the host resolved: the check
 	// needs the host binary for tmux).
-	if used, err := r.Host.InUse(ctx, hostPath, name, env); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	used, err := r.Host.InUse(cctx, hostPath, name, env)
+	cancel()
+	if err != nil {
 		return rec.refuse(errs.IO, "could not tell whether the name is in use: "+err.Error())
 	} else if used {
 		return rec.refuse(errs.Exist, fmt.Sprintf("a %s session named %s already exists", r.Host.Name(), name))
