@@ -237,6 +237,8 @@ rec {
     {
       Type = "simple";
       ExecStart = execStart cfg;
+      # Above the daemon's wait for moves in flight (Mover.Bound, 77 s).
+      TimeoutStopSec = "100s";
     }
     // helperHardening
     // daemonOnlyHardening;
