@@ -139,8 +139,9 @@ func ByName(name string) Harness {
 // and it keeps a scan at one cmdline read per process.
 //
 // Every cmdline is read into one reused buffer with one open and one read;
-// a candidate's argv is the one the scan read (not read again), and its
-// identity comes from one read of stat and one of status. A pid reused
+// a candidate's argv is the one the scan read (not read again), its
+// identity comes from one read of stat, and a session's uid from one read
+// of status. A pid reused
 // between the two reads is caught by every later use: the agent is named
 // by pid and start time, and the start time is the stat's.
 //
@@ -183,15 +184,23 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 			if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
 				continue
 			}
-			p, err := t.Ident(pid)
-			if err != nil || p.UID != uid {
+			// Classify on argv and stat alone; the uid (status) is read
+			// only for a session, so a machine's many node and python
+			// processes cost one read of stat each.
+			p, err := t.IdentStat(pid)
+			if err != nil {
 				continue
 			}
 			p.Argv = argv
 			parent := proc.Proc{PID: p.PPID, Argv: argvOf(p.PPID)}
-			if h, k := classify(p, parent); k == Session {
-				found[i] = &Found{Harness: h.Name(), Proc: p}
+			h, k := classify(p, parent)
+			if k != Session {
+				continue
 			}
+			if p.UID, err = t.UID(pid); err != nil || p.UID != uid {
+				continue
+			}
+			found[i] = &Found{Harness: h.Name(), Proc: p}
 		}
 	})
 	var out []Found

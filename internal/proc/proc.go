@@ -182,8 +182,22 @@ func (t *Table) Stat(pid int) (Proc, error) {
 }
 
 // Ident is Stat without argv: one read of stat and one of status, for a
-// caller (the scan) that has just read the cmdline itself.
+// caller that has just read the cmdline itself.
 func (t *Table) Ident(pid int) (Proc, error) {
+	p, err := t.IdentStat(pid)
+	if err != nil {
+		return Proc{}, err
+	}
+	if uid, err := t.UID(pid); err == nil {
+		p.UID = uid
+	}
+	return p, nil
+}
+
+// IdentStat is Ident without the uid: one read of stat. A scan uses it to
+// classify a candidate and reads the uid (status, the costlier file for
+// the kernel to write) only for the candidates that are sessions.
+func (t *Table) IdentStat(pid int) (Proc, error) {
 	var buf [1024]byte
 	b, err := t.read(pid, "stat", buf[:0])
 	if err != nil {
@@ -194,12 +208,21 @@ func (t *Table) Ident(pid int) (Proc, error) {
 		return Proc{}, err
 	}
 	p.PID = pid
-	if b, err := t.read(pid, "status", buf[:0]); err == nil {
-		if uid, ok := parseUID(b); ok {
-			p.UID = uid
-		}
-	}
 	return p, nil
+}
+
+// UID returns the process's real uid, from its status.
+func (t *Table) UID(pid int) (uint32, error) {
+	var buf [2048]byte
+	b, err := t.read(pid, "status", buf[:0])
+	if err != nil {
+		return 0, err
+	}
+	uid, ok := parseUID(b)
+	if !ok {
+		return 0, fmt.Errorf("proc: no Uid in %s", t.path(pid, "status"))
+	}
+	return uid, nil
 }
 
 // ParseStat parses a stat line. The comm sits between the first '(' and

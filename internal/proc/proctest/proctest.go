@@ -72,7 +72,7 @@ func Add(dir string, p Proc) error {
 		"stat":    stat,
 		"cmdline": nul(p.Argv),
 		"environ": nul(p.Env),
-		"status":  fmt.Sprintf("Name:\t%s\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, p.PPID, p.UID, p.UID, p.UID, p.UID),
+		"status":  fmt.Sprintf("Name:\t%s\nTgid:\t%d\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, p.PID, p.PID, p.PPID, p.UID, p.UID, p.UID, p.UID),
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(d, name), []byte(content), 0o644); err != nil {
