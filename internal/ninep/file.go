@@ -48,8 +48,8 @@ type file struct {
 	up   []tree.Node // ancestors, root first; the root's ".." is the root
 
 	mu   sync.Mutex
-	h    tree.Handle  // set by Open on a file
-	snap []tree.Entry // the listing served by Readdir, taken at offset 0
+	h    tree.Handle // set by Open on a file
+	snap p9.Dirents  // the listing served by Readdir, taken at offset 0
 	open bool
 }
 
@@ -59,25 +59,25 @@ func (f *file) clone() *file {
 	return &file{a: f.a, node: f.node, up: f.up}
 }
 
-// step walks one name from f in place.
-func (f *file) step(name string) error {
+// step walks one name from f in place and reports what it reached.
+func (f *file) step(name string) (tree.Attr, error) {
 	if name == ".." {
 		if n := len(f.up); n > 0 {
 			f.node, f.up = f.up[n-1], f.up[:n-1:n-1]
 		}
-		return nil
+		return f.node.Attr()
 	}
 	d, ok := f.node.(tree.Dir)
 	if !ok {
-		return linux.ENOTDIR
+		return tree.Attr{}, linux.ENOTDIR
 	}
-	n, err := d.Lookup(name)
+	n, a, err := tree.LookupAttr(d, name)
 	if err != nil {
-		return err
+		return tree.Attr{}, err
 	}
 	f.up = append(f.up[:len(f.up):len(f.up)], f.node)
 	f.node = n
-	return nil
+	return a, nil
 }
 
 // Walk implements p9.File.
@@ -85,10 +85,7 @@ func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 	nf := f.clone()
 	qids := make([]p9.QID, 0, len(names))
 	for _, name := range names {
-		if err := nf.step(name); err != nil {
-			return nil, nil, Errno(err)
-		}
-		a, err := nf.node.Attr()
+		a, err := nf.step(name)
 		if err != nil {
 			return nil, nil, Errno(err)
 		}
@@ -99,17 +96,14 @@ func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 
 // WalkGetAttr implements p9.File. The server walks one component at a time
 // and always wants the attributes, so doing both here saves a stat per
-// component.
+// component (tree.LookupAttr).
 func (f *file) WalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.Attr, error) {
 	nf := f.clone()
 	qids := make([]p9.QID, 0, len(names))
 	var a tree.Attr
 	for _, name := range names {
-		if err := nf.step(name); err != nil {
-			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
-		}
 		var err error
-		if a, err = nf.node.Attr(); err != nil {
+		if a, err = nf.step(name); err != nil {
 			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
 		}
 		qids = append(qids, qidOf(a))
@@ -203,6 +197,14 @@ const (
 // offsets are indices into that snapshot (offset i+1 resumes after entry i),
 // so one listing of any size is complete and consistent, and the next
 // listing from 0 sees the directory as it is then. count is a byte budget.
+//
+// The snapshot is kept in wire form (p9.Dirents, offsets filled in) and
+// every reply is a slice of it. Why not keep tree.Entry and convert per
+// request: the conversion allocated a Dirents per Treaddir on top of the
+// snapshot, and the profile of a 10,000-entry listing was dominated, after
+// getdents, by the garbage collector; the snapshot now costs one allocation
+// per listing and a reply none. The price is 48 bytes per entry instead of
+// 32 while the fid stays open.
 func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	d, ok := f.node.(tree.Dir)
 	if !ok {
@@ -214,32 +216,40 @@ func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 		return nil, linux.EBADF
 	}
 	if offset == 0 || f.snap == nil {
-		snap, err := d.List()
+		snap, err := tree.ListAs(d, dirent)
 		if err != nil {
 			return nil, Errno(err)
+		}
+		for i := range snap {
+			snap[i].Offset = uint64(i) + 1
 		}
 		f.snap = snap
 	}
 	if offset >= uint64(len(f.snap)) {
 		return nil, nil
 	}
-	var out p9.Dirents
-	budget := int(count)
-	for i := offset; i < uint64(len(f.snap)); i++ {
-		e := f.snap[i]
+	// The reply is a subslice of the snapshot: no copy per request. p9 only
+	// reads it, and a later listing from offset 0 replaces f.snap instead of
+	// writing into it, so a reply still being encoded is never changed.
+	ents := f.snap[offset:]
+	budget, n := int(count), 0
+	for _, e := range ents {
 		sz := direntSize + len(e.Name)
 		if sz > budget {
 			break
 		}
 		budget -= sz
-		q := p9.QID{Type: p9.TypeRegular, Path: e.Path}
-		t := p9.QIDType(dtReg)
-		if e.Dir {
-			q.Type, t = p9.TypeDir, dtDir
-		}
-		out = append(out, p9.Dirent{QID: q, Offset: i + 1, Type: t, Name: e.Name})
+		n++
 	}
-	return out, nil
+	return ents[:n:n], nil
+}
+
+// dirent is the wire form of a listed entry, its Offset still to be set.
+func dirent(e tree.Entry) p9.Dirent {
+	if e.Dir {
+		return p9.Dirent{QID: p9.QID{Type: p9.TypeDir, Path: e.Path}, Type: dtDir, Name: e.Name}
+	}
+	return p9.Dirent{QID: p9.QID{Type: p9.TypeRegular, Path: e.Path}, Type: dtReg, Name: e.Name}
 }
 
 // Close implements p9.File.

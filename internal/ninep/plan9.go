@@ -3,6 +3,7 @@ package ninep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -53,7 +54,21 @@ type p9state struct {
 	snap []tree.Entry
 }
 
-func st(f *srv9p.Fid) *p9state { return f.Aux().(*p9state) }
+// st is the fid's state. srv9p serves a connection's requests
+// concurrently, so a pipelined request can name a newfid whose Twalk has
+// not set it yet: such a request is refused. (FuzzConn found it: the nil
+// interface conversion panicked in srv9p's handler goroutine, where no
+// recover stands, and took the whole daemon down.)
+func st(f *srv9p.Fid) (*p9state, error) {
+	s, ok := f.Aux().(*p9state)
+	if !ok {
+		return nil, errNotReady
+	}
+	return s, nil
+}
+
+// errNotReady answers a request on a fid whose walk is still in flight.
+var errNotReady = errors.New("fid not ready: its walk has not completed")
 
 // NewPlan9 returns a plain-9P2000 server over the same tree the 9P2000.L
 // adapter serves, with the same names, modes, sizes, mtimes, qids and
@@ -63,7 +78,7 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 	if wctx == nil {
 		wctx = context.Background()
 	}
-	return &srv9p.Server{
+	return recovering(&srv9p.Server{
 		Msize: msize,
 		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
 			if aname != "" && aname != "/" {
@@ -79,21 +94,24 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 		Walk: func(ctx context.Context, fid, newfid *srv9p.Fid, names []string) ([]plan9.Qid, error) {
 			return srv9p.Walk(fid, newfid, names,
 				func(old, nw *srv9p.Fid) error {
-					s := st(old)
+					s, err := st(old)
+					if err != nil {
+						return err
+					}
 					s.mu.Lock()
 					defer s.mu.Unlock()
 					nw.SetAux(&p9state{name: s.name, node: s.node, up: s.up})
 					return nil
 				},
 				func(f *srv9p.Fid, name string) (plan9.Qid, error) {
-					s := st(f)
+					s, err := st(f)
+					if err != nil {
+						return plan9.Qid{}, err
+					}
 					s.mu.Lock()
 					defer s.mu.Unlock()
 					w := file{node: s.node, up: s.up}
-					if err := w.step(name); err != nil {
-						return plan9.Qid{}, plan9Err(err)
-					}
-					a, err := w.node.Attr()
+					a, err := w.step(name)
 					if err != nil {
 						return plan9.Qid{}, plan9Err(err)
 					}
@@ -107,7 +125,10 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 				})
 		},
 		Open: func(ctx context.Context, fid *srv9p.Fid, mode uint8) error {
-			s := st(fid)
+			s, err := st(fid)
+			if err != nil {
+				return err
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
@@ -127,7 +148,10 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			return nil
 		},
 		Read: func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (int, error) {
-			s := st(fid)
+			s, err := st(fid)
+			if err != nil {
+				return 0, err
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if d, ok := s.node.(tree.Dir); ok {
@@ -172,7 +196,10 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			return n, plan9Err(errs.E("read", errs.IO, "", err))
 		},
 		Stat: func(ctx context.Context, fid *srv9p.Fid) (*plan9.Dir, error) {
-			s := st(fid)
+			s, err := st(fid)
+			if err != nil {
+				return nil, err
+			}
 			s.mu.Lock()
 			node, name := s.node, s.name
 			s.mu.Unlock()
@@ -184,7 +211,10 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			return &d, nil
 		},
 		Write: func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (int, error) {
-			s := st(fid)
+			s, err := st(fid)
+			if err != nil {
+				return 0, err
+			}
 			s.mu.Lock()
 			node := s.node
 			s.mu.Unlock()
@@ -216,7 +246,51 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 				h.Close()
 			}
 		},
+	})
+}
+
+// recovering makes every handler of s answer a panic with an error instead
+// of dying with it. srv9p runs each request in a goroutine of its own with
+// no recover, so one handler bug would take down the daemon and every
+// other client's connection; p9 (the 9P2000.L side) recovers its handlers
+// the same way (with EFAULT).
+func recovering(s *srv9p.Server) *srv9p.Server {
+	caught := func(err *error) {
+		if r := recover(); r != nil {
+			*err = fmt.Errorf("internal error: %v", r)
+		}
 	}
+	attach, walk, open, read, stat, write := s.Attach, s.Walk, s.Open, s.Read, s.Stat, s.Write
+	clunk := s.Clunk
+	s.Attach = func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (q plan9.Qid, err error) {
+		defer caught(&err)
+		return attach(ctx, fid, afid, user, aname)
+	}
+	s.Walk = func(ctx context.Context, fid, newfid *srv9p.Fid, names []string) (q []plan9.Qid, err error) {
+		defer caught(&err)
+		return walk(ctx, fid, newfid, names)
+	}
+	s.Open = func(ctx context.Context, fid *srv9p.Fid, mode uint8) (err error) {
+		defer caught(&err)
+		return open(ctx, fid, mode)
+	}
+	s.Read = func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (n int, err error) {
+		defer caught(&err)
+		return read(ctx, fid, data, off)
+	}
+	s.Stat = func(ctx context.Context, fid *srv9p.Fid) (d *plan9.Dir, err error) {
+		defer caught(&err)
+		return stat(ctx, fid)
+	}
+	s.Write = func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (n int, err error) {
+		defer caught(&err)
+		return write(ctx, fid, data, off)
+	}
+	s.Clunk = func(fid *srv9p.Fid) {
+		defer func() { recover() }()
+		clunk(fid)
+	}
+	return s
 }
 
 func qid9(a tree.Attr) plan9.Qid {

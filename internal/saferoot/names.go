@@ -3,6 +3,7 @@ package saferoot
 import (
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/9harness/9harness/internal/errs"
 )
@@ -108,36 +109,71 @@ var (
 // An excluded name is never resolved and never listed, at any depth. It is a
 // pure function of name and does not allocate for names up to 255 bytes.
 func Excluded(name string) bool {
+	return excluded(name)
+}
+
+// excludedBytes is Excluded of a name in a buffer, without copying it: the
+// string made here does not outlive the call, and the buffer is not written
+// during it.
+func excludedBytes(name []byte) bool {
+	if len(name) == 0 {
+		return excluded("")
+	}
+	return excluded(unsafe.String(unsafe.SliceData(name), len(name)))
+}
+
+func excluded(name string) bool {
 	var buf [maxName + 1]byte
 	f := buf[:0]
 	if len(name) > len(buf) {
 		f = make([]byte, 0, len(name))
 	}
 	f = fold(f, name)
+	if len(f) == 0 {
+		return false
+	}
+	// Each comparison is guarded by one byte (the first, or the last for
+	// a suffix), so a name that matches no rule costs a byte test per rule.
+	first, last := f[0], f[len(f)-1]
 	for _, p := range excludedNames {
-		if string(f) == p {
+		if first == p[0] && string(f) == p {
 			return true
 		}
 	}
 	for _, p := range excludedSuffixes {
-		if len(f) >= len(p) && string(f[len(f)-len(p):]) == p {
+		if last == p[len(p)-1] && len(f) >= len(p) && string(f[len(f)-len(p):]) == p {
 			return true
 		}
 	}
 	for _, p := range excludedPrefixes {
-		if len(f) >= len(p) && string(f[:len(p)]) == p {
+		if first == p[0] && len(f) >= len(p) && string(f[:len(p)]) == p {
 			return true
 		}
 	}
-	for i := range f {
-		for _, p := range excludedSubstrings {
-			if f[i] == p[0] && len(f)-i >= len(p) && string(f[i:i+len(p)]) == p {
+	// One table lookup per byte rather than one comparison per byte and
+	// pattern: this runs for every name of every listing.
+	for i, c := range f {
+		if k := substringAt[c]; k != 0 {
+			p := excludedSubstrings[k-1]
+			if len(f)-i >= len(p) && string(f[i:i+len(p)]) == p {
 				return true
 			}
 		}
 	}
 	return false
 }
+
+// substringAt maps a byte to 1 + the index of the excluded substring that
+// starts with it, or 0. The substrings start with distinct bytes.
+var substringAt = func() (t [256]uint8) {
+	for i, p := range excludedSubstrings {
+		if t[p[0]] != 0 {
+			panic("saferoot: two excluded substrings start with " + p[:1])
+		}
+		t[p[0]] = uint8(i + 1)
+	}
+	return t
+}()
 
 // noMatch stands in the folded name for a code point that cannot be part of
 // any (ASCII) pattern, so that it still separates what is on either side.
@@ -148,7 +184,21 @@ const noMatch = 0x80
 // default-ignorable code points dropped, anything else (and each invalid
 // byte) one noMatch byte. The result is never longer than s.
 func fold(dst []byte, s string) []byte {
-	for i := 0; i < len(s); {
+	// The ASCII prefix, the whole name as a rule, is lowered in place of
+	// appended byte by byte (the predicate runs for every listed name).
+	i := 0
+	if cap(dst)-len(dst) >= len(s) {
+		d := dst[len(dst) : len(dst)+len(s)]
+		for ; i < len(s); i++ {
+			c := s[i]
+			if c >= utf8.RuneSelf {
+				break
+			}
+			d[i] = c + lowerDelta[c]
+		}
+		dst = dst[:len(dst)+i]
+	}
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if 'A' <= c && c <= 'Z' {
@@ -175,6 +225,14 @@ func fold(dst []byte, s string) []byte {
 	}
 	return dst
 }
+
+// lowerDelta is what lowers an ASCII byte: 'a'-'A' for capitals, else 0.
+var lowerDelta = func() (t [utf8.RuneSelf]byte) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = 'a' - 'A'
+	}
+	return t
+}()
 
 // asciiFold returns the ASCII string a non-ASCII rune folds or normalises to
 // (Unicode full case folding, NFD, or simple lower/upper case mapping), or "".

@@ -634,26 +634,26 @@ func TestClassifyUnknown(t *testing.T) {
 		{"fifo", false, false}, {"vanished", false, false}, {"token.txt", false, false},
 	}
 	for _, c := range cases {
-		e, ok := classify(fd, c.name, unix.DT_UNKNOWN, 0)
-		if ok != c.ok || e.Dir != c.dir || (ok && e.Ino == 0) {
-			t.Errorf("classify %s = %+v %v, want ok=%v dir=%v", c.name, e, ok, c.ok, c.dir)
+		dir, ino, ok := classify(fd, []byte(c.name), unix.DT_UNKNOWN, 0)
+		if ok != c.ok || dir != c.dir || (ok && ino == 0) {
+			t.Errorf("classify %s = %v %d %v, want ok=%v dir=%v", c.name, dir, ino, ok, c.ok, c.dir)
 		}
 	}
-	if e, _ := classify(fd, "file", unix.DT_UNKNOWN, 0); e.Ino != st.Ino {
-		t.Errorf("classify ino %d, want %d", e.Ino, st.Ino)
+	if _, ino, _ := classify(fd, []byte("file"), unix.DT_UNKNOWN, 0); ino != st.Ino {
+		t.Errorf("classify ino %d, want %d", ino, st.Ino)
 	}
 	for _, dt := range []uint8{unix.DT_LNK, unix.DT_FIFO, unix.DT_SOCK, unix.DT_CHR, unix.DT_BLK} {
-		if _, ok := classify(fd, "file", dt, 1); ok {
+		if _, _, ok := classify(fd, []byte("file"), dt, 1); ok {
 			t.Errorf("classify d_type %d listed", dt)
 		}
 	}
 	// A malformed buffer is an error, not a panic.
-	if _, err := appendDirents(nil, fd, make([]byte, 10)); err == nil {
+	if err := new(scratch).appendDirents(fd, make([]byte, 10)); err == nil {
 		t.Error("short dirent buffer accepted")
 	}
 	bad := make([]byte, 24)
 	bad[direntReclen] = 200
-	if _, err := appendDirents(nil, fd, bad); err == nil {
+	if err := new(scratch).appendDirents(fd, bad); err == nil {
 		t.Error("overlong reclen accepted")
 	}
 }

@@ -27,9 +27,9 @@ func mirror(root *saferoot.Root, rel string, w want) (Node, error) {
 	}
 	switch {
 	case info.Dir && w != wantFile:
-		return &mirrorDir{mirrorNode{root, rel}}, nil
+		return &mirrorDir{mirrorNode{root, rel, hostAttr(info)}}, nil
 	case !info.Dir && w != wantDir:
-		return &mirrorFile{mirrorNode{root, rel}}, nil
+		return &mirrorFile{mirrorNode{root, rel, hostAttr(info)}}, nil
 	}
 	return nil, errs.E(op, errs.NotExist, rel, nil)
 }
@@ -40,7 +40,12 @@ func mirror(root *saferoot.Root, rel string, w want) (Node, error) {
 type mirrorNode struct {
 	root *saferoot.Root
 	rel  string
+	// found is what the stat that made this node saw. Only LookupAttr
+	// reads it, right after the lookup; Attr always stats anew.
+	found Attr
 }
+
+func (m mirrorNode) lookupAttr() Attr { return m.found }
 
 func (m mirrorNode) Attr() (Attr, error) {
 	info, err := m.root.Stat(m.rel)
@@ -91,22 +96,18 @@ func (d *mirrorDir) Lookup(name string) (Node, error) {
 }
 
 // List implements Dir. Entries come from getdents with no stat per entry;
-// the directory's own device is mixed into each entry's Path so that it
-// equals what a lookup of that entry reports.
+// the directory's own device (from an fstat of the same open) is mixed into
+// each entry's Path so that it equals what a lookup of that entry reports.
 func (d *mirrorDir) List() ([]Entry, error) {
-	info, err := d.root.Stat(d.rel)
-	if err != nil {
-		return nil, err
-	}
-	ents, err := d.root.ReadDir(d.rel)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Entry, len(ents))
-	for i, e := range ents {
-		out[i] = Entry{Name: e.Name, Dir: e.Dir, Path: HostPath(info.Dev, e.Ino)}
-	}
-	return out, nil
+	return ListAs(d, func(e Entry) Entry { return e })
+}
+
+// mirrorListAs is List with each entry passed through f (see ListAs). A
+// method cannot have a type parameter, hence the function.
+func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
+	return saferoot.ReadDirFunc(d.root, d.rel, func(dev uint64, e saferoot.Entry) T {
+		return f(Entry{Name: e.Name, Dir: e.Dir, Path: HostPath(dev, e.Ino)})
+	})
 }
 
 type mirrorFile struct{ mirrorNode }

@@ -7,13 +7,16 @@
 //     diod's libnpclient (diodls, diodcat, ...) treats only success or ENOENT
 //     as "no authentication required", so every diod tool fails against stock
 //     p9.
-//   - Tversion msize is capped at Options.MaxMsize before p9 sees it. p9 has no
-//     msize knob: it grants up to 4 MiB and allocates msize-sized buffers per
-//     connection and per in-flight Tread.
-//   - Tread count is clamped to msize-11 (the Rread header). p9 slices its
-//     msize buffer with the count, so a larger count panics inside the handler
-//     and comes back as EFAULT; and a count of exactly msize gives an Rread
-//     larger than msize.
+//   - Tversion msize is capped at Options.MaxMsize, and p9 itself is told at
+//     most P9Msize (the Rversion to the client is rewritten back to the
+//     grant). p9 has no msize knob: it grants up to 4 MiB and allocates
+//     msize-sized buffers per connection and per in-flight Tread.
+//   - Tread count is clamped to p9's msize-11 (the Rread header). p9 slices
+//     its msize buffer with the count, so a larger count panics inside the
+//     handler and comes back as EFAULT; and a count of exactly msize gives an
+//     Rread larger than msize.
+//   - At most MaxReads Treads of a connection are in p9 at once; the next is
+//     left on the socket until a reply goes out.
 //   - Rflush is held until the reply to its oldtag has been written. p9 clears
 //     a tag before it sends the tag's reply and Tflush waits only for the
 //     clear, so the two race for the send lock and Rflush can go out first.
@@ -43,6 +46,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,8 +80,33 @@ const (
 	// readBuf is the inbound buffer. Every frame up to this size is read
 	// whole before p9 sees its first byte. Larger frames (only big Twrites,
 	// in practice) are streamed to p9 without another copy. The four types
-	// Conn parses must fit.
-	readBuf = 64 << 10
+	// Conn parses must fit. 8 KiB holds any request but a large Twrite (a
+	// Twalk of 16 names of 255 bytes is 4 KiB); it was 64 KiB, allocated per
+	// connection and never filled.
+	readBuf = 8 << 10
+
+	// P9Msize is the largest msize p9 itself is told, whatever the client
+	// is granted. p9 sizes its buffers by msize: one for the zeros it
+	// copies over every Rread, held for the connection's life, and one per
+	// Tread in progress. A client granted more (up to MaxMsize) gets Rreads
+	// of at most P9Msize-11 bytes, which 9P allows (a short read is not
+	// EOF), and Rreaddirs and Twrites up to its own msize (p9 refuses a
+	// frame above its msize: only a Twrite could be, and the one write
+	// this tree takes is a session name). Why 1 MiB: reads are no faster
+	// with larger messages (measured 1 MiB against 4 MiB, research notes
+	// §1.7), and it makes a 4 MiB connection cost what a 1 MiB one does:
+	// measured, 64 connections reading at 4 MiB peaked at 586 MiB before.
+	P9Msize = 1 << 20
+
+	// MaxReads is how many Treads of one connection p9 may hold at once.
+	// p9 takes an msize-sized buffer per Tread in progress (and zeroes it
+	// after the reply), so without a cap a client that pipelines Treads
+	// makes the daemon hold msize bytes for each: 256 tags at 1 MiB are a
+	// quarter of a GiB. The Tread past the cap is not read off the socket
+	// until a reply to one of the others has been written: back-pressure,
+	// not an error. Two keeps a sequential reader's next request queued
+	// while the current one is served.
+	MaxReads = 2
 )
 
 // Options configures a Conn.
@@ -128,17 +158,23 @@ type Conn struct {
 	rerr  error  // sticky
 	armed bool   // a read deadline is set on c
 
-	msize atomic.Uint32 // granted by p9's Rversion; 0 before
+	msize atomic.Uint32 // granted to the client by the last Rversion; 0 before
+	inner atomic.Uint32 // the msize p9 itself runs with (at most P9Msize); 0 before
+	grant atomic.Uint32 // what the last Tversion is to be granted
 
 	mu       sync.Mutex
 	version  string
-	inflight map[uint16]struct{} // tags handed to p9 whose reply is not yet written
+	inflight map[uint16]bool     // tags handed to p9 whose reply is not yet written (true: a Tread holding a slot of reads)
 	flushOf  map[uint16]uint16   // Tflush tag -> oldtag, if oldtag was in flight
 	held     map[uint16][][]byte // oldtag -> Rflush frames waiting for its reply
 	closed   bool
 
-	wmu sync.Mutex // serialises writes to c
-	out []byte     // header and fixed part of the reply being reassembled
+	wmu  sync.Mutex  // serialises writes to c
+	out  []byte      // header and fixed part of the reply being reassembled
+	vecs [][]byte    // backing array of vec, reused
+	vec  net.Buffers // the reply being written (WriteTo consumes it)
+
+	reads chan struct{} // one token per Tread in flight, MaxReads at most
 
 	closeOnce sync.Once
 	closeErr  error
@@ -176,7 +212,8 @@ func New(c net.Conn, r io.Reader, o Options) *Conn {
 		wto:      bound(o.WriteTimeout, DefaultWriteTimeout),
 		ctx:      ctx,
 		cancel:   cancel,
-		inflight: make(map[uint16]struct{}),
+		inflight: make(map[uint16]bool),
+		reads:    make(chan struct{}, MaxReads),
 		flushOf:  make(map[uint16]uint16),
 		held:     make(map[uint16][][]byte),
 	}
@@ -201,8 +238,18 @@ func (c *Conn) Version() string {
 	return c.version
 }
 
-// Msize is the msize p9 granted in its last Rversion (0 before one).
+// Msize is the msize granted to the client in the last Rversion (0 before
+// one). p9 itself runs with at most P9Msize.
 func (c *Conn) Msize() uint32 { return c.msize.Load() }
+
+// innerLimit is the msize p9 runs with, or what it will run with before
+// negotiation.
+func (c *Conn) innerLimit() uint32 {
+	if m := c.inner.Load(); m != 0 {
+		return m
+	}
+	return min(c.limit(), P9Msize)
+}
 
 // limit is the largest frame accepted in either direction: the negotiated
 // msize, or MaxMsize before negotiation.
@@ -350,22 +397,28 @@ func (c *Conn) next() error {
 			if msize < c.min {
 				return c.badFrame("Tversion msize %d below %d", msize, c.min)
 			}
-			if msize > c.max {
+			grant := min(msize, c.max)
+			inner := min(grant, P9Msize)
+			c.grant.Store(grant)
+			if inner != msize {
 				f = c.rewrite(f)
-				binary.LittleEndian.PutUint32(f[7:], c.max)
+				binary.LittleEndian.PutUint32(f[7:], inner)
 			}
 		case msgTread: // fid[4] offset[8] count[4]
 			if size < hdrLen+16 {
 				return c.badFrame("short Tread")
 			}
 			lim := uint32(0)
-			if l := c.limit(); l > rreadHdr {
+			if l := c.innerLimit(); l > rreadHdr {
 				lim = l - rreadHdr
 			}
 			if binary.LittleEndian.Uint32(f[19:]) > lim {
 				f = c.rewrite(f)
 				binary.LittleEndian.PutUint32(f[19:], lim)
 				c.nClamp.Add(1)
+			}
+			if err := c.readSlot(tag); err != nil {
+				return err
 			}
 		case msgTflush: // oldtag[2]
 			if size < hdrLen+2 {
@@ -394,6 +447,41 @@ func (c *Conn) next() error {
 	}
 }
 
+// readSlot waits until the Tread tag may be handed to p9 (see MaxReads).
+// A tag already in flight takes no slot: p9 drops such a duplicate without
+// a reply, which would never give the slot back.
+//
+// While it waits nothing is read, so a hang-up is not seen (and Context not
+// cancelled) until a reply frees a slot or a write fails. A Tread that waits
+// on Context could then wait for the hang-up that is not seen; no read of
+// this tree does (a pread, or a snapshot taken at open), and the stall
+// bounds still end a peer that stops taking replies.
+func (c *Conn) readSlot(tag uint16) error {
+	c.mu.Lock()
+	_, dup := c.inflight[tag]
+	c.mu.Unlock()
+	if dup {
+		return nil
+	}
+	select {
+	case c.reads <- struct{}{}:
+	default:
+		select {
+		case c.reads <- struct{}{}:
+		case <-c.ctx.Done():
+			return context.Cause(c.ctx)
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.inflight[tag] = true
+	c.mu.Unlock()
+	return nil
+}
+
 // rewrite copies the frame f out of the read buffer so that it can be
 // changed, and arranges for Read to serve the copy.
 func (c *Conn) rewrite(f []byte) []byte {
@@ -418,7 +506,9 @@ func (c *Conn) track(typ uint8, tag, oldtag uint16) {
 			c.flushOf[tag] = oldtag
 		}
 	}
-	c.inflight[tag] = struct{}{}
+	if _, ok := c.inflight[tag]; !ok {
+		c.inflight[tag] = false // a Tread's slot was marked by readSlot
+	}
 }
 
 // answerAuth writes Rlerror(ENOENT) for a Tauth. ENOENT, not p9's ENOSYS:
@@ -519,13 +609,20 @@ func (c *Conn) emit(tail []byte) error {
 	defer func() { c.out = c.out[:0] }()
 	typ, tag := c.out[4], binary.LittleEndian.Uint16(c.out[5:])
 	if typ == msgRversion {
-		body := c.out[hdrLen:]
-		if len(body) < 4 {
-			body = append(append([]byte(nil), body...), tail...)
-		}
-		if len(body) >= 4 {
+		// Whole frame in c.out, so that its msize can be rewritten.
+		c.out = append(c.out, tail...)
+		tail = nil
+		if body := c.out[hdrLen:]; len(body) >= 4 {
 			if m := binary.LittleEndian.Uint32(body); m != 0 {
-				c.msize.Store(m)
+				// p9 granted m of the inner msize it was asked; the
+				// client gets the same share of what it asked.
+				grant := m
+				if g := c.grant.Load(); m == min(g, P9Msize) {
+					grant = g
+				}
+				c.inner.Store(m)
+				c.msize.Store(grant)
+				binary.LittleEndian.PutUint32(body, grant)
 			}
 		}
 	}
@@ -558,12 +655,18 @@ func (c *Conn) emit(tail []byte) error {
 	// Untrack the tag, and every Rflush held behind it, before writing:
 	// the client may reuse a tag as soon as it reads the reply, and a new
 	// request tracked under it must not be untracked by this late delete.
-	bufs := net.Buffers{c.out}
+	// The vector's backing array (c.vecs) is reused and WriteTo is called
+	// on a field (c.vec): a local net.Buffers escapes through the writev
+	// path, two allocations per reply.
+	bufs := append(c.vecs[:0], c.out)
 	if len(tail) > 0 {
 		bufs = append(bufs, tail)
 	}
 	for queue := []uint16{tag}; len(queue) > 0; queue = queue[1:] {
 		t := queue[0]
+		if c.inflight[t] {
+			<-c.reads // never blocks: the slot was taken for t
+		}
 		delete(c.inflight, t)
 		for _, f := range c.held[t] {
 			bufs = append(bufs, f)
@@ -574,7 +677,11 @@ func (c *Conn) emit(tail []byte) error {
 	c.mu.Unlock()
 
 	c.writeDeadline()
-	if _, err := bufs.WriteTo(c.c); err != nil {
+	c.vec = bufs
+	_, err := c.vec.WriteTo(c.c)
+	clear(bufs) // drop the references to the payload
+	c.vecs, c.vec = bufs[:0], nil
+	if err != nil {
 		c.shutdown(c.writeFailed(err))
 		return err
 	}
@@ -599,7 +706,43 @@ func (c *Conn) shutdown(cause error) {
 		c.mu.Unlock()
 		c.cancel(cause) // first, so that the cause is not the read the close fails
 		c.closeErr = c.c.Close()
+		if c.inner.Load() >= releaseMsize {
+			scheduleRelease()
+		}
 	})
+}
+
+// releaseMsize and releaseDelay: after a connection that negotiated at least
+// releaseMsize closes, the heap is collected twice and its free pages are
+// returned to the kernel (debug.FreeOSMemory), at most once per releaseDelay and
+// releaseDelay after the first such close, by when p9 has dropped the
+// connection's buffers.
+//
+// Why: each such connection leaves p9's msize-sized buffers (the zeros it
+// copies over each Rread, one read buffer per Tread in flight) as garbage.
+// An idle daemon allocates nothing, so no GC runs to free them and Go's
+// scavenger never sees them free: measured, the RSS of 64 closed 1 MiB
+// connections stayed at 75 MiB. The cost is one collection of a small
+// heap, and refaulting pages the next burst reuses, at most once a second;
+// small-msize connections (listings at 64 KiB, the getattr loops) never
+// trigger it.
+const (
+	releaseMsize = 256 << 10
+	releaseDelay = time.Second
+)
+
+var releasing atomic.Bool
+
+func scheduleRelease() {
+	if releasing.CompareAndSwap(false, true) {
+		time.AfterFunc(releaseDelay, func() {
+			releasing.Store(false)
+			// Two collections: p9 keeps read buffers in a sync.Pool,
+			// whose contents survive the first GC as its victim cache.
+			runtime.GC()
+			debug.FreeOSMemory()
+		})
+	}
 }
 
 var errClosed = errors.New("wire: connection closed")
