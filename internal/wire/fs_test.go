@@ -156,7 +156,6 @@ const (
 	msgRattach = 105
 	msgTwalk   = 110
 	msgRwalk   = 111
-	msgTlopen  = 12
 	msgRlopen  = 13
 	msgRread   = 117
 	noFID      = ^uint32(0)

@@ -65,6 +65,7 @@ const (
 	msgTflush   = 108
 	msgRflush   = 109
 	msgTread    = 116
+	msgTlopen   = 12
 
 	rreadHdr = hdrLen + 4 // Rread: header plus count[4]
 	enoent   = 2
@@ -164,9 +165,11 @@ type Conn struct {
 
 	mu       sync.Mutex
 	version  string
-	inflight map[uint16]bool     // tags handed to p9 whose reply is not yet written (true: a Tread holding a slot of reads)
-	flushOf  map[uint16]uint16   // Tflush tag -> oldtag, if oldtag was in flight
-	held     map[uint16][][]byte // oldtag -> Rflush frames waiting for its reply
+	inflight map[uint16]bool          // tags handed to p9 whose reply is not yet written (true: a Tread holding a slot of reads)
+	flushOf  map[uint16]uint16        // Tflush tag -> oldtag, if oldtag was in flight
+	held     map[uint16][][]byte      // oldtag -> Rflush frames waiting for its reply
+	opening  map[uint32]chan struct{} // fid -> closed when its Tlopen's reply is written
+	openTag  map[uint16]uint32        // Tlopen tag -> its fid
 	closed   bool
 
 	wmu  sync.Mutex  // serialises writes to c
@@ -213,6 +216,8 @@ func New(c net.Conn, r io.Reader, o Options) *Conn {
 		ctx:      ctx,
 		cancel:   cancel,
 		inflight: make(map[uint16]bool),
+		opening:  make(map[uint32]chan struct{}),
+		openTag:  make(map[uint16]uint32),
 		reads:    make(chan struct{}, MaxReads),
 		flushOf:  make(map[uint16]uint16),
 		held:     make(map[uint16][][]byte),
@@ -357,6 +362,9 @@ func (c *Conn) next() error {
 		if lim := c.limit(); size < hdrLen || size > lim {
 			return c.badFrame("frame size %d outside [%d, %d]", size, hdrLen, lim)
 		}
+		if err := c.afterOpen(typ, tag, size); err != nil {
+			return err
+		}
 		parsed := typ == msgTversion || typ == msgTauth || typ == msgTread || typ == msgTflush
 		if size > readBuf {
 			if parsed {
@@ -479,6 +487,50 @@ func (c *Conn) readSlot(tag uint16) error {
 	}
 	c.inflight[tag] = true
 	c.mu.Unlock()
+	return nil
+}
+
+// afterOpen holds a request on a fid whose Tlopen p9 has not answered yet,
+// and registers a Tlopen so that the requests after it on its fid wait.
+//
+// Why: p9 v0.4.1 handles a connection's requests concurrently, and its
+// tlopen handler sets the fid's opened flag outside the lock under which
+// tread (and the other handlers) read it (p9/handlers.go:339 vs :721). A
+// client that pipelines Tlopen and Tread on one fid races them: a data race
+// (go test -race found it in FuzzConn's seeds), and a read answered EINVAL
+// as if the file were not open. Every request but Tversion, Tauth and
+// Tflush names its fid first (offset 7), so only the requests on the
+// opening fid wait, and only until that one reply is written; requests on
+// other fids and flushes go through.
+func (c *Conn) afterOpen(typ uint8, tag uint16, size uint32) error {
+	if typ == msgTversion || typ == msgTauth || typ == msgTflush || size < hdrLen+4 {
+		return nil
+	}
+	h, err := c.br.Peek(hdrLen + 4)
+	if err != nil {
+		return err
+	}
+	fid := binary.LittleEndian.Uint32(h[hdrLen:])
+	c.mu.Lock()
+	ch := c.opening[fid]
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-c.ctx.Done():
+			return context.Cause(c.ctx)
+		}
+	}
+	if typ != msgTlopen || size < hdrLen+8 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.inflight[tag]; dup || c.closed {
+		return nil // p9 drops a duplicate tag unanswered: no barrier on it
+	}
+	c.opening[fid] = make(chan struct{})
+	c.openTag[tag] = fid
 	return nil
 }
 
@@ -666,6 +718,12 @@ func (c *Conn) emit(tail []byte) error {
 		t := queue[0]
 		if c.inflight[t] {
 			<-c.reads // never blocks: the slot was taken for t
+		}
+		if fid, ok := c.openTag[t]; ok {
+			// p9 set the fid's opened flag before it wrote this reply.
+			close(c.opening[fid])
+			delete(c.opening, fid)
+			delete(c.openTag, t)
 		}
 		delete(c.inflight, t)
 		for _, f := range c.held[t] {
