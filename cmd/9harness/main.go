@@ -438,7 +438,12 @@ func cat(c *client.Client, p string, w io.Writer) error {
 		return err
 	}
 	defer r.Close()
-	_, err = io.CopyBuffer(w, r, make([]byte, client.Msize-64))
+	// The buffer sets the size of each Tread, so it must be what the
+	// writer uses: io.CopyBuffer hands the copy to w.ReadFrom when w has
+	// one (an *os.File does), and that reads in 32 KiB pieces, one round
+	// trip each (measured: 0.5 GB/s instead of 3.4 at 1 MiB msize). The
+	// struct hides ReadFrom.
+	_, err = io.CopyBuffer(struct{ io.Writer }{w}, r, make([]byte, client.Msize-64))
 	return err
 }
 
