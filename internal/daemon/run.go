@@ -118,6 +118,20 @@ func auditSink(kind string) (audit.Sink, error) {
 	return nil, fmt.Errorf("--audit %q: want auto, journal or stderr", kind)
 }
 
+// activated returns the first listening socket systemd handed over.
+func activated() (net.Listener, error) {
+	ls, err := activation.Listeners()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	for _, l := range ls {
+		if l != nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("socket activation: LISTEN_FDS carried no listening socket")
+}
+
 // runProcHelper serves the proc helper on --unix PATH or on the first
 // socket systemd hands over. It has no default path: it is started by its
 // own socket unit, or by hand for a test.
@@ -130,18 +144,9 @@ func runProcHelper(ctx context.Context, cfg Config) error {
 			return err
 		}
 	case os.Getenv("LISTEN_FDS") != "":
-		ls, err := activation.Listeners()
-		if err != nil {
-			return fmt.Errorf("socket activation: %w", err)
-		}
-		for _, x := range ls {
-			if x != nil {
-				l = x
-				break
-			}
-		}
-		if l == nil {
-			return fmt.Errorf("socket activation: LISTEN_FDS carried no listening socket")
+		var err error
+		if l, err = activated(); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("--serve-proc-helper needs --unix PATH or a socket from systemd")
@@ -269,19 +274,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if path == "" && os.Getenv("LISTEN_FDS") != "" {
-		ls, err := activation.Listeners()
+		l, err := activated()
 		if err != nil {
-			return fmt.Errorf("socket activation: %w", err)
-		}
-		var l net.Listener
-		for _, x := range ls {
-			if x != nil {
-				l = x
-				break
-			}
-		}
-		if l == nil {
-			return fmt.Errorf("socket activation: LISTEN_FDS carried no listening socket")
+			return err
 		}
 		s.logf("serving sockets handed over by systemd (%s)", l.Addr())
 		return s.Serve(ctx, l)
