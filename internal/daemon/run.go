@@ -13,6 +13,7 @@ import (
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/idle"
 	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/prochelper"
@@ -51,32 +52,6 @@ type Config struct {
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
-}
-
-// idleExit cancels the daemon's context once it has been idle for d.
-func (s *Server) idleExit(ctx context.Context, stop context.CancelFunc, d time.Duration, mover *move.Mover) {
-	tick := min(d/4, time.Second)
-	if tick <= 0 {
-		tick = d
-	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		since := s.IdleSince()
-		if since.IsZero() || (mover != nil && mover.InFlight() > 0) {
-			continue
-		}
-		if time.Since(since) >= d {
-			s.logf("idle for %v: exiting (socket activation starts the daemon again on the next connection)", d)
-			stop()
-			return
-		}
-	}
 }
 
 // moves adapts the mover to the tree's write hook.
@@ -249,7 +224,15 @@ func Run(ctx context.Context, cfg Config) error {
 		s.mu.Lock()
 		s.idle = time.Now()
 		s.mu.Unlock()
-		go s.idleExit(ctx, cancel, cfg.IdleExit, mover)
+		go idle.Watch(ctx, cfg.IdleExit, func() time.Time {
+			if mover != nil && mover.InFlight() > 0 {
+				return time.Time{} // a move in flight is not idle
+			}
+			return s.IdleSince()
+		}, func() {
+			s.logf("idle for %v: exiting (socket activation starts the daemon again on the next connection)", cfg.IdleExit)
+			cancel()
+		})
 	}
 
 	if cfg.FD >= 0 {

@@ -47,6 +47,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/idle"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -99,7 +100,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 	s.idle = time.Now()
 	s.mu.Unlock()
 	if idleExit > 0 {
-		go s.idleWatch(ctx, cancel, idleExit)
+		go idle.Watch(ctx, idleExit, func() time.Time {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.idle
+		}, func() {
+			s.logf("proc helper idle for %v: exiting (socket activation starts it again)", idleExit)
+			cancel()
+		})
 	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
@@ -134,26 +142,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 			}()
 			s.serveConn(ctx, c)
 		}()
-	}
-}
-
-func (s *Server) idleWatch(ctx context.Context, stop context.CancelFunc, d time.Duration) {
-	t := time.NewTicker(min(d/4, time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.mu.Lock()
-		since := s.idle
-		s.mu.Unlock()
-		if !since.IsZero() && time.Since(since) >= d {
-			s.logf("proc helper idle for %v: exiting (socket activation starts it again)", d)
-			stop()
-			return
-		}
 	}
 }
 
