@@ -39,6 +39,16 @@ func startFake(t *testing.T, name, home, cwd string, env ...string) *fakeAgent {
 
 func (a *fakeAgent) pid() int { return a.cmd.Process.Pid }
 
+// waitRegistry waits for the fake claude with pid to have written its
+// registry record under home (it does so just after it starts), and
+// returns the record's path.
+func waitRegistry(t *testing.T, home string, pid int) string {
+	t.Helper()
+	registry := filepath.Join(home, ".claude", "sessions", strconv.Itoa(pid)+".json")
+	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the fake claude's registry record ("+registry+")")
+	return registry
+}
+
 func (a *fakeAgent) stop(t *testing.T) {
 	select {
 	case <-a.done:
@@ -91,8 +101,7 @@ func TestActiveLive(t *testing.T) {
 	const codexSID = "019e8888-1111-7222-8333-444455556666"
 	cl := startFake(t, "claude", home, cwd, "FAKE_SESSION="+claudeSID, "ZMX_SESSION=work")
 	cx := startFake(t, "codex", home, cwd, "FAKE_SESSION="+codexSID)
-	registry := filepath.Join(home, ".claude", "sessions", strconv.Itoa(cl.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the fake claude's registry record")
+	waitRegistry(t, home, cl.pid())
 
 	d := startDaemon(t, home)
 	c := d.client()

@@ -543,8 +543,7 @@ func TestFaultRegistryRewritten(t *testing.T) {
 	must(t, os.MkdirAll(cwd, 0o755))
 	const sid = "7f8a9b0c-1d2e-4f3a-8b4c-5d6e7f8a9b0c"
 	agent := startFake(t, "claude", home, cwd, "FAKE_SESSION="+sid)
-	registry := filepath.Join(home, ".claude", "sessions", strconv.Itoa(agent.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the agent's registry record")
+	registry := waitRegistry(t, home, agent.pid())
 	orig, err := os.ReadFile(registry)
 	must(t, err)
 	var rec map[string]any

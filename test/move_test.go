@@ -116,8 +116,7 @@ func TestMoveTmux(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
 	agent := startFake(t, "claude", m.home, m.cwd, append(m.env, "FAKE_SESSION="+sid, "ZMX_SESSION=old", "STY=123.screen", "LISTEN_FDS=1", "ZELLIJ_SESSION_NAME=z")...)
-	registry := filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(agent.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the agent's registry record")
+	waitRegistry(t, m.home, agent.pid())
 	d := startDaemon(t, m.home, "--allow-move")
 	c := d.client()
 	dir := "/active/claude/" + strconv.Itoa(agent.pid())
@@ -188,8 +187,7 @@ func TestMoveRefusals(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "8b9c0d1e-2f3a-4b4c-9d5e-6f7a8b9c0d1e"
 	agent := startFake(t, "claude", m.home, m.cwd, append(m.env, "FAKE_SESSION="+sid)...)
-	registry := filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(agent.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the agent's registry record")
+	waitRegistry(t, m.home, agent.pid())
 	// A session name already in use on the agent's tmux server.
 	if out, err := m.tmux("new-session", "-d", "-s", "taken", "sleep", "600"); err != nil {
 		t.Fatalf("tmux: %v %s", err, out)
@@ -199,10 +197,7 @@ func TestMoveRefusals(t *testing.T) {
 	// An agent whose own PATH has neither the host nor its harness.
 	lost := startFake(t, "claude", m.home, m.cwd, "PATH=/nonexistent", "TMUX_TMPDIR="+m.tmuxDir, "ZMX_DIR="+m.zmxDir,
 		"FAKE_RECORD="+m.record, "FAKE_SESSION=5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c")
-	eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(lost.pid())+".json"))
-		return err == nil
-	}, "the PATH-less agent's registry record")
+	waitRegistry(t, m.home, lost.pid())
 
 	readonly := startDaemon(t, m.home)
 	d := startDaemon(t, m.home, "--allow-move")
@@ -258,8 +253,7 @@ func TestMoveRefusals(t *testing.T) {
 func (m *moveEnv) startClaude(t *testing.T, sid string, extra ...string) *fakeAgent {
 	t.Helper()
 	a := startFake(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), append([]string{"FAKE_SESSION=" + sid}, extra...)...)...)
-	registry := filepath.Join(m.home, ".claude", "sessions", strconv.Itoa(a.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the agent's registry record")
+	waitRegistry(t, m.home, a.pid())
 	return a
 }
 

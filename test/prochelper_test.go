@@ -24,10 +24,7 @@ func TestProcHelper(t *testing.T) {
 	must(t, os.MkdirAll(cwd, 0o755))
 	const sid = "6f4b2d3c-1e5a-4b7c-9d0e-1f2a3b4c5d6e"
 	cl := startFake(t, "claude", home, cwd, "FAKE_SESSION="+sid, "ZMX_SESSION=helped")
-	eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(home, ".claude", "sessions", strconv.Itoa(cl.pid())+".json"))
-		return err == nil
-	}, "the fake claude's registry record")
+	waitRegistry(t, home, cl.pid())
 	dir := "/active/claude/" + strconv.Itoa(cl.pid())
 
 	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")

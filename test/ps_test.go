@@ -40,8 +40,7 @@ func newPsEnv(t *testing.T) *psEnv {
 	must(t, os.MkdirAll(e.cwd, 0o755))
 	e.claude = startFake(t, "claude", e.home, e.cwd, "FAKE_SESSION="+psClaudeSID, "ZMX_SESSION=work")
 	e.codex = startFake(t, "codex", e.home, e.cwd, "FAKE_SESSION="+psCodexSID)
-	registry := filepath.Join(e.home, ".claude", "sessions", strconv.Itoa(e.claude.pid())+".json")
-	eventually(t, func() bool { _, err := os.Stat(registry); return err == nil }, "the fake claude's registry record")
+	waitRegistry(t, e.home, e.claude.pid())
 	e.d = startDaemon(t, e.home)
 	c := e.d.client()
 	eventually(t, func() bool {
