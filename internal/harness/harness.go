@@ -22,10 +22,8 @@ package harness
 
 import (
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/9harness/9harness/internal/proc"
@@ -157,8 +155,7 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	}
 	slices.Sort(pids)
 	argvs := make([][]string, len(pids))
-	parts := scanParts(len(pids))
-	parallel(parts, func(lo, hi int) {
+	proc.Split(len(pids), func(lo, hi int) {
 		buf := make([]byte, 0, 8192)
 		for i := lo; i < hi; i++ {
 			b, err := t.ReadCmdline(pids[i], buf)
@@ -178,7 +175,7 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		return nil
 	}
 	found := make([]*Found, len(pids))
-	parallel(parts, func(lo, hi int) {
+	proc.Split(len(pids), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			pid, argv := pids[i], argvs[i]
 			if exclude[pid] || len(argv) == 0 || !mayBeHarness(argv) {
@@ -210,30 +207,6 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		}
 	}
 	return out, nil
-}
-
-// scanParts splits n pids into runs for parallel: one per CPU, but none
-// shorter than 128 pids, where a goroutine would cost more than it saves.
-func scanParts(n int) [][2]int {
-	k := min(runtime.GOMAXPROCS(0), max(1, n/128), 8)
-	parts := make([][2]int, 0, k)
-	for i := range k {
-		parts = append(parts, [2]int{n * i / k, n * (i + 1) / k})
-	}
-	return parts
-}
-
-// parallel runs f over each part, the first on the calling goroutine.
-func parallel(parts [][2]int, f func(lo, hi int)) {
-	var wg sync.WaitGroup
-	for _, p := range parts[min(1, len(parts)):] {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(p[0], p[1]) }()
-	}
-	if len(parts) > 0 {
-		f(parts[0][0], parts[0][1])
-	}
-	wg.Wait()
 }
 
 // classify asks the harnesses in order; the first that says Session or

@@ -359,27 +359,36 @@ func (t *Table) Alive(pid int, start uint64) bool {
 // each), reading in parallel when there are many: a listing of /active on
 // a machine with hundreds of agents checks each one.
 func (t *Table) AllAlive(ps []Proc) bool {
-	k := min(runtime.GOMAXPROCS(0), max(1, len(ps)/128), 8)
 	var dead atomic.Bool
-	var wg sync.WaitGroup
-	for i := range k {
-		part := ps[len(ps)*i/k : len(ps)*(i+1)/k]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, p := range part {
-				if dead.Load() {
-					return
-				}
-				if !t.Alive(p.PID, p.Start) {
-					dead.Store(true)
-					return
-				}
+	Split(len(ps), func(lo, hi int) {
+		for _, p := range ps[lo:hi] {
+			if dead.Load() {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if !t.Alive(p.PID, p.Start) {
+				dead.Store(true)
+				return
+			}
+		}
+	})
 	return !dead.Load()
+}
+
+// Split runs f over n items in contiguous runs [lo, hi), one per CPU (at
+// most 8) but none shorter than 128 items, where a goroutine would cost
+// more than it saves; the first run on the calling goroutine. Reads of a
+// process table are independent syscalls, so a scan of thousands of
+// processes uses every CPU this way; callers that merge results index them
+// by position, so the output does not depend on the split.
+func Split(n int, f func(lo, hi int)) {
+	k := min(runtime.GOMAXPROCS(0), max(1, n/128), 8)
+	var wg sync.WaitGroup
+	for i := 1; i < k; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(n*i/k, n*(i+1)/k) }()
+	}
+	f(0, n/k)
+	wg.Wait()
 }
 
 // Cwd returns the process's working directory.

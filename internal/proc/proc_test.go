@@ -2,7 +2,9 @@ package proc
 
 import (
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/9harness/9harness/internal/proc/proctest"
@@ -101,5 +103,32 @@ func TestReadGrowsPastTheBuffer(t *testing.T) {
 	}
 	if !tb.Alive(7, 5) || tb.Alive(7, 6) || tb.Alive(8, 5) {
 		t.Fatal("Alive")
+	}
+}
+
+// Split covers every index exactly once, in contiguous runs, whatever the
+// count and the CPUs.
+func TestSplit(t *testing.T) {
+	for _, procs := range []int{1, 2, 3, 8, 16} {
+		prev := runtime.GOMAXPROCS(procs)
+		for _, n := range []int{0, 1, 127, 128, 255, 256, 1000, 5003} {
+			seen := make([]atomic.Int32, n)
+			var runs atomic.Int32
+			Split(n, func(lo, hi int) {
+				runs.Add(1)
+				for i := lo; i < hi; i++ {
+					seen[i].Add(1)
+				}
+			})
+			for i := range seen {
+				if c := seen[i].Load(); c != 1 {
+					t.Fatalf("GOMAXPROCS=%d n=%d: index %d seen %d times", procs, n, i, c)
+				}
+			}
+			if want := min(procs, max(1, n/128), 8); int(runs.Load()) != want {
+				t.Errorf("GOMAXPROCS=%d n=%d: %d runs, want %d", procs, n, runs.Load(), want)
+			}
+		}
+		runtime.GOMAXPROCS(prev)
 	}
 }
