@@ -167,10 +167,10 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		// srv9p's Serve returns at EOF without cancelling handlers; none of
 		// this tree's handlers block, and the replay cancels at EOF for
 		// the ones that will (the move).
-		_, cancel := context.WithCancel(ctx)
+		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		in := newReplay(first, c, cancel)
-		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize(), writer, wctx).Serve(in, c)
+		g := newGate9(rctx, newReplay(first, c, cancel), c, s.maxMsize())
+		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize(), writer, wctx).Serve(g, g)
 	default:
 		c.Write(rversionMsg(tag, msize, "unknown"))
 		s.logf("closed connection from %v: unknown version %q", p, version)

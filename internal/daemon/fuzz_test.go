@@ -55,10 +55,9 @@ func testServer(t testing.TB) *Server {
 	}
 }
 
-// serveBytes feeds in to one connection of s, as a client that then shuts
-// its sending side, and returns what the server replied. The server must
-// finish the connection within a bound: no input may wedge it.
-func serveBytes(t testing.TB, s *Server, in []byte) []byte {
+// socketpair returns the two ends of a connected unix stream pair: the
+// server's, which the peer gate can identify, and the client's.
+func socketpair(t testing.TB) (srv, cli net.Conn) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +71,14 @@ func serveBytes(t testing.TB, s *Server, in []byte) []byte {
 		}
 		return c
 	}
-	srv, cli := conn(fds[0]), conn(fds[1])
+	return conn(fds[0]), conn(fds[1])
+}
+
+// serveBytes feeds in to one connection of s, as a client that then shuts
+// its sending side, and returns what the server replied. The server must
+// finish the connection within a bound: no input may wedge it.
+func serveBytes(t testing.TB, s *Server, in []byte) []byte {
+	srv, cli := socketpair(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
