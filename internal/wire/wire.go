@@ -168,7 +168,7 @@ type Conn struct {
 	inflight map[uint16]bool          // tags handed to p9 whose reply is not yet written (true: a Tread holding a slot of reads)
 	flushOf  map[uint16]uint16        // Tflush tag -> oldtag, if oldtag was in flight
 	held     map[uint16][][]byte      // oldtag -> Rflush frames waiting for its reply
-	opening  map[uint32]chan struct{} // fid -> closed when its Tlopen's reply is written
+	opening  map[uint32]chan struct{} // fid -> closed when its Tlopen's reply is written (len is nOpening)
 	openTag  map[uint16]uint32        // Tlopen tag -> its fid
 	closed   bool
 
@@ -178,6 +178,11 @@ type Conn struct {
 	vec  net.Buffers // the reply being written (WriteTo consumes it)
 
 	reads chan struct{} // one token per Tread in flight, MaxReads at most
+
+	// nOpening is len(opening), read without the lock: only the reading
+	// goroutine adds to opening, so a zero it reads is true, and the
+	// common frame (no open in flight) costs no lock and no peek.
+	nOpening atomic.Int32
 
 	closeOnce sync.Once
 	closeErr  error
@@ -503,7 +508,8 @@ func (c *Conn) readSlot(tag uint16) error {
 // opening fid wait, and only until that one reply is written; requests on
 // other fids and flushes go through.
 func (c *Conn) afterOpen(typ uint8, tag uint16, size uint32) error {
-	if typ == msgTversion || typ == msgTauth || typ == msgTflush || size < hdrLen+4 {
+	if typ == msgTversion || typ == msgTauth || typ == msgTflush || size < hdrLen+4 ||
+		(typ != msgTlopen && c.nOpening.Load() == 0) {
 		return nil
 	}
 	h, err := c.br.Peek(hdrLen + 4)
@@ -528,6 +534,9 @@ func (c *Conn) afterOpen(typ uint8, tag uint16, size uint32) error {
 	defer c.mu.Unlock()
 	if _, dup := c.inflight[tag]; dup || c.closed {
 		return nil // p9 drops a duplicate tag unanswered: no barrier on it
+	}
+	if c.opening[fid] == nil {
+		c.nOpening.Add(1)
 	}
 	c.opening[fid] = make(chan struct{})
 	c.openTag[tag] = fid
@@ -724,6 +733,7 @@ func (c *Conn) emit(tail []byte) error {
 			close(c.opening[fid])
 			delete(c.opening, fid)
 			delete(c.openTag, t)
+			c.nOpening.Add(-1)
 		}
 		delete(c.inflight, t)
 		for _, f := range c.held[t] {
