@@ -94,6 +94,10 @@ func (s *Server) logf(format string, args ...any) {
 // Serve accepts connections on l until ctx is done or, when idleExit is
 // positive, until no connection has been open for that long.
 func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Duration) error {
+	// On return every connection is closed (by cancel, which runs before
+	// the wait) and its goroutine done.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
@@ -111,8 +115,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for {
 		c, err := l.Accept()
 		if err != nil {
