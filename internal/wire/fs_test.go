@@ -23,8 +23,9 @@ import (
 // ---- a tiny file tree: /fast, /slow, /big -------------------------------------
 
 var (
-	fastContent = []byte("fast-content\n")
-	slowContent = []byte("SLOW-CONTENT\n")
+	fastContent  = []byte("fast-content\n")
+	slowContent  = []byte("SLOW-CONTENT\n")
+	gatedContent = []byte("gated-content\n")
 )
 
 const bigSize = 1 << 20
@@ -36,12 +37,29 @@ type testFS struct {
 	entered  chan struct{} // a slow ReadAt started (non-blocking send)
 	release  chan struct{} // each token lets one slow ReadAt return
 	returned chan error    // a slow ReadAt returned (non-blocking send)
+
+	// The fast path (fast_test.go): reg, if set, is told of every open.
+	reg      interface{ Opened(flags uint32, f any) }
+	gate     chan struct{} // each token lets one Open of /gated return
+	mu       sync.Mutex
+	lastOpen uint32 // flags of the last Open
+}
+
+// opened records an Open's flags and reports f to the Conn's fast path.
+func (fs *testFS) opened(flags p9.OpenFlags, f any) {
+	fs.mu.Lock()
+	fs.lastOpen = uint32(flags)
+	fs.mu.Unlock()
+	if fs.reg != nil {
+		fs.reg.Opened(uint32(flags), f)
+	}
 }
 
 func newTestFS(ctx context.Context) *testFS {
 	return &testFS{
 		ctx:      ctx,
 		entered:  make(chan struct{}, 64),
+		gate:     make(chan struct{}, 1024),
 		release:  make(chan struct{}, 64),
 		returned: make(chan error, 64),
 	}
@@ -70,7 +88,7 @@ func (d *dir) Walk(names []string) ([]p9.QID, p9.File, error) {
 	case len(names) == 0:
 		return nil, &dir{fs: d.fs}, nil
 	case len(names) == 1:
-		for i, n := range []string{"fast", "slow", "big"} {
+		for i, n := range []string{"fast", "slow", "big", "gated", "eio"} {
 			if names[0] == n {
 				f := &file{fs: d.fs, name: n, qid: p9.QID{Type: p9.TypeRegular, Path: uint64(2 + i)}}
 				return []p9.QID{f.qid}, f, nil
@@ -84,7 +102,10 @@ func (d *dir) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 	return dirQID, p9.AttrMask{Mode: true}, p9.Attr{Mode: p9.ModeDirectory | 0o555}, nil
 }
 
-func (d *dir) Open(mode p9.OpenFlags) (p9.QID, uint32, error) { return dirQID, 0, nil }
+func (d *dir) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
+	d.fs.opened(mode, d)
+	return dirQID, 0, nil
+}
 
 func (d *dir) Readdir(uint64, uint32) (p9.Dirents, error) { return nil, nil }
 
@@ -110,10 +131,20 @@ func (f *file) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 	return f.qid, p9.AttrMask{Mode: true}, p9.Attr{Mode: p9.ModeRegular | 0o444}, nil
 }
 
-func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) { return f.qid, 0, nil }
+func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
+	if f.name == "gated" {
+		<-f.fs.gate
+	}
+	f.fs.opened(mode, f)
+	return f.qid, 0, nil
+}
 
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	switch f.name {
+	case "eio":
+		return 0, linux.EIO
+	case "gated":
+		return copyAt(p, gatedContent, off), nil
 	case "fast":
 		return copyAt(p, fastContent, off), nil
 	case "big":
@@ -156,8 +187,6 @@ const (
 	msgRattach = 105
 	msgTwalk   = 110
 	msgRwalk   = 111
-	msgRlopen  = 13
-	msgRread   = 117
 	noFID      = ^uint32(0)
 )
 
@@ -198,6 +227,16 @@ func twalk(tag uint16, fid, newfid uint32, names ...string) []byte {
 }
 
 func tlopen(tag uint16, fid uint32) []byte { return frame(msgTlopen, tag, u32(fid), u32(0)) }
+
+func tlopenFlags(tag uint16, fid, flags uint32) []byte {
+	return frame(msgTlopen, tag, u32(fid), u32(flags))
+}
+
+func tclunk(tag uint16, fid uint32) []byte { return frame(120, tag, u32(fid)) }
+
+func treaddir(tag uint16, fid uint32, off uint64, count uint32) []byte {
+	return frame(msgTreaddir, tag, u32(fid), u64(off), u32(count))
+}
 
 func tread(tag uint16, fid uint32, off uint64, count uint32) []byte {
 	return frame(msgTread, tag, u32(fid), u64(off), u32(count))
@@ -349,7 +388,12 @@ func socketpair(t testing.TB) (net.Conn, net.Conn) {
 
 // start serves one connection. With wrap, p9 gets a *Conn; otherwise the raw
 // conn, and the slow file watches a context cancelled at cleanup.
-func start(t testing.TB, wrap bool, o Options) *harness {
+func start(t testing.TB, wrap bool, o Options) *harness { return startWith(t, wrap, false, o) }
+
+// startFast is start with the Conn's fast path told of every open.
+func startFast(t testing.TB, o Options) *harness { return startWith(t, true, true, o) }
+
+func startWith(t testing.TB, wrap, fast bool, o Options) *harness {
 	t.Helper()
 	cc, sc := socketpair(t)
 	h := &harness{done: make(chan struct{}), cl: &client{t: t, c: cc, br: bufio.NewReader(cc)}}
@@ -367,6 +411,9 @@ func start(t testing.TB, wrap bool, o Options) *harness {
 		ctx = h.wc.Context()
 	}
 	h.fs = newTestFS(ctx)
+	if fast {
+		h.fs.reg = h.wc
+	}
 	srv := p9.NewServer(attacher{h.fs})
 	go func() {
 		srv.Handle(rw, rw)

@@ -32,6 +32,11 @@
 //     idle between frames is never timed out here. Each Conn has its own
 //     locks and deadlines, so one stalled peer holds back only itself.
 //
+//   - Tread and Treaddir on a fid that p9 has opened are answered here,
+//     without p9 (fast.go): the bulk of the bytes a client asks for never
+//     pays p9's per-request goroutine hand-off, buffer zeroing and
+//     directory encoding.
+//
 // Outbound, p9 writes each message as several Writes (header, fixed part,
 // payload). Conn reassembles them and sends each message with one writev,
 // without copying the payload.
@@ -136,6 +141,7 @@ type Stats struct {
 	AuthAnswered uint64 // Tauth answered with Rlerror(ENOENT)
 	FlushHeld    uint64 // Rflush frames held back until the oldtag's reply
 	ReadClamped  uint64 // Tread counts lowered to msize-11
+	Fast         uint64 // Treads and Treaddirs answered by the fast path (fast.go)
 }
 
 // Conn is the io.ReadCloser and io.WriteCloser given to p9.Server.Handle.
@@ -169,8 +175,14 @@ type Conn struct {
 	flushOf  map[uint16]uint16        // Tflush tag -> oldtag, if oldtag was in flight
 	held     map[uint16][][]byte      // oldtag -> Rflush frames waiting for its reply
 	opening  map[uint32]chan struct{} // fid -> closed when its Tlopen's reply is written (len is nOpening)
-	openTag  map[uint16]uint32        // Tlopen tag -> its fid
+	openTag  map[uint16]openReq       // Tlopen tag -> its fid and token
 	closed   bool
+
+	// The fast path (fast.go): fids bound to what p9 opened for them, and
+	// the tokens of the Tlopens in flight.
+	fast    map[uint32]any
+	pending [nTokens]any // token -> what File.Open reported for it
+	toks    [nTokens / 64]uint64
 
 	wmu  sync.Mutex  // serialises writes to c
 	out  []byte      // header and fixed part of the reply being reassembled
@@ -183,11 +195,14 @@ type Conn struct {
 	// goroutine adds to opening, so a zero it reads is true, and the
 	// common frame (no open in flight) costs no lock and no peek.
 	nOpening atomic.Int32
+	nFast    atomic.Int32 // len(fast), read without the lock
+
+	fhdr [rreadHdr]byte // header of a fast reply, under wmu
 
 	closeOnce sync.Once
 	closeErr  error
 
-	nAuth, nHeld, nClamp atomic.Uint64
+	nAuth, nHeld, nClamp, nFastServed atomic.Uint64
 }
 
 // New wraps c. Inbound bytes come from r: normally c itself, or
@@ -222,7 +237,8 @@ func New(c net.Conn, r io.Reader, o Options) *Conn {
 		cancel:   cancel,
 		inflight: make(map[uint16]bool),
 		opening:  make(map[uint32]chan struct{}),
-		openTag:  make(map[uint16]uint32),
+		openTag:  make(map[uint16]openReq),
+		fast:     make(map[uint32]any),
 		reads:    make(chan struct{}, MaxReads),
 		flushOf:  make(map[uint16]uint16),
 		held:     make(map[uint16][][]byte),
@@ -238,7 +254,7 @@ func (c *Conn) Context() context.Context { return c.ctx }
 
 // Stats returns the counters.
 func (c *Conn) Stats() Stats {
-	return Stats{AuthAnswered: c.nAuth.Load(), FlushHeld: c.nHeld.Load(), ReadClamped: c.nClamp.Load()}
+	return Stats{AuthAnswered: c.nAuth.Load(), FlushHeld: c.nHeld.Load(), ReadClamped: c.nClamp.Load(), Fast: c.nFastServed.Load()}
 }
 
 // Version is the version string of the last Tversion ("" before one).
@@ -367,10 +383,15 @@ func (c *Conn) next() error {
 		if lim := c.limit(); size < hdrLen || size > lim {
 			return c.badFrame("frame size %d outside [%d, %d]", size, hdrLen, lim)
 		}
+		if c.nFast.Load() > 0 || c.nOpening.Load() > 0 {
+			if err := c.forget(typ, size); err != nil {
+				return err
+			}
+		}
 		if err := c.afterOpen(typ, tag, size); err != nil {
 			return err
 		}
-		parsed := typ == msgTversion || typ == msgTauth || typ == msgTread || typ == msgTflush
+		parsed := typ == msgTversion || typ == msgTauth || typ == msgTread || typ == msgTflush || typ == msgTlopen
 		if size > readBuf {
 			if parsed {
 				return c.badFrame("type %d frame of %d bytes", typ, size)
@@ -421,6 +442,13 @@ func (c *Conn) next() error {
 			if size < hdrLen+16 {
 				return c.badFrame("short Tread")
 			}
+			if c.nFast.Load() > 0 {
+				if done, err := c.serveFast(typ, tag, f); err != nil {
+					return err
+				} else if done {
+					continue
+				}
+			}
 			lim := uint32(0)
 			if l := c.innerLimit(); l > rreadHdr {
 				lim = l - rreadHdr
@@ -432,6 +460,18 @@ func (c *Conn) next() error {
 			}
 			if err := c.readSlot(tag); err != nil {
 				return err
+			}
+		case msgTreaddir: // fid[4] offset[8] count[4]
+			if c.nFast.Load() > 0 {
+				if done, err := c.serveFast(typ, tag, f); err != nil {
+					return err
+				} else if done {
+					continue
+				}
+			}
+		case msgTlopen: // fid[4] flags[4]
+			if size >= hdrLen+8 {
+				f = c.token(f, tag)
 			}
 		case msgTflush: // oldtag[2]
 			if size < hdrLen+2 {
@@ -539,7 +579,7 @@ func (c *Conn) afterOpen(typ uint8, tag uint16, size uint32) error {
 		c.nOpening.Add(1)
 	}
 	c.opening[fid] = make(chan struct{})
-	c.openTag[tag] = fid
+	c.openTag[tag] = openReq{fid: fid, tok: -1}
 	return nil
 }
 
@@ -728,12 +768,15 @@ func (c *Conn) emit(tail []byte) error {
 		if c.inflight[t] {
 			<-c.reads // never blocks: the slot was taken for t
 		}
-		if fid, ok := c.openTag[t]; ok {
+		if req, ok := c.openTag[t]; ok {
 			// p9 set the fid's opened flag before it wrote this reply.
-			close(c.opening[fid])
-			delete(c.opening, fid)
+			close(c.opening[req.fid])
+			delete(c.opening, req.fid)
 			delete(c.openTag, t)
 			c.nOpening.Add(-1)
+			if t == tag {
+				c.opened(typ, req)
+			}
 		}
 		delete(c.inflight, t)
 		for _, f := range c.held[t] {
