@@ -161,7 +161,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	switch pick(version) {
 	case dialectL:
 		w := wire.New(c, io.MultiReader(bytes.NewReader(first), c), wire.Options{MaxMsize: s.maxMsize(), MinMsize: minMsize, Logf: s.Logf})
-		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx}
+		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx, Fast: w}
 		p9.NewServer(a).Handle(w, w)
 	case dialect2000:
 		// srv9p's Serve returns at EOF without cancelling handlers; none of

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -129,6 +130,22 @@ var seeds = [][]byte{
 	[]byte("\xff\xff\xff\xff"),
 	[]byte{0, 0, 0, 0, 100},
 	nil,
+	// The wire layer's fast path: a directory and a file opened (the file
+	// with client bits in the token's place), read and listed, the open
+	// fid walked over and clunked, then read again.
+	concat(frame(100, 0xffff, u32(65536), str("9P2000.L")),
+		frame(104, 1, u32(0), u32(^uint32(0)), str(""), str(""), u32(0)),
+		frame(110, 2, u32(0), u32(1), u16(1), str("dsh")),
+		frame(12, 3, u32(1), u32(0)),
+		frame(40, 4, u32(1), u64(0), u32(8192)),
+		frame(40, 5, u32(1), u64(1), u32(30)),
+		frame(110, 6, u32(0), u32(2), u16(2), str("dsh"), str("f")),
+		frame(12, 7, u32(2), u32(0xff008000)),
+		frame(116, 8, u32(2), u64(1), u32(4)),
+		frame(110, 9, u32(0), u32(2), u16(1), str("dsh")),
+		frame(116, 10, u32(2), u64(0), u32(4)),
+		frame(120, 11, u32(1)),
+		frame(40, 12, u32(1), u64(0), u32(8192))),
 }
 
 // FuzzConn feeds arbitrary byte streams to a live connection: framing,
@@ -182,6 +199,45 @@ func TestSeedsAnswer(t *testing.T) {
 			t.Errorf("seed %d: got a reply %x, want the connection closed", i, out)
 		}
 	}
+	// The fast-path seed, as a conversation: the open file is read, the
+	// directory listed, and after the fid is walked over (p9 replaces it
+	// with an unopened file) and the directory clunked, p9's errors.
+	byTag := replies(converse(t, s, seeds[len(seeds)-1]))
+	for tag, want := range map[uint16]string{
+		4:  "Rreaddir",
+		8:  "Rread \"ello\"",
+		10: "Rlerror 22", // EINVAL: not open
+		12: "Rlerror 9",  // EBADF: clunked
+	} {
+		if got := byTag[tag]; got != want {
+			t.Errorf("fast-path seed, tag %d: %s, want %s", tag, got, want)
+		}
+	}
+}
+
+// replies names each reply in b by its tag: "Rread \"data\"", "Rlerror N",
+// "Rreaddir", or "type N".
+func replies(b []byte) map[uint16]string {
+	out := map[uint16]string{}
+	for len(b) >= 7 {
+		n := int(binary.LittleEndian.Uint32(b))
+		if n < 7 || n > len(b) {
+			break
+		}
+		tag, m := binary.LittleEndian.Uint16(b[5:]), b[:n]
+		switch {
+		case m[4] == 117 && n >= 11:
+			out[tag] = fmt.Sprintf("Rread %q", m[11:])
+		case m[4] == 7 && n >= 11:
+			out[tag] = fmt.Sprintf("Rlerror %d", binary.LittleEndian.Uint32(m[7:]))
+		case m[4] == 41:
+			out[tag] = "Rreaddir"
+		default:
+			out[tag] = fmt.Sprintf("type %d", m[4])
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // converse sends the frames of in one at a time, each after the previous

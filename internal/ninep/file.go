@@ -28,6 +28,10 @@ type Attacher struct {
 	// Ctx bounds writes. It is the daemon's, not the connection's: a move,
 	// once started, completes whether or not the client stays.
 	Ctx context.Context
+	// Fast, if not nil, is told of every file opened for reading, so that
+	// it may answer the fid's Treads and Treaddirs itself (wire.Conn's fast
+	// path; the file is its FileReader and DirReader).
+	Fast interface{ Opened(flags uint32, f any) }
 }
 
 // Attach implements p9.Attacher.
@@ -49,7 +53,7 @@ type file struct {
 
 	mu   sync.Mutex
 	h    tree.Handle // set by Open on a file
-	snap p9.Dirents  // the listing served by Readdir, taken at offset 0
+	snap *listing    // the listing served by Readdir, taken at offset 0
 	open bool
 }
 
@@ -146,15 +150,19 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 		return p9.QID{}, 0, Errno(err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if fn, ok := f.node.(tree.File); ok {
 		h, err := fn.Open()
 		if err != nil {
+			f.mu.Unlock()
 			return p9.QID{}, 0, Errno(err)
 		}
 		f.h = h
 	}
 	f.open = true
+	f.mu.Unlock()
+	if f.a.Fast != nil && mode.Mode() == p9.ReadOnly && mode&oTrunc == 0 {
+		f.a.Fast.Opened(uint32(mode), f)
+	}
 	return qidOf(a), 0, nil
 }
 
@@ -182,33 +190,37 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// direntSize is the encoded size of one Rreaddir entry without its name:
-// qid[13] offset[8] type[1] name length[2].
-const direntSize = 13 + 8 + 1 + 2
-
-// Linux dirent types: v9fs hands Dirent.Type to dir_emit unchanged, so it
-// must be a DT_* value, not the qid type hugelgupf's own servers put there.
-const (
-	dtDir = 4
-	dtReg = 8
-)
-
 // Readdir implements p9.File. The listing is snapshotted at offset 0 and
 // offsets are indices into that snapshot (offset i+1 resumes after entry i),
 // so one listing of any size is complete and consistent, and the next
 // listing from 0 sees the directory as it is then. count is a byte budget.
 //
-// The snapshot is kept in wire form (p9.Dirents, offsets filled in) and
-// every reply is a slice of it. Why not keep tree.Entry and convert per
-// request: the conversion allocated a Dirents per Treaddir on top of the
-// snapshot, and the profile of a 10,000-entry listing was dominated, after
-// getdents, by the garbage collector; the snapshot now costs one allocation
-// per listing and a reply none. The price is 48 bytes per entry instead of
-// 32 while the fid stays open.
+// On a connection with the wire layer's fast path, Treaddir never reaches
+// here: ReaddirWire answers it. This is the path for the rest (no fast
+// path, or a fid it could not bind), and it decodes the range it returns
+// from the snapshot.
 func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	b, err := f.ReaddirWire(offset, count)
+	if err != nil {
+		if err == linux.EINVAL {
+			err = linux.ENOTDIR
+		}
+		return nil, err
+	}
+	return decodeDirents(b), nil
+}
+
+// ReaddirWire implements wire.DirReader: the entries from offset that fit
+// in count bytes, as a slice of the snapshot, which is kept in Rreaddir's
+// wire form. Why: encoding each Rreaddir (p9 appends entry after entry into
+// a buffer that grows as it goes) was most of what a listing allocated,
+// and the garbage collector was what kept a 10,000-entry listing behind
+// diod; now a listing is encoded once, at offset 0, and each reply is a
+// slice of it, written as it is.
+func (f *file) ReaddirWire(offset uint64, count uint32) ([]byte, error) {
 	d, ok := f.node.(tree.Dir)
 	if !ok {
-		return nil, linux.ENOTDIR
+		return nil, linux.EINVAL // what p9 answers a Treaddir of a file
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -216,40 +228,16 @@ func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 		return nil, linux.EBADF
 	}
 	if offset == 0 || f.snap == nil {
-		snap, err := tree.ListAs(d, dirent)
+		l, err := listDir(d)
 		if err != nil {
 			return nil, Errno(err)
 		}
-		for i := range snap {
-			snap[i].Offset = uint64(i) + 1
-		}
-		f.snap = snap
+		f.snap = l
 	}
-	if offset >= uint64(len(f.snap)) {
-		return nil, nil
-	}
-	// The reply is a subslice of the snapshot: no copy per request. p9 only
-	// reads it, and a later listing from offset 0 replaces f.snap instead of
-	// writing into it, so a reply still being encoded is never changed.
-	ents := f.snap[offset:]
-	budget, n := int(count), 0
-	for _, e := range ents {
-		sz := direntSize + len(e.Name)
-		if sz > budget {
-			break
-		}
-		budget -= sz
-		n++
-	}
-	return ents[:n:n], nil
-}
-
-// dirent is the wire form of a listed entry, its Offset still to be set.
-func dirent(e tree.Entry) p9.Dirent {
-	if e.Dir {
-		return p9.Dirent{QID: p9.QID{Type: p9.TypeDir, Path: e.Path}, Type: dtDir, Name: e.Name}
-	}
-	return p9.Dirent{QID: p9.QID{Type: p9.TypeRegular, Path: e.Path}, Type: dtReg, Name: e.Name}
+	// The reply is a subslice of the snapshot: no copy per request. A later
+	// listing from offset 0 replaces f.snap instead of writing into it, so
+	// a reply still being written is never changed.
+	return f.snap.window(offset, count), nil
 }
 
 // Close implements p9.File.

@@ -110,12 +110,22 @@ func (r *rawClient) rpc(tb testing.TB) (uint8, []byte) {
 // dial serves root on one end of a socket pair as the daemon does and
 // returns a raw client on the other, attached as fid 0.
 func dial(tb testing.TB, root tree.Dir, msize uint32) *rawClient {
+	return dialWith(tb, root, msize, true)
+}
+
+// dialWith serves root on a new connection, with the wire layer's fast
+// path (as the daemon does) or with p9 answering every request.
+func dialWith(tb testing.TB, root tree.Dir, msize uint32, fast bool) *rawClient {
 	srv, cli, err := socketPair()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	w := wire.New(srv, srv, wire.Options{MaxMsize: 4 << 20})
-	go p9.NewServer(&Attacher{Root: root}).Handle(w, w)
+	a := &Attacher{Root: root}
+	if fast {
+		a.Fast = w
+	}
+	go p9.NewServer(a).Handle(w, w)
 	tb.Cleanup(func() { cli.Close() })
 	r := &rawClient{c: cli, resp: make([]byte, msize+64)}
 	r.begin(100)

@@ -17,8 +17,15 @@ import (
 
 // A listing through the whole stack (wire, p9, this adapter) in many small
 // Rreaddirs: every listable name exactly once, no excluded name, each qid
-// what a walk of the name reports.
+// what a walk of the name reports. Both ways: answered by the wire layer's
+// fast path from the encoded snapshot, and by p9 from the decoded one.
 func TestReaddirWire(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) { testReaddirWire(t, fast) })
+	}
+}
+
+func testReaddirWire(t *testing.T, fast bool) {
 	home := t.TempDir()
 	dir := filepath.Join(home, "d")
 	os.Mkdir(dir, 0o755)
@@ -40,7 +47,7 @@ func TestReaddirWire(t *testing.T) {
 	os.Symlink("entry-0000", filepath.Join(dir, "link"))
 
 	root := tree.New(tree.Config{Roots: map[string]*saferoot.Root{"dsh": saferoot.New(home)}, PID: 1, Start: time.Now()})
-	r := dial(t, root, 8192)
+	r := dialWith(t, root, 8192, fast)
 	r.walk(t, 0, 1, "dsh", "d")
 	r.open(t, 1)
 	seen := map[string]uint64{}
