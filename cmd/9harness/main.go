@@ -57,6 +57,9 @@ Commands:
 Flags:
   -s SOCKET         the daemon's socket (default %s);
                     with --ssh, the daemon's socket on the remote host
+  --aname NAME      the tree to attach (default /): 9harnessd serves one
+                    tree and ignores it; another 9P2000.L server, such as
+                    diod, serves each export by its path: -s SOCK --aname DIR
   --version         print the version
   -h, --help        this text
 
@@ -146,8 +149,9 @@ func main() {
 
 // globals is how to reach the daemon: its socket, or ssh to a relay.
 type globals struct {
-	sock string
-	ssh  *client.SSH // nil: the local socket
+	sock  string
+	aname string      // what the local socket's session attaches
+	ssh   *client.SSH // nil: the local socket
 }
 
 // dial reaches the daemon; the error is one line that says what to do.
@@ -155,7 +159,7 @@ func (g *globals) dial() (*client.Client, error) {
 	if g.ssh != nil {
 		return client.DialSSH(*g.ssh)
 	}
-	c, err := client.Dial(g.sock)
+	c, err := client.DialAname(g.sock, g.aname)
 	if errors.Is(err, client.ErrUnanswered) {
 		return nil, fmt.Errorf("%s: %v", g.sock, err)
 	}
@@ -193,6 +197,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var sshOptions sshOpts
 	fs.Var(&sshOptions, "ssh-opt", "pass -o `OPTION` to ssh (repeatable)")
 	sshCmd := fs.String("ssh-cmd", client.DefaultRelayCommand, "the remote `COMMAND`")
+	aname := fs.String("aname", "/", "the tree to `ATTACH`")
 	showVersion := fs.Bool("version", false, "print the version")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -216,7 +221,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
 		return 2
 	}
-	g := &globals{sock: *sock}
+	if set["aname"] && (*sshDest != "" || fs.Arg(0) == "mount") {
+		fmt.Fprintln(stderr, "9harness: --aname is for ls, cat and stat on a local socket, not with --ssh or mount")
+		return 2
+	}
+	g := &globals{sock: *sock, aname: *aname}
 	if *sshDest != "" {
 		s := client.SSH{Dest: *sshDest, Options: sshOptions, Command: *sshCmd}
 		if set["s"] {
@@ -395,6 +404,9 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 		return err
 	}
 	for _, e := range ents {
+		if e.Name == "." || e.Name == ".." {
+			continue // other 9P2000.L servers (diod) list them; 9harnessd does not
+		}
 		if !long {
 			name := e.Name
 			if e.QID.Type&p9.TypeDir != 0 {

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+)
+
+// Version9P2000L is the plain dialect's version string, the only one diod
+// accepts.
+const Version9P2000L = "9P2000.L"
+
+const (
+	msgTversion   = 100
+	msgRversion   = 101
+	msgTattach    = 104
+	tversionFixed = 4 + 1 + 2 + 4 + 2 // size[4] type[1] tag[2] msize[4] version's length[2]
+	firstMax      = 8192              // a Tversion or a Tattach is a few short strings
+	noUID         = ^uint32(0)
+)
+
+// plainConn is the connection of the second attempt, against a server that
+// refused the Google version string. Its first two outgoing messages are
+// rewritten; everything else passes through untouched:
+//
+//   - the Tversion's version string becomes "9P2000.L" (and the size field
+//     is recomputed). hugelgupf/p9's NewClient always starts at
+//     "9P2000.L.Google.7" and lowers the version only when the server
+//     answers EAGAIN, a gVisor convention; a server that refuses a version
+//     it does not know (diod: Rlerror EIO) ends the negotiation, and the
+//     library has no option to ask for its version 0, which it spells
+//     "9P2000.L". The server's Rversion then says "9P2000.L", and the
+//     library records version 0 and uses no Google extension.
+//   - the Tattach's n_uname, which the library always leaves at "none"
+//     (~0, with an empty uname: gVisor's servers take the caller from
+//     elsewhere), becomes this process's effective uid, as the Linux
+//     kernel's client sends it: a 9P2000.L server such as diod takes the
+//     attaching user from n_uname and refuses an attach that names none.
+//     (9harnessd judges the peer by its socket credentials and ignores it.)
+//
+// The library writes a message as its header and its body in separate
+// writes on a conn it cannot write vectors to, so each of the two is
+// gathered whole before it is rewritten and sent in one write.
+type plainConn struct {
+	net.Conn
+	passing atomic.Bool // both messages have gone out
+	seen    int         // messages sent so far, at most 2
+	buf     []byte
+}
+
+func (c *plainConn) Write(p []byte) (int, error) {
+	if c.passing.Load() {
+		return c.Conn.Write(p)
+	}
+	c.buf = append(c.buf, p...)
+	var out []byte
+	for c.seen < 2 && len(c.buf) >= 4 {
+		size := int(binary.LittleEndian.Uint32(c.buf))
+		if size < 7 || size > firstMax {
+			return 0, fmt.Errorf("client: message %d of %d bytes is not a Tversion or Tattach", c.seen+1, size)
+		}
+		if len(c.buf) < size {
+			break
+		}
+		msg := c.buf[:size]
+		switch {
+		case c.seen == 0 && msg[4] == msgTversion && size >= tversionFixed:
+			msg = plainTversion(msg)
+		case c.seen == 1 && msg[4] == msgTattach:
+			msg = attachAsEUID(msg)
+		default:
+			return 0, fmt.Errorf("client: message %d is of type %d, not the Tversion and Tattach a session begins with", c.seen+1, msg[4])
+		}
+		out = append(out, msg...)
+		c.buf = c.buf[size:]
+		c.seen++
+	}
+	if c.seen == 2 {
+		out = append(out, c.buf...)
+		c.buf = nil
+		c.passing.Store(true)
+	}
+	if len(out) > 0 {
+		if _, err := c.Conn.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// plainTversion is the Tversion msg with the version string "9P2000.L":
+// the same tag and msize, and the size field of the new length.
+func plainTversion(msg []byte) []byte {
+	out := make([]byte, tversionFixed+len(Version9P2000L))
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	copy(out[4:11], msg[4:11]) // type, tag, msize
+	binary.LittleEndian.PutUint16(out[11:], uint16(len(Version9P2000L)))
+	copy(out[tversionFixed:], Version9P2000L)
+	return out
+}
+
+// attachAsEUID is a copy of the Tattach msg (size[4] type[1] tag[2] fid[4]
+// afid[4] uname[s] aname[s] n_uname[4]) whose n_uname, if it names no one,
+// is the effective uid.
+func attachAsEUID(msg []byte) []byte {
+	out := append([]byte(nil), msg...)
+	if len(out) >= 4 && binary.LittleEndian.Uint32(out[len(out)-4:]) == noUID {
+		binary.LittleEndian.PutUint32(out[len(out)-4:], uint32(os.Geteuid()))
+	}
+	return out
+}
+
+// msizeConn notes the msize of the server's first message, its Rversion:
+// the library asks for Msize but ignores the msize granted, and would send
+// reads and readdirs of up to 1 MiB to a server that granted less (diod
+// grants 64 KiB and fails larger counts with EIO), so the Client keeps its
+// requests within the grant itself.
+type msizeConn struct {
+	net.Conn
+	done  atomic.Bool // the Rversion's msize has been read (or cannot be)
+	head  []byte
+	msize uint32 // 0: not known
+}
+
+func (c *msizeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.done.Load() {
+		c.head = append(c.head, p[:n]...)
+		if len(c.head) >= 11 { // size[4] type[1] tag[2] msize[4]
+			if c.head[4] == msgRversion {
+				c.msize = binary.LittleEndian.Uint32(c.head[7:])
+			}
+			c.head = nil
+			c.done.Store(true)
+		}
+	}
+	return n, err
+}
+
+// granted is the msize the server granted, or Msize if it is unknown or
+// larger (the library holds to Msize).
+func (c *msizeConn) granted() uint32 {
+	if !c.done.Load() || c.msize == 0 || c.msize > Msize {
+		return Msize
+	}
+	return c.msize
+}

@@ -1,0 +1,297 @@
+package client
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+)
+
+// missing skips when a component of the test is absent, and fails under
+// CI=true, where the component is installed and must not pass silently.
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("missing in CI: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// fakeDiod is a 9P2000.L server that refuses a Tversion as diod does (its
+// reply to anything but exactly "9P2000.L" is Rlerror EIO, and it keeps the
+// connection open), grants msize 65536, and answers a Tattach (recording
+// its aname and n_uname) and Tclunks.
+type fakeDiod struct {
+	mu       sync.Mutex
+	versions []string // every Tversion's version string, in order
+	anames   []string
+	nunames  []uint32
+}
+
+func (f *fakeDiod) serve(t *testing.T, ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go f.conn(t, c)
+	}
+}
+
+func readMsg(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := binary.LittleEndian.Uint32(hdr[:])
+	if size < 7 || size > 1<<20 {
+		return nil, fmt.Errorf("size %d", size)
+	}
+	m := make([]byte, size)
+	copy(m, hdr[:])
+	_, err := io.ReadFull(r, m[4:])
+	return m, err
+}
+
+func reply(typ byte, tag []byte, body ...byte) []byte {
+	m := make([]byte, 7, 7+len(body))
+	binary.LittleEndian.PutUint32(m, uint32(7+len(body)))
+	m[4] = typ
+	copy(m[5:7], tag)
+	return append(m, body...)
+}
+
+func str(b []byte) (string, []byte) {
+	n := int(binary.LittleEndian.Uint16(b))
+	return string(b[2 : 2+n]), b[2+n:]
+}
+
+func (f *fakeDiod) conn(t *testing.T, c net.Conn) {
+	defer c.Close()
+	for {
+		m, err := readMsg(c)
+		if err != nil {
+			return
+		}
+		tag := m[5:7]
+		var out []byte
+		switch m[4] {
+		case 100: // Tversion
+			v, _ := str(m[11:])
+			f.mu.Lock()
+			f.versions = append(f.versions, v)
+			f.mu.Unlock()
+			if v != Version9P2000L {
+				out = reply(7, tag, 5, 0, 0, 0) // Rlerror EIO
+				break
+			}
+			body := binary.LittleEndian.AppendUint32(nil, 65536)
+			body = binary.LittleEndian.AppendUint16(body, uint16(len(v)))
+			out = reply(101, tag, append(body, v...)...)
+		case 104: // Tattach: fid[4] afid[4] uname[s] aname[s] n_uname[4]
+			_, rest := str(m[15:])
+			aname, rest := str(rest)
+			f.mu.Lock()
+			f.anames = append(f.anames, aname)
+			f.nunames = append(f.nunames, binary.LittleEndian.Uint32(rest))
+			f.mu.Unlock()
+			qid := make([]byte, 13)
+			qid[0] = 0x80 // a directory
+			out = reply(105, tag, qid...)
+		case 120: // Tclunk
+			out = reply(121, tag)
+		default:
+			out = reply(7, tag, 95, 0, 0, 0) // EOPNOTSUPP
+		}
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+// TestFallbackToPlain9P2000L: against a server that refuses the Google
+// version string as diod does, Dial asks for it first, then redials and
+// negotiates plain "9P2000.L", attaches the aname as this process's uid and
+// keeps its requests within the msize granted.
+func TestFallbackToPlain9P2000L(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := &fakeDiod{}
+	go f.serve(t, ln)
+
+	c, err := DialAname(sock, "/srv/export")
+	if err != nil {
+		t.Fatalf("DialAname against a server that takes only %q: %v", Version9P2000L, err)
+	}
+	if got := c.Msize(); got != 65536 {
+		t.Errorf("Msize() = %d, want the 65536 granted", got)
+	}
+	c.Close()
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := []string{p9.HighestVersionString(), Version9P2000L}
+	if fmt.Sprint(f.versions) != fmt.Sprint(want) {
+		t.Errorf("Tversions sent: %q, want %q (the Google version first, then plain)", f.versions, want)
+	}
+	if len(f.anames) != 1 || f.anames[0] != "/srv/export" {
+		t.Errorf("Tattach anames: %q, want one, %q", f.anames, "/srv/export")
+	}
+	if len(f.nunames) != 1 || f.nunames[0] != uint32(os.Geteuid()) {
+		t.Errorf("Tattach n_uname: %v, want the euid %d", f.nunames, os.Geteuid())
+	}
+}
+
+// TestNoFallbackOnHangUp: a server that hangs up without answering is a
+// refusal of this peer (ErrUnanswered), not a version to retry.
+func TestNoFallbackOnHangUp(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hangup.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	accepted := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted++
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	_, err = Dial(sock)
+	if !errors.Is(err, ErrUnanswered) {
+		t.Fatalf("Dial against a hang-up: %v, want ErrUnanswered", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if accepted != 1 {
+		t.Errorf("%d connections, want 1", accepted)
+	}
+}
+
+func TestPlainTversion(t *testing.T) {
+	in := []byte{0, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0}
+	in = binary.LittleEndian.AppendUint16(in, uint16(len("9P2000.L.Google.7")))
+	in = append(in, "9P2000.L.Google.7"...)
+	binary.LittleEndian.PutUint32(in, uint32(len(in)))
+	want := []byte{21, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0, 8, 0}
+	want = append(want, "9P2000.L"...)
+	if got := plainTversion(in); !bytes.Equal(got, want) {
+		t.Errorf("plainTversion:\n got %x\nwant %x", got, want)
+	}
+}
+
+// TestDiod reads from diod, the independent 9P2000.L server that refuses
+// the Google version string: a file larger than its 64 KiB msize, byte for
+// byte, and a directory.
+func TestDiod(t *testing.T) {
+	diod, err := exec.LookPath("diod")
+	if err != nil {
+		for _, p := range []string{"/usr/sbin/diod", "/sbin/diod"} {
+			if _, serr := os.Stat(p); serr == nil {
+				diod, err = p, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		missing(t, "diod is not installed (Debian package diod)")
+	}
+	if os.Geteuid() != 0 {
+		missing(t, "needs root (diod serves as root)")
+	}
+	dir := t.TempDir()
+	export := filepath.Join(dir, "export")
+	if err := os.Mkdir(export, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 300<<10+7)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(export, "big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := os.WriteFile(filepath.Join(export, fmt.Sprintf("f%03d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "diod.sock")
+	var log bytes.Buffer
+	cmd := exec.Command(diod, "-f", "-n", "-N", "-e", export, "-l", sock)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = &log, &log, dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("diod exited: %s", log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("diod did not listen on %s: %s", sock, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	c, err := DialAname(sock, export)
+	if err != nil {
+		t.Fatalf("DialAname(diod): %v\ndiod: %s", err, log.String())
+	}
+	defer c.Close()
+	if got := c.Msize(); got != 65536 {
+		t.Errorf("Msize() = %d, want diod's 65536", got)
+	}
+	got, err := c.ReadFile("/big")
+	if err != nil {
+		t.Fatalf("ReadFile(big): %v\ndiod: %s", err, log.String())
+	}
+	if !bytes.Equal(got, data) {
+		t.Errorf("ReadFile(big): %d bytes differ from the %d written", len(got), len(data))
+	}
+	ents, err := c.ReadDir("/")
+	if err != nil {
+		t.Fatalf("ReadDir: %v\ndiod: %s", err, log.String())
+	}
+	n := 0
+	for _, e := range ents {
+		if e.Name != "." && e.Name != ".." {
+			n++
+		}
+	}
+	if n != 101 {
+		t.Errorf("ReadDir: %d entries, want 101", n)
+	}
+}
