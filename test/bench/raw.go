@@ -326,3 +326,61 @@ func echoRate(dir string, d time.Duration) (float64, error) {
 		return err
 	})
 }
+
+// streamRate is the read tables' transport ceiling: one goroutine writes an
+// in-memory 1 MiB buffer over a unix socket (in dir) in a loop, another
+// reads it into a 1 MiB buffer, for at least d; no protocol and no file.
+// It reports MB/s received. No 9P server on a unix socket can deliver a
+// file faster than this stream of bytes already in memory.
+func streamRate(dir string, d time.Duration) (float64, error) {
+	p := filepath.Join(dir, "stream.sock")
+	os.Remove(p)
+	l, err := net.Listen("unix", p)
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	var stop atomic.Bool
+	werr := make(chan error, 1)
+	go func() {
+		s, err := l.Accept()
+		if err != nil {
+			werr <- err
+			return
+		}
+		defer s.Close() // the reader's EOF
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		for !stop.Load() {
+			if _, err := s.Write(b); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	c, err := net.Dial("unix", p)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	b := make([]byte, 1<<20)
+	var n int64
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		m, err := c.Read(b)
+		n += int64(m)
+		if err != nil {
+			return 0, err
+		}
+	}
+	secs := time.Since(t0).Seconds()
+	stop.Store(true)
+	io.Copy(io.Discard, c) // until the writer's last write and hang-up
+	if err := <-werr; err != nil {
+		return 0, err
+	}
+	return float64(n) / 1e6 / secs, nil
+}
