@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/9harness/9harness/internal/wire"
 )
 
 // The memory section: 9harnessd's resident set (VmRSS in
@@ -418,7 +420,9 @@ func memoryReport(m *memRun) string {
 	sl, dsl := st("ours/slope"), st("diod/slope")
 	p("| slope, KiB per 100k requests | %s | %s | | |\n", mib(sl), mib(dsl))
 	l4, l64, ld := st("load/ours4M"), st("load/ours64"), st("load/diod")
-	bound := float64(loadConns) * loadMsize / (1 << 20)
+	// Per connection: p9's zero buffer and one read buffer, each of at most
+	// wire.P9Msize (see the text below).
+	bound := float64(loadConns) * 2 * float64(min(loadMsize, wire.P9Msize)) / (1 << 20)
 	p("| peak, %d connections reading, 9harnessd msize 4 MiB | %s | | | | bound %.0f MiB: peak %.2fx |\n",
 		loadConns, mib(l4), bound, l4.med/bound)
 	p("| peak, %d connections reading, msize 64 KiB | %s | %s | %s | |\n", loadConns, mib(l64), mib(ld), ratio(l64.med, ld.med))
@@ -428,10 +432,11 @@ func memoryReport(m *memRun) string {
 	p("stays within %.0f MiB in every round (%.1f bytes per request).\n\n", flatGrowMiB,
 		flatGrowMiB*(1<<20)/((checkpoints[len(checkpoints)-1]-checkpoints[0])*float64(*memRequests)))
 	p("The bound at 4 MiB (diod cannot go above 64 KiB, so that row has no diod beside it): p9\n")
-	p("reads each Tread into an msize-sized buffer from a per-connection pool, so with one read in\n")
-	p("flight per connection the live read buffers are at most connections × msize = %d × 4 MiB =\n", loadConns)
-	p("%.0f MiB; the `--max-conns` cap (default %d) is what bounds it, and each further read in\n", bound, loadConns)
-	p("flight on a connection adds one buffer. A peak above the bound is heap the collector has not\n")
+	p("itself runs with at most 1 MiB msize whatever the client is granted (a longer Tread is\n")
+	p("answered short, as 9P allows), and keeps one msize buffer of zeros per connection. A Tread\n")
+	p("of an open file is answered by the wire layer, one at a time per connection, from a pooled\n")
+	p("buffer of at most 1 MiB. So a connection holds at most 2 MiB, and %d connections (the\n", loadConns)
+	p("`--max-conns` default) %.0f MiB. A peak above the bound is heap the collector has not\n", bound)
 	p("reclaimed yet (GOGC=100 lets the heap reach twice its live size between collections) and\n")
 	p("buffers parked in the pools.\n")
 	return b.String()
