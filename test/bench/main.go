@@ -1004,10 +1004,10 @@ func report(cells []*cell) string {
 				p("at 64 KiB, diod's largest msize.\n\n")
 				p("The ceiling row is the transport alone, measured in the same run: one goroutine writes an\n")
 				p("in-memory 1 MiB buffer over a unix socket in a loop, another reads it into a 1 MiB buffer,\n")
-				p("for at least %s; no protocol, no file, no process start-up. No 9P server on a unix\n", *readMin)
-				p("socket can deliver a file faster than this, so its ratio to `cat` bounds what the 0.5x\n")
-				p("`cat` targets can ask of any server here: a target above it is out of reach of the\n")
-				p("transport, not of the server.\n\n")
+				p("for at least %s; no protocol, no file, no process start-up. A 9P server on a unix\n", *readMin)
+				p("socket moves the same bytes through the same socket and must also get them from the file,\n")
+				p("so its ratio to `cat` is what the 0.5x `cat` targets can at most be met by here: a target\n")
+				p("above it is out of reach of the transport, not of the server.\n\n")
 			}
 			table("read/"+f.name, "MB/s", "cat", "cat", []spec{
 				{key: "sock", ceiling: true},
