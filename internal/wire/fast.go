@@ -44,6 +44,14 @@ import (
 // unbound fid goes to p9, which has the truth. So every request that may
 // release or rebind a fid drops the binding first (forget), whatever p9
 // then makes of it, and a request the Conn is unsure of drops it too.
+//
+// A fast request is served before the next frame is read, so requests on
+// the connection behind it wait for its pread. That is the price of
+// answering in order without a goroutine per request, and it is why only
+// reads of open files take this path: this tree's are preads of local
+// files and copies of snapshots taken at open, and none of them waits.
+// The pooled buffers are not zeroed between uses (p9 zeroes its own):
+// only the n bytes ReadAt wrote are ever sent.
 
 // FileReader answers a Tread of an open file. ReadAt follows p9.File's
 // conventions: io.EOF (or 0, nil) at the end, and any other error carries
