@@ -31,7 +31,6 @@
 //     must be taken by the peer within Options.WriteTimeout. A connection
 //     idle between frames is never timed out here. Each Conn has its own
 //     locks and deadlines, so one stalled peer holds back only itself.
-//
 //   - Tread and Treaddir on a fid that p9 has opened are answered here,
 //     without p9 (fast.go): the bulk of the bytes a client asks for never
 //     pays p9's per-request goroutine hand-off, buffer zeroing and
