@@ -217,36 +217,32 @@ func (c *Conn) serveFast(typ uint8, tag uint16, f []byte) (bool, error) {
 	if x == nil || dup {
 		return false, nil
 	}
-	switch typ {
-	case msgTread:
-		r, ok := x.(FileReader)
-		if !ok {
-			return false, nil
-		}
-		if _, err := c.br.Discard(len(f)); err != nil {
-			return true, err
-		}
-		c.nFastServed.Add(1)
-		return true, c.fastRead(tag, r, off, count)
-	case msgTreaddir:
-		d, ok := x.(DirReader)
-		if !ok {
-			return false, nil
-		}
-		if _, err := c.br.Discard(len(f)); err != nil {
-			return true, err
-		}
-		c.nFastServed.Add(1)
-		if lim := c.innerLimit() - rreadHdr; count > lim {
-			count = lim
-		}
-		ents, err := d.ReaddirWire(off, count)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return true, c.fastErr(tag, err)
-		}
-		return true, c.fastReply(msgRreaddir, tag, ents)
+	r, isFile := x.(FileReader)
+	d, isDir := x.(DirReader)
+	if (typ == msgTread && !isFile) || (typ == msgTreaddir && !isDir) {
+		return false, nil
 	}
-	return false, nil
+	if _, err := c.br.Discard(len(f)); err != nil {
+		return true, err
+	}
+	c.nFastServed.Add(1)
+	if typ == msgTread {
+		return true, c.fastRead(tag, r, off, count)
+	}
+	return true, c.fastList(tag, d, off, count)
+}
+
+// fastList answers a Treaddir with the DirReader's window, count clamped
+// as p9 clamps it.
+func (c *Conn) fastList(tag uint16, d DirReader, off uint64, count uint32) error {
+	if lim := c.innerLimit() - rreadHdr; count > lim {
+		count = lim
+	}
+	ents, err := d.ReaddirWire(off, count)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return c.fastErr(tag, err)
+	}
+	return c.fastReply(msgRreaddir, tag, ents)
 }
 
 // fastRead answers a Tread: count is clamped to what p9 would serve
