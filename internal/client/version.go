@@ -19,6 +19,7 @@ const (
 	tversionFixed = 4 + 1 + 2 + 4 + 2 // size[4] type[1] tag[2] msize[4] version's length[2]
 	firstMax      = 8192              // a Tversion or a Tattach is a few short strings
 	noUID         = ^uint32(0)
+	maxMessage    = 4 << 20 // the largest msize any 9P2000.L server grants here
 )
 
 // plainConn is the connection of the second attempt, against a server that
@@ -112,16 +113,63 @@ func attachAsEUID(msg []byte) []byte {
 	return out
 }
 
-// msizeConn notes the msize of the server's first message, its Rversion:
-// the library asks for Msize but ignores the msize granted, and would send
-// reads and readdirs of up to 1 MiB to a server that granted less (diod
-// grants 64 KiB and fails larger counts with EIO), so the Client keeps its
-// requests within the grant itself.
+// msizeConn is every session's connection. It does two things the
+// library's own use of a net.Conn cannot:
+//
+//   - It notes the msize of the server's first message, its Rversion: the
+//     library asks for Msize but ignores the msize granted, and would send
+//     reads and readdirs of up to 1 MiB to a server that granted less (diod
+//     grants 64 KiB and fails larger counts with EIO), so the Client keeps
+//     its requests within the grant itself.
+//   - It sends each request with one write. The library writes a message
+//     as net.Buffers (header, body, payload), which reaches a wrapper as one
+//     Write per piece: two or three syscalls per request, and a server that
+//     wakes for a lone 7-byte header. Write gathers the pieces of a message
+//     and hands the whole to the connection underneath as one net.Buffers,
+//     which a socket writes with one writev and without copying the payload.
 type msizeConn struct {
 	net.Conn
 	done  atomic.Bool // the Rversion's msize has been read (or cannot be)
 	head  []byte
 	msize uint32 // 0: not known
+
+	out  []byte      // the pieces of the message being written, but its last
+	pair [2][]byte   // backing array of vec
+	vec  net.Buffers // what WriteTo consumes
+}
+
+// Write gathers p9's pieces of one message until the piece that completes
+// it, then writes the message in one call. The library writes under its
+// send lock, so Writes never overlap.
+func (c *msizeConn) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		if len(c.out) < 4 {
+			k := min(4-len(c.out), len(p))
+			c.out, p = append(c.out, p[:k]...), p[k:]
+			if len(c.out) == 4 {
+				if size := binary.LittleEndian.Uint32(c.out); size < 7 || size > maxMessage {
+					c.out = c.out[:0]
+					return total - len(p), fmt.Errorf("client: writing a message of %d bytes", size)
+				}
+			}
+			continue
+		}
+		need := int(binary.LittleEndian.Uint32(c.out)) - len(c.out)
+		if len(p) < need {
+			c.out = append(c.out, p...)
+			break
+		}
+		c.pair = [2][]byte{c.out, p[:need]}
+		c.vec = c.pair[:]
+		_, err := c.vec.WriteTo(c.Conn)
+		c.pair, c.vec = [2][]byte{}, nil // keep no reference to the payload
+		c.out, p = c.out[:0], p[need:]
+		if err != nil {
+			return total - len(p), err
+		}
+	}
+	return total, nil
 }
 
 func (c *msizeConn) Read(p []byte) (int, error) {

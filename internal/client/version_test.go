@@ -295,3 +295,62 @@ func TestDiod(t *testing.T) {
 		t.Errorf("ReadDir: %d entries, want 101", n)
 	}
 }
+
+// recordConn records each Write it is given.
+type recordConn struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// msizeConn passes each message on whole, however the library splits it:
+// nothing goes out until the piece that completes a message, then exactly
+// that message (as header and the completing piece), in order.
+func TestMsizeConnGathers(t *testing.T) {
+	msg := func(typ byte, body string) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, uint32(7+len(body)))
+		b = append(b, typ, 1, 0)
+		return append(b, body...)
+	}
+	m1, m2, m3 := msg(116, "0123456789abcdef"), msg(120, "wxyz"), msg(118, string(make([]byte, 5000)))
+	stream := append(append(append([]byte(nil), m1...), m2...), m3...)
+	for _, cuts := range [][]int{{7, 23}, {1, 2, 3, 30, 31}, {4, 40}, {len(stream)}, {7, 23, 30, 34, 41}} {
+		rc := &recordConn{}
+		c := &msizeConn{Conn: rc}
+		prev := 0
+		for _, cut := range append(cuts, len(stream)) {
+			if cut > len(stream) || cut <= prev {
+				continue
+			}
+			if n, err := c.Write(stream[prev:cut]); n != cut-prev || err != nil {
+				t.Fatalf("cuts %v: Write = %d, %v", cuts, n, err)
+			}
+			prev = cut
+		}
+		var got [][]byte
+		var cur []byte
+		for _, w := range rc.writes {
+			cur = append(cur, w...)
+			if len(cur) >= 4 && int(binary.LittleEndian.Uint32(cur)) == len(cur) {
+				got = append(got, cur)
+				cur = nil
+			}
+		}
+		if len(cur) != 0 || len(got) != 3 || !bytes.Equal(got[0], m1) || !bytes.Equal(got[1], m2) || !bytes.Equal(got[2], m3) {
+			t.Fatalf("cuts %v: the connection got %d messages and %d stray bytes, want m1 m2 m3", cuts, len(got), len(cur))
+		}
+		// net.Buffers writes the two pieces of each message in turn to a
+		// conn without writev: two writes a message, none a partial one.
+		if len(rc.writes) != 6 {
+			t.Fatalf("cuts %v: %d writes, want 2 per message", cuts, len(rc.writes))
+		}
+	}
+	c := &msizeConn{Conn: &recordConn{}}
+	if _, err := c.Write([]byte{3, 0, 0, 0}); err == nil {
+		t.Fatal("a 3-byte message was accepted")
+	}
+}
