@@ -79,29 +79,39 @@ func TestFastRead(t *testing.T) {
 	}
 }
 
+// openFast starts a connection with the fast path, sets it up and opens
+// fid on names (none: the directory).
+func openFast(t *testing.T, fid uint32, names ...string) *harness {
+	t.Helper()
+	h := startFast(t, Options{})
+	h.cl.setup(64 << 10)
+	h.cl.rpc(twalk(1, 0, fid, names...), msgRwalk)
+	h.cl.rpc(tlopen(1, fid), msgRlopen)
+	return h
+}
+
+// wantFast checks how many requests the fast path answered.
+func wantFast(t *testing.T, h *harness, n uint64) {
+	t.Helper()
+	if got := h.stats().Fast; got != n {
+		t.Fatalf("Stats.Fast = %d, want %d", got, n)
+	}
+}
+
 // An error from ReadAt comes back as p9 would send it: Rlerror with its errno.
 func TestFastReadError(t *testing.T) {
-	h := startFast(t, Options{})
-	cl := h.cl
-	cl.setup(64 << 10)
-	cl.rpc(twalk(1, 0, 20, "eio"), msgRwalk)
-	cl.rpc(tlopen(1, 20), msgRlopen)
-	if m := cl.rpc(tread(2, 20, 0, 100), msgRlerror); m.errno() != uint32(linux.EIO) {
+	h := openFast(t, 20, "eio")
+	if m := h.cl.rpc(tread(2, 20, 0, 100), msgRlerror); m.errno() != uint32(linux.EIO) {
 		t.Fatalf("got %v, want EIO", m)
 	}
-	if h.stats().Fast != 1 {
-		t.Fatalf("Stats.Fast = %d, want 1", h.stats().Fast)
-	}
+	wantFast(t, h, 1)
 }
 
 // Treaddir of a bound directory is answered from the DirReader, whole
 // entries within the count.
 func TestFastReaddir(t *testing.T) {
-	h := startFast(t, Options{})
+	h := openFast(t, 30)
 	cl := h.cl
-	cl.setup(64 << 10)
-	cl.rpc(twalk(1, 0, 30), msgRwalk)
-	cl.rpc(tlopen(1, 30), msgRlopen)
 	ents := dirListing()
 	m := cl.rpc(treaddir(2, 30, 0, 8192), msgRreaddir)
 	if want := bytes.Join(ents, nil); !bytes.Equal(m.body[4:], want) {
@@ -111,9 +121,7 @@ func TestFastReaddir(t *testing.T) {
 	if !bytes.Equal(m.body[4:], ents[1]) {
 		t.Fatalf("Rreaddir at 1 in a short count: %x, want %x", m.body, ents[1])
 	}
-	if h.stats().Fast != 2 {
-		t.Fatalf("Stats.Fast = %d, want 2", h.stats().Fast)
-	}
+	wantFast(t, h, 2)
 }
 
 // A client cannot forge a token: bits 24-31 of its Tlopen flags never
@@ -139,11 +147,8 @@ func TestFastForgedToken(t *testing.T) {
 // Twalk onto the open fid (p9 replaces it with an unopened file), and a
 // clunk and new open of the fid on another file.
 func TestFastRebind(t *testing.T) {
-	h := startFast(t, Options{})
+	h := openFast(t, 50, "big")
 	cl := h.cl
-	cl.setup(64 << 10)
-	cl.rpc(twalk(1, 0, 50, "big"), msgRwalk)
-	cl.rpc(tlopen(1, 50), msgRlopen)
 	cl.rpc(tread(1, 50, 0, 16), msgRread)
 
 	cl.rpc(twalk(1, 0, 50, "fast"), msgRwalk) // newfid in use: p9 replaces it
@@ -164,9 +169,7 @@ func TestFastRebind(t *testing.T) {
 	if m := cl.rpc(tread(2, 50, 0, 16), msgRread); !bytes.Equal(m.data(), bigAt(0, 16)) {
 		t.Fatalf("after reopen: %x", m.data())
 	}
-	if got := h.stats().Fast; got != 3 {
-		t.Fatalf("Stats.Fast = %d, want 3 (the reads of opened fids)", got)
-	}
+	wantFast(t, h, 3) // the reads of opened fids
 }
 
 // With more Tlopens in flight than there are tokens, the opens past the
@@ -210,9 +213,7 @@ func TestFastTokensExhausted(t *testing.T) {
 			t.Fatalf("fid %d: %q", 100+i, m.data())
 		}
 	}
-	if got := h.stats().Fast; got != nTokens {
-		t.Fatalf("Stats.Fast = %d, want %d: one per token", got, nTokens)
-	}
+	wantFast(t, h, nTokens) // one per token
 }
 
 // A Tflush of a Tread the fast path answered comes after that Rread, as
