@@ -232,13 +232,21 @@ func (c *Conn) serveFast(typ uint8, tag uint16, f []byte) (bool, error) {
 	return true, c.fastList(tag, d, off, count)
 }
 
-// fastList answers a Treaddir with the DirReader's window, count clamped
-// as p9 clamps it.
-func (c *Conn) fastList(tag uint16, d DirReader, off uint64, count uint32) error {
-	if lim := c.innerLimit() - rreadHdr; count > lim {
-		count = lim
+// clampCount lowers a Tread's or Treaddir's count to what fits in an
+// Rread of p9's msize (counted in Stats.ReadClamped), as next does for the
+// Treads it hands to p9.
+func (c *Conn) clampCount(count uint32) uint32 {
+	if lim := c.readLimit(); count > lim {
+		c.nClamp.Add(1)
+		return lim
 	}
-	ents, err := d.ReaddirWire(off, count)
+	return count
+}
+
+// fastList answers a Treaddir with the DirReader's window, its count
+// clamped.
+func (c *Conn) fastList(tag uint16, d DirReader, off uint64, count uint32) error {
+	ents, err := d.ReaddirWire(off, c.clampCount(count))
 	if err != nil && !errors.Is(err, io.EOF) {
 		return c.fastErr(tag, err)
 	}
@@ -248,10 +256,7 @@ func (c *Conn) fastList(tag uint16, d DirReader, off uint64, count uint32) error
 // fastRead answers a Tread: count is clamped to what p9 would serve
 // (msize-11), the data is read into a pooled buffer and written from it.
 func (c *Conn) fastRead(tag uint16, r FileReader, off uint64, count uint32) error {
-	if lim := c.innerLimit() - rreadHdr; count > lim {
-		count = lim
-		c.nClamp.Add(1)
-	}
+	count = c.clampCount(count)
 	if off > math.MaxInt64 {
 		return c.fastErr(tag, linux.EINVAL)
 	}
@@ -277,15 +282,7 @@ func (c *Conn) fastReply(typ uint8, tag uint16, data []byte) error {
 	if len(data) > 0 {
 		bufs = append(bufs, data)
 	}
-	c.writeDeadline()
-	c.vec = bufs
-	_, err := c.vec.WriteTo(c.c)
-	clear(bufs)
-	c.vecs, c.vec = bufs[:0], nil
-	if err != nil {
-		c.shutdown(c.writeFailed(err))
-	}
-	return err
+	return c.writeVec(bufs)
 }
 
 // fastErr writes the Rlerror p9 would have written for err.

@@ -139,7 +139,7 @@ type Options struct {
 type Stats struct {
 	AuthAnswered uint64 // Tauth answered with Rlerror(ENOENT)
 	FlushHeld    uint64 // Rflush frames held back until the oldtag's reply
-	ReadClamped  uint64 // Tread counts lowered to msize-11
+	ReadClamped  uint64 // Tread (and fast-path Treaddir) counts lowered to msize-11
 	Fast         uint64 // Treads and Treaddirs answered by the fast path (fast.go)
 }
 
@@ -274,6 +274,15 @@ func (c *Conn) innerLimit() uint32 {
 		return m
 	}
 	return min(c.limit(), P9Msize)
+}
+
+// readLimit is the largest count an Rread (or Rreaddir) of p9's msize
+// can carry.
+func (c *Conn) readLimit() uint32 {
+	if l := c.innerLimit(); l > rreadHdr {
+		return l - rreadHdr
+	}
+	return 0
 }
 
 // limit is the largest frame accepted in either direction: the negotiated
@@ -448,10 +457,7 @@ func (c *Conn) next() error {
 					continue
 				}
 			}
-			lim := uint32(0)
-			if l := c.innerLimit(); l > rreadHdr {
-				lim = l - rreadHdr
-			}
+			lim := c.readLimit()
 			if binary.LittleEndian.Uint32(f[19:]) > lim {
 				f = c.rewrite(f)
 				binary.LittleEndian.PutUint32(f[19:], lim)
@@ -637,9 +643,21 @@ func (c *Conn) answer(typ uint8, tag uint16, body []byte) error {
 	binary.LittleEndian.PutUint16(b[5:], tag)
 	b = append(b, body...)
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeVec(append(c.vecs[:0], b))
+}
+
+// writeVec writes one or more whole frames with one writev, within the
+// write bound, and ends the connection if that fails. bufs is built on
+// c.vecs, whose backing array is kept for the next reply: a local
+// net.Buffers escapes through the writev path, two allocations per reply.
+// Called with wmu held.
+func (c *Conn) writeVec(bufs [][]byte) error {
 	c.writeDeadline()
-	_, err := c.c.Write(b)
-	c.wmu.Unlock()
+	c.vec = bufs
+	_, err := c.vec.WriteTo(c.c)
+	clear(bufs) // drop the references to the payload
+	c.vecs, c.vec = bufs[:0], nil
 	if err != nil {
 		c.shutdown(c.writeFailed(err))
 	}
@@ -755,9 +773,6 @@ func (c *Conn) emit(tail []byte) error {
 	// Untrack the tag, and every Rflush held behind it, before writing:
 	// the client may reuse a tag as soon as it reads the reply, and a new
 	// request tracked under it must not be untracked by this late delete.
-	// The vector's backing array (c.vecs) is reused and WriteTo is called
-	// on a field (c.vec): a local net.Buffers escapes through the writev
-	// path, two allocations per reply.
 	bufs := append(c.vecs[:0], c.out)
 	if len(tail) > 0 {
 		bufs = append(bufs, tail)
@@ -786,13 +801,7 @@ func (c *Conn) emit(tail []byte) error {
 	}
 	c.mu.Unlock()
 
-	c.writeDeadline()
-	c.vec = bufs
-	_, err := c.vec.WriteTo(c.c)
-	clear(bufs) // drop the references to the payload
-	c.vecs, c.vec = bufs[:0], nil
-	if err != nil {
-		c.shutdown(c.writeFailed(err))
+	if err := c.writeVec(bufs); err != nil {
 		return err
 	}
 	if undecodable {
