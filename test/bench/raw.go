@@ -327,12 +327,14 @@ func echoRate(dir string, d time.Duration) (float64, error) {
 	})
 }
 
-// streamRate is the read tables' transport ceiling: one goroutine writes an
-// in-memory 1 MiB buffer over a unix socket (in dir) in a loop, another
-// reads it into a 1 MiB buffer, for at least d; no protocol and no file.
-// It reports MB/s received. No 9P server on a unix socket can deliver a
-// file faster than this stream of bytes already in memory.
-func streamRate(dir string, d time.Duration) (float64, error) {
+// streamRate is the read tables' transport ceiling: one goroutine writes
+// over a unix socket (in dir) in a loop, another reads into a 1 MiB buffer,
+// for at least d; no protocol. With file "" the writer writes an in-memory
+// 1 MiB buffer; otherwise it feeds the socket from the file with
+// sendfile(2), 1 MiB at a time from its start to its end and again, which
+// is the most a server that copies nothing itself could do. It reports
+// MB/s received.
+func streamRate(dir, file string, d time.Duration) (float64, error) {
 	p := filepath.Join(dir, "stream.sock")
 	os.Remove(p)
 	l, err := net.Listen("unix", p)
@@ -342,6 +344,10 @@ func streamRate(dir string, d time.Duration) (float64, error) {
 	defer l.Close()
 	var stop atomic.Bool
 	werr := make(chan error, 1)
+	feed := feedMemory
+	if file != "" {
+		feed = func(s net.Conn, stop *atomic.Bool) error { return feedFile(s, file, stop) }
+	}
 	go func() {
 		s, err := l.Accept()
 		if err != nil {
@@ -349,17 +355,7 @@ func streamRate(dir string, d time.Duration) (float64, error) {
 			return
 		}
 		defer s.Close() // the reader's EOF
-		b := make([]byte, 1<<20)
-		for i := range b {
-			b[i] = byte(i)
-		}
-		for !stop.Load() {
-			if _, err := s.Write(b); err != nil {
-				werr <- err
-				return
-			}
-		}
-		werr <- nil
+		werr <- feed(s, &stop)
 	}()
 	c, err := net.Dial("unix", p)
 	if err != nil {
@@ -383,4 +379,54 @@ func streamRate(dir string, d time.Duration) (float64, error) {
 		return 0, err
 	}
 	return float64(n) / 1e6 / secs, nil
+}
+
+// feedMemory writes a 1 MiB buffer to s until stop.
+func feedMemory(s net.Conn, stop *atomic.Bool) error {
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	for !stop.Load() {
+		if _, err := s.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feedFile sends file to s with sendfile(2) until stop, from its start
+// again at its end.
+func feedFile(s net.Conn, file string, stop *atomic.Bool) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	raw, err := s.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return err
+	}
+	var off int64
+	for !stop.Load() {
+		var serr error
+		err := raw.Write(func(fd uintptr) bool {
+			var n int
+			n, serr = syscall.Sendfile(int(fd), int(f.Fd()), &off, 1<<20)
+			if serr == syscall.EAGAIN {
+				return false // wait until the socket takes more
+			}
+			if n == 0 && serr == nil {
+				off = 0 // the end: again from the start
+			}
+			return true
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
