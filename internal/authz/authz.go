@@ -32,7 +32,17 @@ type Subject struct {
 	Groups    []uint32 // supplementary groups, read from the pinned peer; nil if unknown
 	PID       int32
 	StartTime uint64 // field 22 of the peer's stat, for polkit's unix-process subject
+	// Sandbox names the namespace ("user", "mnt" or "pid") in which the
+	// peer differs from the daemon's reference process (the proc helper,
+	// or the daemon itself when it runs without one); empty when it
+	// shares them. A sandboxed peer is a grantee whatever its uid (rule 9):
+	// it sees only session state and may never move.
+	Sandbox string
 }
+
+// IsOwner reports whether s gets the owner's view: the daemon's own uid,
+// outside any sandbox.
+func (p *Policy) IsOwner(s Subject) bool { return s.UID == p.Owner && s.Sandbox == "" }
 
 // Checker asks an outside authority (polkitd) about a subject. It returns
 // whether the action is authorized and, when not, why.
@@ -101,6 +111,9 @@ func (p *Policy) move(ctx context.Context, s Subject) Decision {
 	}
 	if s.UID != p.Owner {
 		return deny("only the daemon's own uid %d may move; the peer is uid %d", p.Owner, s.UID)
+	}
+	if s.Sandbox != "" {
+		return deny("the peer is in another %s namespace than the daemon's (a sandbox), and a sandbox may never move", s.Sandbox)
 	}
 	if p.Polkit == nil {
 		return allow("uid %d is the daemon's own uid and --allow-move is set", s.UID)

@@ -44,7 +44,16 @@ const (
 
 // Server serves one tree to many connections.
 type Server struct {
-	Root     tree.Dir
+	// Root is the owner's view: the full mirror minus credentials.
+	Root tree.Dir
+	// GranteeRoot is what every other admitted peer sees (a granted uid,
+	// or the owner's uid inside a sandbox): session state only. Nil
+	// serves such peers an empty directory, never Root.
+	GranteeRoot tree.Dir
+	// Sandbox, if set, names the namespace in which the peer differs
+	// from the daemon's reference process ("" when none); an error
+	// refuses the peer. Nil treats every peer as unsandboxed.
+	Sandbox func(c net.Conn, p *peer.Peer) (string, error)
 	UID, GID uint32 // the daemon's own ids: the gate admits only this uid
 	MaxConns int
 	MaxMsize uint32
@@ -124,11 +133,27 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		}
 		p.UID, p.GID, p.Groups = cr.UID, cr.GID, cr.Groups
 	}
+	subj := Subject(p)
+	if s.Sandbox != nil {
+		ns, err := s.Sandbox(c, p)
+		if err != nil {
+			s.refuse(p, fmt.Sprintf("its namespaces are unknown: %v", err))
+			return
+		}
+		subj.Sandbox = ns
+	}
 	// The gate: a peer the policy does not let read gets nothing, not even
 	// an Rversion, so no byte of the connection is read before this.
-	if d := s.policy().Decide(ctx, Subject(p), authz.Read); !d.Allow {
+	if d := s.policy().Decide(ctx, subj, authz.Read); !d.Allow {
 		s.refuse(p, d.Reason)
 		return
+	}
+	root := s.Root
+	if !s.policy().IsOwner(subj) {
+		root = s.GranteeRoot
+		if root == nil {
+			root = tree.NewStatic("/", time.Time{})
+		}
 	}
 	if !s.track(c) {
 		s.refuse(p, fmt.Sprintf("%d connections are already open (the cap)", s.maxConns()))
@@ -153,7 +178,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		s.logf("closed connection from %v: msize %d below the floor of %d", p, msize, minMsize)
 		return
 	}
-	writer := tree.Writer{Subject: Subject(p), Comm: p.Comm}
+	writer := tree.Writer{Subject: subj, Comm: p.Comm}
 	// Writes (moves) run on a context that neither the client's hang-up
 	// nor the daemon's SIGTERM cancels: a started move completes within
 	// its own bounds, and shutdown waits for it.
@@ -161,7 +186,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	switch pick(version) {
 	case dialectL:
 		w := wire.New(c, io.MultiReader(bytes.NewReader(first), c), wire.Options{MaxMsize: s.maxMsize(), MinMsize: minMsize, Logf: s.Logf})
-		a := &ninep.Attacher{Root: s.Root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx, Fast: w}
+		a := &ninep.Attacher{Root: root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx, Fast: w}
 		p9.NewServer(a).Handle(w, w)
 	case dialect2000:
 		// srv9p's Serve returns at EOF without cancelling handlers; none of
@@ -170,7 +195,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		g := newGate9(rctx, newReplay(first, c, cancel), c, s.maxMsize())
-		ninep.NewPlan9(s.Root, s.owner(), s.maxMsize(), writer, wctx).Serve(g, g)
+		ninep.NewPlan9(root, s.owner(), s.maxMsize(), writer, wctx).Serve(g, g)
 	default:
 		c.Write(rversionMsg(tag, msize, "unknown"))
 		s.logf("closed connection from %v: unknown version %q", p, version)

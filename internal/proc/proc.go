@@ -47,8 +47,19 @@ type Table struct {
 // it asks a helper that runs outside (package prochelper) instead.
 type Guarded interface {
 	Cwd(pid int) (string, error)
+	// Environ returns the variables 9harness reads of a candidate agent
+	// (Wanted), never the whole environment.
 	Environ(pid int) ([]string, error)
 	FDs(pid int) ([]string, error)
+	Exe(pid int) (string, error)
+	Namespaces(pid int) (NS, error)
+	// Reference is the namespaces every peer and agent is judged against:
+	// those of the helper itself, which runs in the user's own.
+	Reference() (NS, error)
+	TTYSize(pid int) (cols, rows int, err error)
+	// MoveEnviron returns the whole environment, for a move the daemon
+	// has authorized; it is never kept, logged or served.
+	MoveEnviron(pid int) ([]string, error)
 }
 
 // SetGuarded routes the guarded reads through g. Call it before the table

@@ -487,3 +487,31 @@ func (c *Client) Peer(conn net.Conn) (Cred, error) {
 type syscallConn interface {
 	SyscallConn() (syscall.RawConn, error)
 }
+
+// The ops below are declared for proc.Guarded; the helper answers them
+// once its protocol carries them.
+
+// Exe returns the agent's executable path.
+func (c *Client) Exe(pid int) (string, error) {
+	return "", errors.New("prochelper: exe: not answered yet")
+}
+
+// Namespaces returns the agent's namespaces.
+func (c *Client) Namespaces(pid int) (proc.NS, error) {
+	return proc.NS{}, errors.New("prochelper: namespaces: not answered yet")
+}
+
+// Reference returns the helper's own namespaces.
+func (c *Client) Reference() (proc.NS, error) {
+	return proc.NS{}, errors.New("prochelper: reference: not answered yet")
+}
+
+// TTYSize returns the size of the agent's terminal.
+func (c *Client) TTYSize(pid int) (int, int, error) {
+	return 0, 0, errors.New("prochelper: tty size: not answered yet")
+}
+
+// MoveEnviron returns the agent's whole environment for an authorized move.
+func (c *Client) MoveEnviron(pid int) ([]string, error) {
+	return c.Environ(pid)
+}
