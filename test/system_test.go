@@ -61,7 +61,7 @@ mkdir -p /run/systemd/journal
 mount -t tmpfs -o mode=755 tmpfs /run/log
 /usr/lib/systemd/systemd-journald >"$WORK/journald.log" 2>&1 &
 JPID=$!
-trap 'kill $JPID 2>/dev/null; wait $JPID 2>/dev/null || true' EXIT
+trap 'kill $JPID 2>/dev/null || true; wait $JPID 2>/dev/null || true' EXIT
 for i in $(seq 100); do [ -S /run/systemd/journal/socket ] && break; sleep 0.05; done
 [ -S /run/systemd/journal/socket ]
 "$BIN/9harnessd" --unix "$WORK/sock" --audit auto $ROOTS 2>"$WORK/daemon.log" &
@@ -179,7 +179,7 @@ JS
 dbus-daemon --system --fork --print-pid >"$WORK/dbus.pid"
 /usr/lib/polkit-1/polkitd >"$WORK/polkitd.log" 2>&1 &
 PPID2=$!
-trap 'kill $PPID2 2>/dev/null; kill $(cat "$WORK/dbus.pid") 2>/dev/null; wait 2>/dev/null || true' EXIT
+trap 'kill $PPID2 2>/dev/null || true; kill $(cat "$WORK/dbus.pid") 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for i in $(seq 100); do pkaction --action-id org.ninep.harness.move >/dev/null 2>&1 && break; sleep 0.1; done
 pkaction --action-id org.ninep.harness.move
 for u in 4301 4302; do
