@@ -20,6 +20,7 @@ import (
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/sockpath"
+	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 var version = "dev"
@@ -210,7 +211,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *showVersion {
-		fmt.Fprintln(stdout, "9harness", version)
+		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
 		return 0
 	}
 	if fs.NArg() == 0 {

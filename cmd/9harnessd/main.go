@@ -23,6 +23,7 @@ import (
 	"github.com/9harness/9harness/internal/daemon"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
+	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
@@ -214,7 +215,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *showVersion {
-		fmt.Fprintln(os.Stdout, "9harnessd", version)
+		fmt.Fprintln(os.Stdout, "9harnessd", buildversion.String(version))
 		return nil, nil
 	}
 	n := 0
@@ -280,7 +281,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 			if *allowMove {
 				mode = "moves allowed for uid " + strconv.Itoa(os.Getuid())
 			}
-			logf("9harnessd %s: serving %s (%s)", version, path, mode)
+			logf("9harnessd %s: serving %s (%s)", buildversion.String(version), path, mode)
 			for _, h := range tree.Harnesses {
 				logf("  %-6s %s", h, all[h])
 			}
