@@ -45,6 +45,7 @@ type scratch struct {
 	names []byte
 	recs  []rec
 	tmp   []rec // the radix sort's other half
+	slug  bool  // the listed directory's entries are working-directory slugs
 }
 
 // getdentsBuf is the getdents64 buffer. 64 KiB returns about 2,000 short
@@ -142,7 +143,7 @@ func (s *scratch) appendDirents(fd int, b []byte) error {
 		if string(name) == "." || string(name) == ".." {
 			continue
 		}
-		dir, ino, ok := classify(fd, name, r[direntType], binary.NativeEndian.Uint64(r[direntIno:]))
+		dir, ino, ok := classifyAt(fd, name, r[direntType], binary.NativeEndian.Uint64(r[direntIno:]), s.slug)
 		if !ok {
 			continue
 		}
@@ -161,9 +162,26 @@ func (s *scratch) appendDirents(fd int, b []byte) error {
 // vanished meanwhile, or cannot be stat'd, is not listed. The inode is ino
 // (d_ino), or the stat's.
 func classify(dirfd int, name []byte, dtype uint8, ino uint64) (dir bool, _ uint64, ok bool) {
-	if len(name) == 0 || len(name) > maxName || bytes.IndexByte(name, '/') >= 0 || excludedBytes(name) {
+	return classifyAt(dirfd, name, dtype, ino, false)
+}
+
+// classifyAt is classify, judging name as a working-directory slug if slug.
+//
+// A slug is a directory: an entry only a slug may be named (slug, and
+// excluded by the whole table) is listed only if it is one.
+func classifyAt(dirfd int, name []byte, dtype uint8, ino uint64, slug bool) (dir bool, _ uint64, ok bool) {
+	if len(name) == 0 || len(name) > maxName || bytes.IndexByte(name, '/') >= 0 || excludedBytes(name, slug) {
 		return false, 0, false
 	}
+	dir, ino, ok = typeOf(dirfd, name, dtype, ino)
+	if ok && !dir && slug && excludedBytes(name, false) {
+		return false, 0, false
+	}
+	return dir, ino, ok
+}
+
+// typeOf is classify without the name checks.
+func typeOf(dirfd int, name []byte, dtype uint8, ino uint64) (dir bool, _ uint64, ok bool) {
 	switch dtype {
 	case unix.DT_REG:
 		return false, ino, true

@@ -31,56 +31,39 @@ func ValidName(name string) error {
 // CheckRel validates a relative path: "" (the root itself), or components
 // separated by single '/', with no leading or trailing slash and no empty
 // component, each a ValidName (else kind Invalid) and not Excluded (else kind
-// Private). Every operation of Root calls it again, whatever its caller did.
-func CheckRel(rel string) error { return checkRel("saferoot.CheckRel", rel) }
+// Private). Every operation of Root calls it again (as Root.CheckRel, which
+// also knows the root's slug directories), whatever its caller did.
+func CheckRel(rel string) error { return checkRelAt("saferoot.CheckRel", rel, nil) }
 
-func checkRel(op, rel string) error {
+// checkRelAt is CheckRel where slug(dir) says whether the entries of the
+// directory dir (a prefix of rel) are working-directory slugs; nil means
+// none are.
+func checkRelAt(op, rel string, slug func(dir string) bool) error {
 	if rel == "" {
 		return nil
 	}
-	for rest := rel; ; {
-		comp, tail, more := strings.Cut(rest, "/")
+	for i := 0; ; {
+		comp, _, more := strings.Cut(rel[i:], "/")
 		if ValidName(comp) != nil {
 			return errs.E(op, errs.Invalid, rel, nil)
 		}
-		if Excluded(comp) {
+		dir := ""
+		if i > 0 {
+			dir = rel[:i-1]
+		}
+		if excluded(comp, slug != nil && slug(dir)) {
 			return errs.E(op, errs.Private, rel, nil)
 		}
 		if !more {
 			return nil
 		}
-		rest = tail
+		i += len(comp) + 1
 	}
 }
 
-// The credential predicate. Its rules, and the real stores each one catches:
-//
-// Substrings, anywhere in the name:
-//   - "credentials": Claude Code's ~/.claude/.credentials.json (OAuth tokens),
-//     and any cloud-CLI-style credentials file a harness might keep.
-//   - "token": token caches and files such as token.json, .token, tokens.db.
-//   - "auth": Codex's ~/.codex/auth.json (API key or ChatGPT tokens), pi's
-//     ~/.pi/agent/auth.json, and oauth*/auth* stores of any harness. It also
-//     hides innocent names such as "author-notes": the price of never
-//     guessing wrong.
-//   - "secret": secrets.json, client_secret*.json, .secrets.
-//
-// Suffixes:
-//   - ".key": private keys, and the peer tokens Claude Code keeps beside its
-//     live-session registry, ~/.claude/sessions/<pid>.<hash>.key.
-//   - ".pem", ".p12", ".pfx": certificates with private keys (PEM, PKCS#12).
-//   - ".env": dotenv files (prod.env, .env by the exact rule below), which
-//     hold API keys by convention.
-//
-// Exact names (the harnesses' own config files, which may embed API keys or
-// provider credentials, and the classic home-directory secrets):
-//   - settings.json, settings.local.json (Claude Code), settings.yaml;
-//   - config.toml (Codex), config.yml, config.yaml (omp, hermes, dsh);
-//   - models.yml, models.yaml (provider definitions with keys);
-//   - .ssh, .netrc, .npmrc, .pypirc, .pgpass, .env.
-//
-// Prefixes: id_rsa, id_dsa, id_ecdsa, id_ed25519 (ssh private keys and their
-// .pub twins, wherever they are copied).
+// Excluded reports whether name is in the credential table (credentials.go).
+// An excluded name is never resolved and never listed, at any depth. It is a
+// pure function of name and does not allocate for names up to 255 bytes.
 //
 // All rules are case-insensitive. The comparison is made on a folded copy of
 // the name: ASCII letters are lowered by hand (no strings.ToLower, so the
@@ -93,36 +76,27 @@ func checkRel(op, rel string) error {
 // "sett\u200bings.json") to settings.json, so a client could name the secret
 // under a spelling an ASCII-only predicate lets through. Over-excluding such
 // names elsewhere costs nothing.
-var (
-	excludedSubstrings = [...]string{"credentials", "token", "auth", "secret"}
-	excludedSuffixes   = [...]string{".key", ".pem", ".env", ".p12", ".pfx"}
-	excludedPrefixes   = [...]string{"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"}
-	excludedNames      = [...]string{
-		"settings.json", "settings.yaml", "settings.local.json",
-		"config.yml", "config.yaml", "config.toml",
-		"models.yml", "models.yaml",
-		".ssh", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".env",
-	}
-)
-
-// Excluded reports whether name is credential-shaped (see the rules above).
-// An excluded name is never resolved and never listed, at any depth. It is a
-// pure function of name and does not allocate for names up to 255 bytes.
 func Excluded(name string) bool {
-	return excluded(name)
+	return excluded(name, false)
 }
 
-// excludedBytes is Excluded of a name in a buffer, without copying it: the
+// ExcludedSlug is Excluded for a working-directory slug (see SetSlugDirs):
+// every rule but the generic shapes.
+func ExcludedSlug(name string) bool {
+	return excluded(name, true)
+}
+
+// excludedBytes is excluded of a name in a buffer, without copying it: the
 // string made here does not outlive the call, and the buffer is not written
 // during it.
-func excludedBytes(name []byte) bool {
+func excludedBytes(name []byte, slug bool) bool {
 	if len(name) == 0 {
-		return excluded("")
+		return excluded("", slug)
 	}
-	return excluded(unsafe.String(unsafe.SliceData(name), len(name)))
+	return excluded(unsafe.String(unsafe.SliceData(name), len(name)), slug)
 }
 
-func excluded(name string) bool {
+func excluded(name string, slug bool) bool {
 	var buf [maxName + 1]byte
 	f := buf[:0]
 	if len(name) > len(buf) {
@@ -132,48 +106,8 @@ func excluded(name string) bool {
 	if len(f) == 0 {
 		return false
 	}
-	// Each comparison is guarded by one byte (the first, or the last for
-	// a suffix), so a name that matches no rule costs a byte test per rule.
-	first, last := f[0], f[len(f)-1]
-	for _, p := range excludedNames {
-		if first == p[0] && string(f) == p {
-			return true
-		}
-	}
-	for _, p := range excludedSuffixes {
-		if last == p[len(p)-1] && len(f) >= len(p) && string(f[len(f)-len(p):]) == p {
-			return true
-		}
-	}
-	for _, p := range excludedPrefixes {
-		if first == p[0] && len(f) >= len(p) && string(f[:len(p)]) == p {
-			return true
-		}
-	}
-	// One table lookup per byte rather than one comparison per byte and
-	// pattern: this runs for every name of every listing.
-	for i, c := range f {
-		if k := substringAt[c]; k != 0 {
-			p := excludedSubstrings[k-1]
-			if len(f)-i >= len(p) && string(f[i:i+len(p)]) == p {
-				return true
-			}
-		}
-	}
-	return false
+	return credential(f, slug)
 }
-
-// substringAt maps a byte to 1 + the index of the excluded substring that
-// starts with it, or 0. The substrings start with distinct bytes.
-var substringAt = func() (t [256]uint8) {
-	for i, p := range excludedSubstrings {
-		if t[p[0]] != 0 {
-			panic("saferoot: two excluded substrings start with " + p[:1])
-		}
-		t[p[0]] = uint8(i + 1)
-	}
-	return t
-}()
 
 // noMatch stands in the folded name for a code point that cannot be part of
 // any (ASCII) pattern, so that it still separates what is on either side.

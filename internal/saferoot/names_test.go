@@ -70,11 +70,11 @@ func TestExcluded(t *testing.T) {
 		{"to\ufeffken", true},         // BOM
 		{"ıd_rsa", true},              // dotless i
 		// near misses: allowed
-		{"settings.json.bak", false},
+		{"settings.json.bak", true}, // a backup of an exact rule
 		{"my-settings.json", false},
 		{"config.json", false},
 		{"config", false},
-		{"models.json", false},
+		{"models.json", true}, // pi's provider keys
 		{"history.jsonl", false},
 		{"keys", false},
 		{"monkey.txt", false},
@@ -82,7 +82,7 @@ func TestExcluded(t *testing.T) {
 		{"a.keys", false},
 		{"environment", false},
 		{"x.envelope", false},
-		{".envrc", false},
+		{".envrc", true}, // direnv: the .env family by prefix
 		{"ssh", false},
 		{".sshd", false},
 		{"my_id_rsa", false},

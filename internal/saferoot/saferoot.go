@@ -19,10 +19,22 @@
 // reading, with O_NONBLOCK, and checks again after, so a fifo, socket or
 // device is never read and can never block the caller.
 //
-// Nothing is cached: each operation opens the root path anew. The root is
-// configuration, resolved normally (it may be a symlink), and a root that is
-// deleted and recreated, or that appears after start-up, keeps working. A
-// pinned fd would serve a deleted directory forever.
+// No mount is crossed beneath a root either (RESOLVE_NO_XDEV; the walk
+// compares each component's device with the root's), unless the root was
+// made with CrossMounts: a bind of /proc or of another home put beneath a
+// root is NotExist.
+//
+// The root itself is looked up anew by each operation, so a root that is
+// deleted and recreated, or that appears after start-up, keeps working (a
+// pinned fd of the root would serve a deleted directory forever). The
+// daemon's roots are pinned (pin.go): the directory holding each root is
+// opened once at start (an Anchor: $HOME for the default roots) and the
+// root is its entry there, opened by name with no symlink followed and no
+// mount crossed, so a root replaced by a link while the daemon runs is
+// NotExist, never followed; a root that is a link or a mount point at
+// start is resolved once, then (Pinner.Pin). New makes an unpinned root,
+// whose path is opened, following links, by every operation: for tests and
+// tools that have no start to pin at.
 package saferoot
 
 import (
@@ -37,12 +49,22 @@ import (
 	"github.com/9harness/9harness/internal/errs"
 )
 
-// Root is a directory named by configuration. Its path is resolved normally
-// (it may legitimately be a symlink: it is configuration, not client input);
-// everything beneath it is resolved with no symlink ever followed.
+// Root is a directory named by configuration. Everything beneath it is
+// resolved with no symlink ever followed and no mount crossed. The root
+// itself is either pinned (anchor set: its entry name in a directory opened
+// at start, opened with no link followed) or, made by New, its path opened
+// normally by each operation.
 type Root struct {
 	path   string
 	noOat2 bool
+	xdev   bool // CrossMounts: mounts beneath the root are served
+
+	anchor *Anchor  // nil: unpinned (New)
+	name   string   // the root's entry in anchor
+	mnt    mountKey // nonzero: the root was a mount point at start; that mount is served
+	dead   bool     // Pin could not resolve it: never exists
+
+	slugs slugDirs // see SetSlugDirs (credentials.go)
 }
 
 // Option configures a Root.
@@ -52,8 +74,9 @@ type Option func(*Root)
 // (for tests, and to exercise the path old kernels take).
 func WithoutOpenat2() Option { return func(r *Root) { r.noOat2 = true } }
 
-// New returns the Root at path. It touches nothing: the path is opened by
-// each operation.
+// New returns the unpinned Root at path. It touches nothing: the path is
+// opened, following links, by each operation. The daemon pins its roots
+// instead (Pinner.Pin, Anchor.Root).
 func New(path string, opts ...Option) *Root {
 	r := &Root{path: path}
 	for _, o := range opts {
@@ -62,7 +85,8 @@ func New(path string, opts ...Option) *Root {
 	return r
 }
 
-// Path returns the configured path of the root.
+// Path returns the path of the root: as configured, or, for a root Pin
+// found to be a symlink, the directory it resolved to.
 func (r *Root) Path() string { return r.path }
 
 // Info is what Stat reports of a regular file or directory.
@@ -111,7 +135,7 @@ func (r *Root) Exists() bool {
 // directory is answered; a symlink, fifo, socket or device is NotExist.
 func (r *Root) Stat(rel string) (Info, error) {
 	const op = "saferoot.Stat"
-	if err := checkRel(op, rel); err != nil {
+	if err := r.checkRel(op, rel); err != nil {
 		return Info{}, err
 	}
 	rootfd, err := r.openRoot()
@@ -127,7 +151,7 @@ func (r *Root) Stat(rel string) (Info, error) {
 		return Info{}, errs.E(op, kindOf(err), rel, err)
 	}
 	defer unix.Close(fd)
-	return fstatInfo(op, rel, fd)
+	return r.slugDirOnly(op, rel)(fstatInfo(op, rel, fd))
 }
 
 // Open opens a regular file for reading. A directory is IsDir; anything else
@@ -136,7 +160,7 @@ func (r *Root) Stat(rel string) (Info, error) {
 // The file is returned in blocking mode; it is the caller's to close.
 func (r *Root) Open(rel string) (*os.File, error) {
 	const op = "saferoot.Open"
-	if err := checkRel(op, rel); err != nil {
+	if err := r.checkRelFile(op, rel); err != nil {
 		return nil, err
 	}
 	rootfd, err := r.openRoot()
@@ -194,7 +218,7 @@ func (r *Root) ReadDir(rel string) ([]Entry, error) {
 // final size.
 func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T, error) {
 	const op = "saferoot.ReadDir"
-	if err := checkRel(op, rel); err != nil {
+	if err := r.checkRel(op, rel); err != nil {
 		return nil, err
 	}
 	rootfd, err := r.openRoot()
@@ -219,6 +243,7 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 	}
 	s := getScratch()
 	defer putScratch(s)
+	s.slug = r.atSlug(rel)
 	// Size the scratch from the directory's size, so that a huge listing is
 	// not regrown a hundred times. st_size of a directory is a filesystem's
 	// own measure (ext4: bytes of 8-byte-header records, ~16 per short
@@ -253,13 +278,61 @@ func (r *Root) notDirKind(rootfd int, rel string) errs.Kind {
 	return errs.NotExist
 }
 
-// openRoot opens the root path afresh, following links: it is configuration.
+// openRoot opens the root afresh. A pinned root is its entry in the anchor,
+// with no link followed and no mount crossed (a mount point at start: that
+// same mount); an unpinned one is its path, following links.
 func (r *Root) openRoot() (int, error) {
-	for {
-		fd, err := unix.Open(r.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != unix.EINTR {
-			return fd, err
+	switch {
+	case r.dead:
+		return -1, unix.ENOENT
+	case r.anchor == nil:
+		return openat(unix.AT_FDCWD, r.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	case r.anchor.fd < 0:
+		return -1, unix.ENOENT
+	}
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	mounted := r.mnt != (mountKey{})
+	fd, err := -1, error(unix.ENOSYS)
+	if !r.noOat2 && !openat2Missing.Load() {
+		res := uint64(resolveFlags)
+		if !mounted {
+			res |= unix.RESOLVE_NO_XDEV
 		}
+		fd, err = openat2(r.anchor.fd, r.name, flags, res)
+	}
+	if err == unix.ENOSYS {
+		// One component, O_NOFOLLOW: a link there is ENOTDIR or ELOOP.
+		// The mount is checked below instead of by RESOLVE_NO_XDEV.
+		if fd, err = openat(r.anchor.fd, r.name, flags); err == nil && !mounted && !sameMount(fd, r.anchor.mnt) {
+			unix.Close(fd)
+			return -1, unix.EXDEV
+		}
+	}
+	if err != nil {
+		return -1, err
+	}
+	if mounted && !sameMount(fd, r.mnt) {
+		unix.Close(fd)
+		return -1, unix.EXDEV
+	}
+	return fd, nil
+}
+
+// openat2 is one openat2 call, retried on EINTR and (a few times) on
+// EAGAIN; ENOSYS is remembered for the process.
+func openat2(dirfd int, rel string, flags int, res uint64) (int, error) {
+	how := unix.OpenHow{Flags: uint64(flags), Resolve: res}
+	for tries := 0; ; tries++ {
+		fd, err := unix.Openat2(dirfd, rel, &how)
+		// EAGAIN: the kernel saw a concurrent rename and could not vouch
+		// for the lookup; retrying is what the man page asks for.
+		if err == unix.EINTR || (err == unix.EAGAIN && tries < 16) {
+			continue
+		}
+		if err == unix.ENOSYS {
+			openat2Missing.Store(true)
+		}
+		return fd, err
 	}
 }
 
@@ -271,22 +344,15 @@ func (r *Root) resolve(rootfd int, rel string, flags int) (int, error) {
 		rel = "."
 	}
 	if !r.noOat2 && !openat2Missing.Load() {
-		how := unix.OpenHow{Flags: uint64(flags), Resolve: resolveFlags}
-		for tries := 0; ; tries++ {
-			fd, err := unix.Openat2(rootfd, rel, &how)
-			// EAGAIN: the kernel saw a concurrent rename and could not vouch
-			// for the lookup; retrying is what the man page asks for.
-			if err == unix.EINTR || (err == unix.EAGAIN && tries < 16) {
-				continue
-			}
-			if err == unix.ENOSYS {
-				openat2Missing.Store(true)
-				break
-			}
+		res := uint64(resolveFlags)
+		if !r.xdev {
+			res |= unix.RESOLVE_NO_XDEV
+		}
+		if fd, err := openat2(rootfd, rel, flags, res); err != unix.ENOSYS {
 			return fd, err
 		}
 	}
-	return walk(rootfd, rel, flags)
+	return walk(rootfd, rel, flags, !r.xdev)
 }
 
 // walk is the fallback of resolve: one openat per component from rootfd,
@@ -294,10 +360,20 @@ func (r *Root) resolve(rootfd int, rel string, flags int) (int, error) {
 // O_NOFOLLOW, so a symlink there fails with ENOTDIR instead of being followed;
 // the last gets the caller's flags plus O_NOFOLLOW, so a symlink there fails
 // with ELOOP, or (O_PATH) is opened as the link itself for the caller's
-// fstat to refuse.
-func walk(rootfd int, rel string, flags int) (int, error) {
+// fstat to refuse. With sameDev, every component must be on the root's
+// device (EXDEV otherwise): the walk's stand-in for RESOLVE_NO_XDEV, which
+// a bind of a directory of the same filesystem would pass.
+func walk(rootfd int, rel string, flags int, sameDev bool) (int, error) {
 	if rel == "." {
 		return openat(rootfd, ".", flags|unix.O_NOFOLLOW)
+	}
+	var dev uint64
+	if sameDev {
+		var st unix.Stat_t
+		if err := fstat(rootfd, &st); err != nil {
+			return -1, err
+		}
+		dev = uint64(st.Dev)
 	}
 	dirfd := rootfd
 	for rest := rel; ; {
@@ -316,6 +392,16 @@ func walk(rootfd int, rel string, flags int) (int, error) {
 		fd, err := openat(dirfd, comp, f)
 		if dirfd != rootfd {
 			unix.Close(dirfd)
+		}
+		if err == nil && sameDev {
+			var st unix.Stat_t
+			if err = fstat(fd, &st); err == nil && uint64(st.Dev) != dev {
+				err = unix.EXDEV
+			}
+			if err != nil {
+				unix.Close(fd)
+				return -1, err
+			}
 		}
 		if err != nil || !more {
 			return fd, err
