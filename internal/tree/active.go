@@ -26,6 +26,10 @@ type ActiveConfig struct {
 	Now  func() time.Time
 	// Mover, if set (--allow-move), makes the zmx and tmux files writable.
 	Mover Mover
+	// grantee is the view of a peer that is not the owner: no field
+	// derived from an agent's environment (zmx, tmux), hardlinked
+	// transcripts refused (tree.New sets it, with Mover nil).
+	grantee bool
 }
 
 // Mover performs the move a write into zmx or tmux asks for.
@@ -336,7 +340,14 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 	if err != nil {
 		return ""
 	}
-	return name
+	tmpdir, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_TMPDIR")
+	return move.TmuxDisplay(a.TmuxSocket, tmpdir, d.a.cfg.UID, name)
+}
+
+// shows reports whether f is in this view: a grantee is shown no field
+// derived from the agent's environment.
+func (d *agentDir) shows(f field) bool {
+	return !d.a.cfg.grantee || (f.name != "zmx" && f.name != "tmux")
 }
 
 func (d *agentDir) Lookup(name string) (Node, error) {
@@ -356,7 +367,7 @@ func (d *agentDir) Lookup(name string) (Node, error) {
 		return nil, err
 	}
 	for _, f := range fields {
-		if f.name == name {
+		if f.name == name && d.shows(f) {
 			if _, ok := f.value(d, a); !ok {
 				break
 			}
@@ -386,10 +397,10 @@ func (d *agentDir) transcript(rel string) (Node, error) {
 	if rel == "" || env.Root == nil {
 		return nil, errs.E("active.transcript", errs.NotExist, d.treePath()+"/transcript", nil)
 	}
-	if err := saferoot.CheckRel(rel); err != nil {
+	if err := env.Root.CheckRel(rel); err != nil {
 		return nil, err
 	}
-	return mirror(env.Root, rel, wantFile)
+	return mirrorAs(env.Root, rel, wantFile, d.a.cfg.grantee)
 }
 
 func (d *agentDir) List() ([]Entry, error) {
@@ -399,6 +410,9 @@ func (d *agentDir) List() ([]Entry, error) {
 	}
 	var out []Entry
 	for _, f := range fields {
+		if !d.shows(f) {
+			continue
+		}
 		if _, ok := f.value(d, a); ok {
 			out = append(out, Entry{Name: f.name, Path: SynthPath(d.treePath() + "/" + f.name + "@" + strconv.FormatUint(d.p.Start, 10))})
 		}

@@ -23,9 +23,15 @@ type Config struct {
 	Now   func() time.Time // nil means time.Now
 	// Active, if set, adds /active: one directory per live agent.
 	Active *ActiveConfig
+	// Grantee builds the view of a peer that is not the owner: session
+	// state only (see granteeAllow in grantee.go), no hardlinked file, no
+	// environment-derived fact, nothing writable.
+	Grantee bool
 }
 
-// New builds the root directory of the tree:
+// New builds the root directory of the tree (the owner's view, or with
+// cfg.Grantee a grantee's: see grantee.go). It tells each root where its
+// working-directory slugs are (slugDirs).
 //
 //	/active/<harness>/<pid>/...   (when cfg.Active is set)
 //	/pid /uptime
@@ -40,6 +46,11 @@ func New(cfg Config) Dir {
 	}
 	start := cfg.Start
 	root := func(name string) *saferoot.Root { return cfg.Roots[name] }
+	for h, dirs := range slugDirs {
+		if r := root(h); r != nil {
+			r.SetSlugDirs(dirs...)
+		}
+	}
 
 	// at is a child that mirrors rel under a harness root.
 	at := func(name, harness, rel string, w want) Child {
@@ -48,7 +59,21 @@ func New(cfg Config) Dir {
 			if r == nil {
 				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
 			}
-			return mirror(r, rel, w)
+			return mirrorAs(r, rel, w, cfg.Grantee)
+		}}
+	}
+	// whole is a harness directory the owner sees whole and a grantee
+	// through its allowlist.
+	whole := func(name, harness, rel string) Child {
+		if !cfg.Grantee {
+			return at(name, harness, rel, wantDir)
+		}
+		return Child{Name: name, Make: func() (Node, error) {
+			r := root(harness)
+			if r == nil {
+				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+			}
+			return newAllowDir(r, rel, granteeAllow[harness])
 		}}
 	}
 	// dir is a static directory that exists only while the harness root does.
@@ -80,6 +105,9 @@ func New(cfg Config) Dir {
 		if ac.Now == nil {
 			ac.Now = now
 		}
+		if cfg.Grantee {
+			ac.grantee, ac.Mover = true, nil
+		}
 		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root())})
 	}
 	return NewStatic("/", start, append(children,
@@ -95,10 +123,10 @@ func New(cfg Config) Dir {
 			at("session-index", "codex", "session_index.jsonl", wantFile),
 			at("history", "codex", "history.jsonl", wantFile),
 		),
-		at("omp", "omp", "agent", wantDir),
-		at("pi", "pi", "agent", wantDir),
-		at("hermes", "hermes", "", wantDir),
-		at("dsh", "dsh", "", wantDir),
+		whole("omp", "omp", "agent"),
+		whole("pi", "pi", "agent"),
+		whole("hermes", "hermes", ""),
+		whole("dsh", "dsh", ""),
 		Child{Name: "skills", Make: fixed(skills)},
 	)...)
 }

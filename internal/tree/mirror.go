@@ -3,6 +3,8 @@ package tree
 import (
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -20,16 +22,30 @@ const (
 // Mirror returns the node for rel under root, which must exist now and be of
 // the wanted kind. rel is fixed by the layout (never client bytes).
 func mirror(root *saferoot.Root, rel string, w want) (Node, error) {
+	return mirrorAs(root, rel, w, false)
+}
+
+// mirrorAs is mirror for the owner's view (grantee false) or a grantee's.
+// A grantee is never served a regular file with more than one link (a
+// hardlink inside a root to ~/.ssh/id_ed25519 would otherwise hand the
+// grantee a file the host refuses it), and sees a directory's link count as
+// 2 plus its visible subdirectories (the real count tells how many excluded
+// ones there are).
+func mirrorAs(root *saferoot.Root, rel string, w want, grantee bool) (Node, error) {
 	const op = "tree.mirror"
 	info, err := root.Stat(rel)
 	if err != nil {
 		return nil, err
 	}
+	n := mirrorNode{root: root, rel: rel, grantee: grantee}
+	if n.found, err = n.attrOf(info); err != nil {
+		return nil, err
+	}
 	switch {
 	case info.Dir && w != wantFile:
-		return &mirrorDir{mirrorNode{root, rel, hostAttr(info)}}, nil
+		return &mirrorDir{n}, nil
 	case !info.Dir && w != wantDir:
-		return &mirrorFile{mirrorNode{root, rel, hostAttr(info)}}, nil
+		return &mirrorFile{n}, nil
 	}
 	return nil, errs.E(op, errs.NotExist, rel, nil)
 }
@@ -42,7 +58,8 @@ type mirrorNode struct {
 	rel  string
 	// found is what the stat that made this node saw. Only LookupAttr
 	// reads it, right after the lookup; Attr always stats anew.
-	found Attr
+	found   Attr
+	grantee bool
 }
 
 func (m mirrorNode) lookupAttr() Attr { return m.found }
@@ -52,7 +69,39 @@ func (m mirrorNode) Attr() (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	return hostAttr(info), nil
+	return m.attrOf(info)
+}
+
+// attrOf is the attributes of info as m's viewer sees them.
+func (m mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
+	a := hostAttr(info)
+	if !m.grantee {
+		return a, nil
+	}
+	if !info.Dir {
+		if info.Nlink > 1 {
+			return Attr{}, errs.E("tree.mirror", errs.NotExist, m.rel, nil)
+		}
+		return a, nil
+	}
+	a.Nlink = 2 + visibleSubdirs(m.root, m.rel)
+	return a, nil
+}
+
+// visibleSubdirs counts the subdirectories of rel a listing shows: none if
+// it cannot be listed (a listing would fail the same way).
+func visibleSubdirs(root *saferoot.Root, rel string) uint64 {
+	ents, err := root.ReadDir(rel)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, e := range ents {
+		if e.Dir {
+			n++
+		}
+	}
+	return n
 }
 
 func hostAttr(info saferoot.Info) Attr {
@@ -89,10 +138,10 @@ func (d *mirrorDir) Lookup(name string) (Node, error) {
 	if d.rel != "" {
 		rel = d.rel + "/" + name
 	}
-	if err := saferoot.CheckRel(rel); err != nil {
+	if err := d.root.CheckRel(rel); err != nil {
 		return nil, err
 	}
-	return mirror(d.root, rel, wantAny)
+	return mirrorAs(d.root, rel, wantAny, d.grantee)
 }
 
 // List implements Dir. Entries come from getdents with no stat per entry;
@@ -105,9 +154,39 @@ func (d *mirrorDir) List() ([]Entry, error) {
 // mirrorListAs is List with each entry passed through f (see ListAs). A
 // method cannot have a type parameter, hence the function.
 func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
+	if d.grantee {
+		return granteeList(d, f)
+	}
 	return saferoot.ReadDirFunc(d.root, d.rel, func(dev uint64, e saferoot.Entry) T {
 		return f(Entry{Name: e.Name, Dir: e.Dir, Path: HostPath(dev, e.Ino)})
 	})
+}
+
+// granteeList is a grantee's listing: a regular file is listed only if a
+// stat of it, made now, finds one link (see mirrorAs). A file that vanished
+// meanwhile is left out, as a listing made a moment later would.
+func granteeList[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
+	ents, err := d.root.ReadDir(d.rel)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(ents))
+	for _, e := range ents {
+		info, err := d.root.Stat(join1(d.rel, e.Name))
+		if err != nil || info.Dir != e.Dir || (!info.Dir && info.Nlink > 1) {
+			continue
+		}
+		out = append(out, f(Entry{Name: e.Name, Dir: e.Dir, Path: HostPath(info.Dev, info.Ino)}))
+	}
+	return out, nil
+}
+
+// join1 is rel/name, or name at the root.
+func join1(rel, name string) string {
+	if rel == "" {
+		return name
+	}
+	return rel + "/" + name
 }
 
 type mirrorFile struct{ mirrorNode }
@@ -118,6 +197,15 @@ func (f *mirrorFile) Open() (Handle, error) {
 	fh, err := f.root.Open(f.rel)
 	if err != nil {
 		return nil, err
+	}
+	if f.grantee {
+		// Checked on the open file, not only at lookup: a link made since
+		// the lookup is seen here, and this is the file that is read.
+		var st unix.Stat_t
+		if err := unix.Fstat(int(fh.Fd()), &st); err != nil || st.Nlink > 1 {
+			fh.Close()
+			return nil, errs.E("tree.Open", errs.NotExist, f.rel, err)
+		}
 	}
 	return hostHandle{fh}, nil
 }

@@ -1,0 +1,202 @@
+package tree
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// granteeHome is a home with session state and everything else a harness
+// keeps beside it, and a hardlink to a "key" outside the roots.
+func granteeHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	files := []string{
+		".claude/projects/-home-u-src-oauth-server/s1.jsonl",
+		".claude/projects/-home-u-src-x/s2.jsonl",
+		".claude/history.jsonl",
+		".claude/skills/a/SKILL.md",
+		".claude/todos/t.json",
+		".codex/sessions/2026/01/01/rollout-x.jsonl",
+		".codex/session_index.jsonl",
+		".codex/history.jsonl",
+		".codex/log/codex-tui.log",
+		".omp/agent/sessions/-src-x/t.jsonl",
+		".omp/agent/skills/s/SKILL.md",
+		".omp/agent/agent.db",
+		".omp/agent/notes.txt",
+		".omp/agent/logs/omp.log",
+		".pi/agent/sessions/--home-u-src-secret-sauce--/t.jsonl",
+		".pi/agent/models.json",
+		".pi/agent/prompts/p.md",
+		".hermes/sessions/s.jsonl",
+		".hermes/state.db",
+		".hermes/runtime/active_sessions.json",
+		".hermes/runtime/gateway.pid",
+		".hermes/whatsapp/session/creds.json",
+		".hermes/memories/MEMORY.md",
+		".dsh/sessions/--home-u-src-x--/session-1/session.jsonl.zstd",
+		".dsh/storages/workspace.json",
+		".dsh/storages/other.json",
+		".dsh/profiles/p/package.json",
+		"ssh/id_ed25519",
+	}
+	for _, f := range files {
+		p := filepath.Join(home, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(f+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A hardlink inside an allowed directory, under an innocent name.
+	if err := os.Link(filepath.Join(home, "ssh/id_ed25519"), filepath.Join(home, ".claude/projects/-home-u-src-x/notes.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	// Excluded subdirectories of an allowed one, which st_nlink would count.
+	for _, d := range []string{".aws", ".gnupg", "secrets", ".kube"} {
+		if err := os.MkdirAll(filepath.Join(home, ".claude/projects/-home-u-src-x", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+func views(home string) (owner, grantee Dir) {
+	roots := map[string]*saferoot.Root{}
+	for _, h := range Harnesses {
+		roots[h] = saferoot.New(filepath.Join(home, "."+h))
+	}
+	cfg := Config{Roots: roots, PID: 42, Start: time.Unix(1000, 0), Now: func() time.Time { return time.Unix(1100, 0) }}
+	owner = New(cfg)
+	cfg.Grantee = true
+	return owner, New(cfg)
+}
+
+// walkAll lists every path of d (files and directories), depth first.
+func walkAll(t *testing.T, d Dir, prefix string, out *[]string) {
+	t.Helper()
+	ents, err := d.List()
+	if err != nil {
+		t.Fatalf("list %s: %v", prefix, err)
+	}
+	for _, e := range ents {
+		p := prefix + "/" + e.Name
+		*out = append(*out, p)
+		if e.Dir {
+			n, err := d.Lookup(e.Name)
+			if err != nil {
+				t.Fatalf("lookup %s: %v", p, err)
+			}
+			walkAll(t, n.(Dir), p, out)
+		}
+	}
+}
+
+func lookupPath(d Dir, p string) (Node, error) {
+	var n Node = d
+	for _, c := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		dd, ok := n.(Dir)
+		if !ok {
+			return nil, errs.E("test", errs.NotDir, p, nil)
+		}
+		var err error
+		if n, err = dd.Lookup(c); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func TestGranteeView(t *testing.T) {
+	home := granteeHome(t)
+	owner, grantee := views(home)
+	var got []string
+	walkAll(t, grantee, "", &got)
+	want := []string{
+		"/claude", "/claude/history", "/claude/projects",
+		"/claude/projects/-home-u-src-oauth-server", "/claude/projects/-home-u-src-oauth-server/s1.jsonl",
+		"/claude/projects/-home-u-src-x", "/claude/projects/-home-u-src-x/s2.jsonl",
+		"/claude/skills", "/claude/skills/a", "/claude/skills/a/SKILL.md",
+		"/codex", "/codex/history", "/codex/session-index", "/codex/sessions", "/codex/sessions/2026",
+		"/codex/sessions/2026/01", "/codex/sessions/2026/01/01", "/codex/sessions/2026/01/01/rollout-x.jsonl",
+		"/dsh", "/dsh/sessions", "/dsh/sessions/--home-u-src-x--", "/dsh/sessions/--home-u-src-x--/session-1",
+		"/dsh/sessions/--home-u-src-x--/session-1/session.jsonl.zstd",
+		"/dsh/storages", "/dsh/storages/workspace.json",
+		"/hermes", "/hermes/runtime", "/hermes/runtime/active_sessions.json", "/hermes/sessions",
+		"/hermes/sessions/s.jsonl", "/hermes/state.db",
+		"/omp", "/omp/sessions", "/omp/sessions/-src-x", "/omp/sessions/-src-x/t.jsonl",
+		"/omp/skills", "/omp/skills/s", "/omp/skills/s/SKILL.md",
+		"/pi", "/pi/sessions", "/pi/sessions/--home-u-src-secret-sauce--",
+		"/pi/sessions/--home-u-src-secret-sauce--/t.jsonl",
+		"/pid",
+		"/skills", "/skills/claude", "/skills/claude/a", "/skills/claude/a/SKILL.md",
+		"/skills/omp", "/skills/omp/s", "/skills/omp/s/SKILL.md",
+		"/uptime",
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("grantee tree:\n got %q\nwant %q", got, want)
+	}
+	for _, p := range []string{
+		"/omp/agent.db", "/omp/notes.txt", "/omp/logs", "/pi/models.json", "/pi/prompts",
+		"/hermes/runtime/gateway.pid", "/hermes/whatsapp", "/hermes/memories", "/dsh/storages/other.json",
+		"/dsh/profiles", "/claude/projects/-home-u-src-x/notes.jsonl", "/claude/projects/-home-u-src-x/.aws",
+	} {
+		if _, err := lookupPath(grantee, p); !errs.Is(err, errs.NotExist) && !errs.Is(err, errs.Private) {
+			t.Errorf("grantee lookup %s: %v, want NotExist", p, err)
+		}
+	}
+	// The owner sees the rest (minus credentials), the hardlink included.
+	for _, p := range []string{"/omp/notes.txt", "/omp/logs/omp.log", "/pi/prompts/p.md", "/hermes/memories/MEMORY.md",
+		"/claude/projects/-home-u-src-x/notes.jsonl", "/claude/projects/-home-u-src-oauth-server/s1.jsonl"} {
+		if _, err := lookupPath(owner, p); err != nil {
+			t.Errorf("owner lookup %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"/omp/agent.db", "/pi/models.json", "/hermes/whatsapp/session/creds.json"} {
+		if _, err := lookupPath(owner, p); err == nil {
+			t.Errorf("owner served %s", p)
+		}
+	}
+	// st_nlink: 2 + visible subdirectories for the grantee.
+	n, err := lookupPath(grantee, "/claude/projects/-home-u-src-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := n.Attr(); a.Nlink != 2 {
+		t.Errorf("grantee nlink of a dir with 4 excluded subdirs = %d, want 2", a.Nlink)
+	}
+	if _, a, _ := LookupAttr(n.(Dir), "s2.jsonl"); a.Nlink != 1 {
+		t.Errorf("nlink of s2.jsonl = %d", a.Nlink)
+	}
+	for p, want := range map[string]uint64{"/claude/projects": 4, "/hermes": 4, "/omp": 4, "/dsh/storages": 2} {
+		n, err := lookupPath(grantee, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, _ := n.Attr(); a.Nlink != want {
+			t.Errorf("grantee nlink %s = %d, want %d", p, a.Nlink, want)
+		}
+	}
+	// The hardlink's open is refused too, should a link appear after lookup.
+	n, err = lookupPath(grantee, "/claude/projects/-home-u-src-x/s2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(home, ".claude/projects/-home-u-src-x/s2.jsonl"), filepath.Join(home, "s2-link")); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := n.(File).Open(); err == nil {
+		h.Close()
+		t.Errorf("grantee opened a file with two links")
+	}
+}
