@@ -161,6 +161,9 @@ func (g *globals) dial() (*client.Client, error) {
 		return client.DialSSH(*g.ssh)
 	}
 	c, err := client.DialAname(g.sock, g.aname)
+	if sockpath.IsUntrusted(err) {
+		return nil, err // "refusing PATH: its directory is owned by uid N, ..."
+	}
 	if errors.Is(err, client.ErrUnanswered) {
 		return nil, fmt.Errorf("%s: %v", g.sock, err)
 	}

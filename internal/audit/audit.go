@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/journal"
 )
@@ -78,7 +80,7 @@ func (l *Logfmt) Send(e Event) error {
 		b.WriteByte(' ')
 		b.WriteString(strings.ToLower(k))
 		b.WriteByte('=')
-		if v == "" || strings.ContainsAny(v, " \t\"=\n\\") {
+		if needsQuote(v) {
 			v = strconv.Quote(v)
 		}
 		b.WriteString(v)
@@ -99,6 +101,29 @@ func (l *Logfmt) Send(e Event) error {
 	defer l.mu.Unlock()
 	_, err := io.WriteString(l.W, b.String())
 	return err
+}
+
+// needsQuote reports whether a logfmt value must be quoted: it is empty,
+// holds a separator of logfmt (space, '=', '"', '\\'), or holds a byte a
+// terminal or a line-oriented reader would act on instead of showing. Values
+// come from peers (a comm is whatever the peer's process named itself), so a
+// CR or an ESC written raw would let a peer overwrite or forge what an
+// administrator sees. Every byte below 0x20 and 0x7f is quoted (strconv.Quote
+// writes them as \r, \x1b, \x7f), and so is any rune that is not printable
+// or not valid UTF-8 (bidi overrides, U+2028), which Quote escapes too.
+func needsQuote(v string) bool {
+	if v == "" {
+		return true
+	}
+	for _, r := range v {
+		switch {
+		case r < 0x20, r == 0x7f, r == ' ', r == '=', r == '"', r == '\\':
+			return true
+		case r == utf8.RuneError, !unicode.IsPrint(r):
+			return true
+		}
+	}
+	return false
 }
 
 // Default returns the journal when its socket is reachable, else the

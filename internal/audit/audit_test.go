@@ -42,3 +42,40 @@ func TestLimiter(t *testing.T) {
 		t.Fatal(r.events[3].Message)
 	}
 }
+
+// TestLogfmtControlBytes: a value a peer chose (its comm) cannot carry a
+// raw control byte into the stderr log, where CR would let it overwrite the
+// line on a terminal and ESC would drive the terminal. Every byte below 0x20
+// and 0x7f appears escaped, in every field, and the line stays one line.
+func TestLogfmtControlBytes(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ok\rforged", `"ok\rforged"`},
+		{"\x1b[2Jx", `"\x1b[2Jx"`},
+		{"a\x00b", `"a\x00b"`},
+		{"del\x7f", `"del\x7f"`},
+		{"tab\there", `"tab\there"`},
+		{"bidi\u202egnp", `"bidi\u202egnp"`},
+		{"bad\xffutf8", `"bad\xffutf8"`},
+		{"plain-comm", `plain-comm`},
+		{"", `""`},
+	} {
+		var b bytes.Buffer
+		l := &Logfmt{W: &b}
+		l.Send(Event{ID: IDConnRefused, Priority: PriWarning, Message: tc.in,
+			Fields: map[string]string{"PEER_COMM": tc.in}})
+		line := b.String()
+		if strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") {
+			t.Errorf("%q: not one line: %q", tc.in, line)
+		}
+		for i := 0; i < len(line)-1; i++ {
+			if c := line[i]; c < 0x20 || c == 0x7f {
+				t.Errorf("%q: raw byte %#x in %q", tc.in, c, line)
+			}
+		}
+		for _, f := range []string{" message=" + tc.want + " ", " peer_comm=" + tc.want + "\n"} {
+			if !strings.Contains(line, f) {
+				t.Errorf("%q: %q lacks %q", tc.in, line, f)
+			}
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+
+	"github.com/9harness/9harness/internal/sockpath"
 )
 
 // Msize is what the client asks for; the daemon grants at most its cap.
@@ -54,9 +56,14 @@ func Dial(sock string) (*Client, error) { return DialAname(sock, "/") }
 // its way out, and names this process's uid in the Tattach, which such a
 // server needs (see plainConn). The library then speaks 9P2000.L without
 // extensions, as the server's Rversion says.
+//
+// Before a byte is sent, the socket's directory and its server are checked
+// (sockpath.Dial): a socket that is not the user's, nor root's, nor its
+// directory owner's is refused with a *sockpath.Untrusted naming the path
+// and the owner found.
 func DialAname(sock, aname string) (*Client, error) {
 	return DialFunc(func() (net.Conn, error) {
-		return net.DialTimeout("unix", sock, 5*time.Second)
+		return sockpath.Dial(sock, 5*time.Second)
 	}, aname)
 }
 

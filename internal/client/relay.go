@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/9harness/9harness/internal/sockpath"
 )
 
 // Relay joins a byte stream to the daemon's socket: it copies in to the
@@ -40,12 +41,15 @@ import (
 // host. Forwarding the socket itself (ssh -L LOCAL:REMOTE_SOCKET host)
 // grants exactly the same, since sshd's session for alice makes that
 // connection too.
+//
+// The relay checks its daemon as a local client does (sockpath.Dial): on
+// the remote host a socket squatted by another user is refused before a
+// byte of the client's stream reaches it.
 func Relay(sock string, in io.Reader, out io.Writer) error {
-	nc, err := net.DialTimeout("unix", sock, 5*time.Second)
+	conn, err := sockpath.Dial(sock, 5*time.Second)
 	if err != nil {
 		return &RelayError{Socket: sock, Err: err}
 	}
-	conn := nc.(*net.UnixConn)
 	defer conn.Close()
 
 	var inDone atomic.Bool
@@ -87,6 +91,9 @@ type RelayError struct {
 }
 
 func (e *RelayError) Error() string {
+	if sockpath.IsUntrusted(e.Err) {
+		return e.Err.Error()
+	}
 	if errors.Is(e.Err, ErrUnanswered) {
 		return fmt.Sprintf("the daemon at %s closed the connection without answering: this uid may not read it, or it is at its connection cap", e.Socket)
 	}
