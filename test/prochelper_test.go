@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,13 +13,17 @@ import (
 )
 
 // TestProcHelper is the systemd unit's situation without systemd: the
-// daemon in its own user namespace (unshare -r, as PrivateUsers=yes puts
-// it) cannot read an agent's cwd or environment, and with --proc-helper it
-// reads them through a real `9harnessd --serve-proc-helper` outside. When
-// the helper goes away the fields are absent again (never an error page),
-// and the daemon keeps serving.
+// helper in its unit's cgroup (9harness-proc.service), the daemon in the
+// sibling unit's (9harness.service) and in its own user namespace
+// (unshare -r, as PrivateUsers=yes puts it). Alone, the daemon cannot read
+// an agent's cwd or environment, nor place its peers (they are outside its
+// namespace: a grantee's view); with --proc-helper it reads them through a
+// real `9harnessd --serve-proc-helper`, which answers it because it is
+// 9harnessd in the daemon's unit. When the helper goes away the fields are
+// absent again (never an error page), and the daemon keeps serving.
 func TestProcHelper(t *testing.T) {
 	require(t, "unshare")
+	helperUnit, daemonUnit := cgroupUnits(t)
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "x")
 	must(t, os.MkdirAll(cwd, 0o755))
@@ -28,14 +33,14 @@ func TestProcHelper(t *testing.T) {
 	dir := "/active/claude/" + strconv.Itoa(cl.pid())
 
 	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")
-	helper := launch(t, "--serve-proc-helper", "--unix", hsock)
+	helper := launchIn(t, helperUnit, bin("9harnessd"), "--serve-proc-helper", "--unix", hsock)
 	helper.sock = hsock
 	helper.waitReady()
 
 	inUserns := func(extra ...string) *daemon {
 		sock := filepath.Join(t.TempDir(), "harness.sock")
 		args := append([]string{"-r", "--", bin("9harnessd"), "--unix", sock, "--audit", "stderr"}, rootArgs(home)...)
-		d := launchCmd(t, "unshare", append(args, extra...)...)
+		d := launchIn(t, daemonUnit, require(t, "unshare"), append(args, extra...)...)
 		d.sock = sock
 		d.waitReady()
 		return d
@@ -50,17 +55,20 @@ func TestProcHelper(t *testing.T) {
 			t.Fatalf("daemon %d: user namespace %q, want one other than ours (%q)", d.cmd.Process.Pid, ns, self)
 		}
 	}
+	if !strings.Contains(helper.stderr.String(), "9h-units-") {
+		t.Errorf("the helper does not say it answers only the daemon's unit:\n%s", helper.stderr.String())
+	}
 
 	ca, ch := alone.client(), helped.client()
 	eventually(t, func() bool {
-		return contains(listNames(t, ca, "/active/claude"), strconv.Itoa(cl.pid())) &&
-			contains(listNames(t, ch, "/active/claude"), strconv.Itoa(cl.pid()))
-	}, "the agent listed by both daemons")
+		return contains(listNames(t, ch, "/active/claude"), strconv.Itoa(cl.pid()))
+	}, "the agent listed by the daemon with the helper")
 
-	// Alone, the kernel refuses the daemon the agent's cwd and environ.
+	// Alone, the kernel refuses the daemon the agent's cwd and environ (and
+	// its peers' namespaces: they get a grantee's view).
 	for _, f := range []string{"cwd", "zmx"} {
-		if _, _, err := ca.Stat(dir + "/" + f); !isErrno(err, linux.ENOENT) {
-			t.Errorf("without the helper, %s: %v, want ENOENT (the namespace hides it)", f, err)
+		if v, err := readField(ca, dir+"/"+f); err == nil {
+			t.Errorf("without the helper, %s = %q, want none (the namespace hides it)", f, v)
 		}
 	}
 	// Through the helper they are there.
@@ -68,6 +76,10 @@ func TestProcHelper(t *testing.T) {
 		if got, err := readField(ch, dir+"/"+f); err != nil || got != want {
 			t.Errorf("with the helper, %s = %q (%v), want %q", f, got, err, want)
 		}
+	}
+	// (It refused this test, which dialled it to see it was up.)
+	if strings.Contains(helper.stderr.String(), "refused pid="+strconv.Itoa(helped.cmd.Process.Pid)+" ") {
+		t.Errorf("the helper refused its daemon:\n%s", helper.stderr.String())
 	}
 
 	// The helper goes away: the fields are absent again, nothing else.

@@ -71,32 +71,46 @@ func identify(c net.Conn, procRoot string, full bool) (*Peer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	p := &Peer{pidfd: -1}
+	var p *Peer
 	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		var cr *unix.Ucred
-		cr, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if serr != nil {
-			return
-		}
-		p.Cred = Cred{PID: cr.Pid, UID: cr.Uid, GID: cr.Gid}
-		if full {
-			// A pidfd stays bound to the peer process: a later look at
-			// /proc/<pid> can be checked against it, so pid reuse cannot
-			// substitute another process. Kernels before 6.5 lack it.
-			if pfd, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-				p.pidfd = pfd
-				unix.CloseOnExec(pfd)
-			}
-		}
-	}); err != nil {
+	if err := raw.Control(func(fd uintptr) { p, serr = ofFD(int(fd), full) }); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if serr != nil {
-		return nil, fmt.Errorf("%s: SO_PEERCRED: %w", op, serr)
+		return nil, fmt.Errorf("%s: %w", op, serr)
 	}
 	if full {
 		p.readProc(procRoot)
+	}
+	return p, nil
+}
+
+// FromFD is Identify for a connected unix socket held as a raw descriptor
+// (one handed over by SCM_RIGHTS): the kernel's credentials and the pinned
+// pidfd, without the /proc reads. The caller closes the Peer; fd stays
+// the caller's.
+func FromFD(fd int) (*Peer, error) {
+	p, err := ofFD(fd, true)
+	if err != nil {
+		return nil, fmt.Errorf("peer.FromFD: %w", err)
+	}
+	return p, nil
+}
+
+func ofFD(fd int, full bool) (*Peer, error) {
+	cr, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return nil, fmt.Errorf("SO_PEERCRED: %w", err)
+	}
+	p := &Peer{Cred: Cred{PID: cr.Pid, UID: cr.Uid, GID: cr.Gid}, pidfd: -1}
+	if full {
+		// A pidfd stays bound to the peer process: a later look at
+		// /proc/<pid> can be checked against it, so pid reuse cannot
+		// substitute another process. Kernels before 6.5 lack it.
+		if pfd, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			p.pidfd = pfd
+			unix.CloseOnExec(pfd)
+		}
 	}
 	return p, nil
 }

@@ -424,8 +424,12 @@ func (t *Table) Environ(pid int) ([]string, error) {
 	return splitNul(b), nil
 }
 
-// Getenv returns one variable of the process's environment.
+// Getenv returns one variable of the process's environment, if it is one
+// of Wanted: the tree reads no other, with or without a proc helper.
 func (t *Table) Getenv(pid int, name string) (string, bool) {
+	if !IsWanted(name) {
+		return "", false
+	}
 	env, err := t.Environ(pid)
 	if err != nil {
 		return "", false

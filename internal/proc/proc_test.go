@@ -3,6 +3,7 @@ package proc
 import (
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func TestFixtureTable(t *testing.T) {
 	dir := t.TempDir()
 	err := proctest.Write(dir,
-		proctest.Proc{PID: 100, PPID: 1, UID: 1000, Start: 5000, Argv: []string{"claude", "--resume", "x"}, Env: []string{"ZMX_SESSION=work", "A=b=c"}, Cwd: "/home/g/src", FDs: []string{"/dev/null", "/home/g/.codex/sessions/x.jsonl"}, Threads: []int{101, 102}},
+		proctest.Proc{PID: 100, PPID: 1, UID: 1000, Start: 5000, Argv: []string{"claude", "--resume", "x"}, Env: []string{"ZMX_SESSION=work", "TMUX=b=c", "ANTHROPIC_API_KEY=sk"}, Cwd: "/home/g/src", FDs: []string{"/dev/null", "/home/g/.codex/sessions/x.jsonl"}, Threads: []int{101, 102}},
 		proctest.Proc{PID: 200, PPID: 100, UID: 1000, Start: 6000, Comm: "a) (b", Argv: []string{"node", "/x/bin/dsh"}},
 	)
 	if err != nil {
@@ -31,8 +32,12 @@ func TestFixtureTable(t *testing.T) {
 	if v, ok := tab.Getenv(100, "ZMX_SESSION"); !ok || v != "work" {
 		t.Fatalf("getenv %q %v", v, ok)
 	}
-	if v, _ := tab.Getenv(100, "A"); v != "b=c" {
-		t.Fatalf("getenv A %q", v)
+	if v, _ := tab.Getenv(100, "TMUX"); v != "b=c" {
+		t.Fatalf("getenv TMUX %q", v)
+	}
+	// Only the Wanted variables are read through Getenv.
+	if v, ok := tab.Getenv(100, "ANTHROPIC_API_KEY"); ok || v != "" {
+		t.Fatalf("getenv of a variable that is not Wanted: %q %v", v, ok)
 	}
 	if cwd, _ := tab.Cwd(100); cwd != "/home/g/src" {
 		t.Fatal(cwd)
@@ -130,5 +135,27 @@ func TestSplit(t *testing.T) {
 			}
 		}
 		runtime.GOMAXPROCS(prev)
+	}
+}
+
+func TestWanted(t *testing.T) {
+	w := Wanted()
+	for _, name := range []string{"ZMX_SESSION", "ZMX_DIR", "ZMX_SESSION_PREFIX", "TMUX", "TMUX_PANE", "TMUX_TMPDIR",
+		"HOME", "PATH", "TMPDIR", "XDG_RUNTIME_DIR", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "PI_CODING_AGENT_DIR"} {
+		if !IsWanted(name) || !slices.Contains(w, name) {
+			t.Errorf("%s is not Wanted", name)
+		}
+	}
+	for _, name := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "", "tmux", "LD_PRELOAD"} {
+		if IsWanted(name) {
+			t.Errorf("%q is Wanted", name)
+		}
+	}
+	got := OnlyWanted([]string{"HOME=/h", "ANTHROPIC_API_KEY=sk", "TMUX", "=x", "PATH=/bin", "HOME"})
+	if want := []string{"HOME=/h", "PATH=/bin"}; !slices.Equal(got, want) {
+		t.Errorf("OnlyWanted = %q, want %q", got, want)
+	}
+	if !slices.IsSorted(w) {
+		t.Errorf("Wanted is not sorted: %q", w)
 	}
 }

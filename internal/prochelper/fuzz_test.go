@@ -24,6 +24,10 @@ func FuzzRequests(f *testing.F) {
 		{'c', 0, 0, 0, 0},
 		{'x'},
 		{'f', 0xff, 0xff, 0xff, 0x7f},
+		{'x', 1, 0, 0, 0, 'n', 1, 0, 0, 0, 't', 1, 0, 0, 0},
+		{'m', 1, 0, 0, 0, 'r', 0, 0, 0, 0},
+		{'r', 1, 0, 0, 0},
+		{'p', 1, 0, 0, 0},
 		{},
 	} {
 		f.Add(seed)
@@ -39,6 +43,7 @@ func FuzzRequests(f *testing.F) {
 	go s.Serve(ctx, l, 0)
 	good := Dial(sock)
 	defer good.Close()
+	agent := candidate(f, f.TempDir(), []string{"ZMX_SESSION=fuzz"}).Process.Pid
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := net.Dial("unix", sock)
@@ -73,7 +78,7 @@ func FuzzRequests(f *testing.F) {
 		if replies > len(in)/5 {
 			t.Fatalf("%d replies to %d bytes", replies, len(in))
 		}
-		if _, err := good.Cwd(os.Getpid()); err != nil {
+		if _, err := good.Cwd(agent); err != nil {
 			t.Fatalf("helper no longer answers: %v", err)
 		}
 	})

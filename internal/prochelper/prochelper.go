@@ -1,7 +1,7 @@
 // Package prochelper answers, across a unix socket, the few questions about
-// the user's processes that the kernel refuses to a process in a user
-// namespace: a process's working directory, its environment and its open
-// descriptors, and the real credentials of a connected peer.
+// the user's agents that the kernel refuses to a process in a user
+// namespace, and answers them to one process only: the 9harness daemon of
+// its own unit.
 //
 // Why it exists. The daemon parses bytes from any process of the user (and,
 // over ssh, from other machines), so its unit runs in the strongest sandbox
@@ -13,31 +13,126 @@
 // CAP_SYS_PTRACE) denies /proc/<pid>/environ, cwd and fd/ of the user's own
 // agents, and SO_PEERCRED reports every other uid as the overflow uid. The
 // helper runs outside the namespace, in its own unit, and answers exactly
-// those four questions and nothing else: it reads no client-chosen path,
-// runs nothing and writes nothing, so the part of 9harness that parses
-// untrusted input holds none of that access itself. This is OpenSSH's
-// privilege separation in miniature.
+// the questions listed below: it reads no client-chosen path, runs nothing
+// and writes nothing, so the part of 9harness that parses untrusted input
+// holds none of that access itself. This is OpenSSH's privilege separation
+// in miniature.
 //
-// The helper grants nothing a caller did not have: it serves only peers of
-// its own uid (by SO_PEERCRED), and the kernel still applies its ptrace
-// check to the helper's reads, so it can only see processes the user could
-// see anyway.
+// # Who is answered
 //
-// The protocol is fixed-size and binary, one request and one reply at a
-// time on a connection. A request is 5 bytes: an op and a pid (uint32, little
-// endian); the peer op carries a connected socket as SCM_RIGHTS instead of
-// a pid. A reply is a status byte, a length (uint32, little endian) and that
-// many bytes.
+// Never widen (rule 9): the helper is a deputy with the user's full access
+// to the user's processes, so it must not answer a process the kernel
+// itself would refuse, such as one of the user's processes inside
+// `unshare --user --pid`, which may not read /proc/<pid>/environ of any
+// process outside. Before it reads a byte of a connection, the helper
+// checks its peer (Gate.Check), through the peer's pidfd so that a pid
+// reused in between cannot stand in for it:
+//
+//   - its uid (SO_PEERCRED) is the helper's own;
+//   - its pid namespace is the helper's (the daemon's unit has none of
+//     its own, and the pids the daemon asks about are read in this one);
+//   - started by systemd (the helper's own cgroup is a unit such as
+//     9harness-proc.service): the peer runs in the sibling daemon unit's
+//     cgroup (9harness.service), and its user namespace is the helper's or
+//     a child of it owned by the helper's uid (PrivateUsers=yes puts the
+//     daemon in one; its mount namespace is its own too);
+//   - started by hand (--unix PATH: tests): the peer shares the helper's
+//     user and mount namespaces as well;
+//   - its executable (the file /proc/<pid>/exe opens, compared by device
+//     and inode) is the helper's own: the daemon and the helper are the
+//     same 9harnessd.
+//
+// Any other peer is closed with no byte answered, and the helper logs why.
+// When its own executable has been replaced on disk (an upgrade) the
+// helper exits after such a refusal, so that socket activation starts the
+// new one, which the new daemon passes.
+//
+// # Ops
+//
+// A request is 5 bytes: an op byte and a uint32 (little endian), the pid
+// for the agent ops and 0 for the others; the peer op carries a connected
+// socket as SCM_RIGHTS. A reply is a status byte (0 ok, 1 gone, 2 error
+// with the message as payload), a uint32 length (little endian, at most
+// MaxReply) and that many bytes. Every op is asked by the daemon only (the
+// gate above); what differs is which processes it may be asked about.
+//
+// For candidate agents only: a pid of the helper's own uid that the
+// harness classifiers (harness.All, each Classify on argv and comm, as the
+// daemon's scan does) call a session or a helper of a harness. Any other
+// pid is refused ("not a harness process"); a pid that does not exist is
+// gone. The pid is pinned by a pidfd for the whole answer.
+//
+//	'c' cwd          the working directory (path)
+//	'f' fds          the targets of the open descriptors (NUL-separated)
+//	'x' exe          the executable's path
+//	'n' namespaces   user, mnt, pid namespace inodes (3 uint64)
+//	't' tty size     columns, rows of the terminal on fd 0, 1 or 2 (2 uint32)
+//	'e' environ      only the variables /active reads (proc.Wanted: the
+//	                 zmx and tmux variables, HOME, PATH, TMPDIR,
+//	                 XDG_RUNTIME_DIR, and each harness's own directory
+//	                 variable), NUL-separated
+//	'm' move environ the whole environment, for a move the daemon has
+//	                 authorized (the helper cannot see the authorization:
+//	                 it trusts the daemon it has checked); the daemon
+//	                 passes it to the move's owner-only launcher channel
+//	                 and never keeps, logs or serves it
+//
+// For a connected peer of the daemon (its socket passed as SCM_RIGHTS,
+// pid field 0):
+//
+//	'p' peer         uid, gid, pid (3 uint32), its user, mnt, pid
+//	                 namespace inodes (3 uint64, 0 when the helper may not
+//	                 read them: another uid), then its supplementary
+//	                 groups (uint32 each), as the initial user namespace
+//	                 names them
+//
+// About the helper itself (pid field 0):
+//
+//	'r' reference    the helper's own user, mnt, pid namespaces (3
+//	                 uint64): what the daemon judges peers and agents
+//	                 against
+//
+// # What remains
+//
+// The checks are only as strong as what a process of the user cannot
+// forge. Its uid, pid namespace, user namespace ancestry and executable
+// (an exe link is the mapped file; an argv or comm is not consulted) it
+// cannot forge. A process in `unshare --user` or `unshare --user --pid`
+// (or any container of the user) therefore fails the namespace checks,
+// whatever binary it runs; outside systemd so does any process in another
+// mount namespace. What it can do:
+//
+//   - Under systemd, a process of the user that is in the helper's pid
+//     namespace and can write the user's delegated cgroup tree (for
+//     example one in `unshare --user` without --pid, whose mount namespace
+//     still shows /sys/fs/cgroup read-write) can move itself into
+//     9harness.service and exec 9harnessd there, and, being root of its
+//     own user namespace, drive that 9harnessd (ptrace). It is then
+//     answered as the daemon. A sandbox that mounts its own /sys or a
+//     private cgroup namespace (bubblewrap, systemd-nspawn, most container
+//     runtimes) cannot.
+//   - A process that connects, queues a request and then execs 9harnessd
+//     while a forked child keeps the socket passes the executable check if
+//     it also passes the others; it only gains something where the
+//     namespace and cgroup checks already let it through.
+//   - The daemon itself, if compromised, reads the Wanted variables of
+//     every process that looks like a harness (argv is the user's to
+//     choose) and, through 'm', the whole environment of one. That is
+//     what 'm' is for; the candidate rule keeps every other process of
+//     the user out of reach.
+//
+// The kernel still applies its ptrace check to every read the helper
+// makes, so it never sees a process the user could not see.
 package prochelper
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,17 +142,33 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
 )
 
-// The ops.
+// The ops (see the package doc).
 const (
 	opCwd     = 'c'
-	opEnviron = 'e'
 	opFDs     = 'f'
+	opExe     = 'x'
+	opNS      = 'n'
+	opTTY     = 't'
+	opEnviron = 'e'
+	opMoveEnv = 'm'
 	opPeer    = 'p'
+	opRef     = 'r'
 )
+
+// agentOps are the ops about one candidate agent.
+func agentOp(op byte) bool {
+	switch op {
+	case opCwd, opFDs, opExe, opNS, opTTY, opEnviron, opMoveEnv:
+		return true
+	}
+	return false
+}
 
 // The reply statuses.
 const (
@@ -71,18 +182,25 @@ const (
 // together); fd targets of a process with thousands of descriptors fit too.
 const MaxReply = 4 << 20
 
+// maxPID is the kernel's largest pid (PID_MAX_LIMIT on 64-bit).
+const maxPID = 1 << 22
+
 // Logf is where the helper reports.
 type Logf func(format string, args ...any)
 
 // Server answers the helper's questions from a process table.
 type Server struct {
 	Procs *proc.Table
-	UID   uint32 // the only peer uid served
+	UID   uint32 // the only peer uid served, and the only agents' uid
 	Logf  Logf
+	// Gate says which peer is the daemon. Nil: Serve builds it from this
+	// process (NewGate), and does not serve if it cannot.
+	Gate *Gate
 
-	mu    sync.Mutex
-	conns int
-	idle  time.Time // when the last connection closed; zero while one is open
+	mu     sync.Mutex
+	conns  int
+	idle   time.Time // when the last connection closed; zero while one is open
+	cancel context.CancelFunc
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -94,6 +212,15 @@ func (s *Server) logf(format string, args ...any) {
 // Serve accepts connections on l until ctx is done or, when idleExit is
 // positive, until no connection has been open for that long.
 func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Duration) error {
+	if s.Gate == nil {
+		g, err := NewGate(s.UID, "")
+		if err != nil {
+			l.Close()
+			return err
+		}
+		s.Gate = g
+	}
+	s.logf("proc helper: answering only %s", s.Gate)
 	// On return every connection is closed (by cancel, which runs before
 	// the wait) and its goroutine done.
 	var wg sync.WaitGroup
@@ -102,6 +229,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 	defer cancel()
 	s.mu.Lock()
 	s.idle = time.Now()
+	s.cancel = cancel
 	s.mu.Unlock()
 	if idleExit > 0 {
 		go idle.Watch(ctx, idleExit, func() time.Time {
@@ -147,19 +275,42 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 	}
 }
 
+// admit identifies c's peer and checks it against the gate. A refusal is
+// logged; the caller closes the connection without a byte.
+func (s *Server) admit(c *net.UnixConn) bool {
+	p, err := peer.Identify(c, "/proc")
+	if err != nil {
+		s.logf("proc helper: refused a connection: %v", err)
+		return false
+	}
+	defer p.Close()
+	err = s.Gate.Check(p)
+	if err == nil {
+		return true
+	}
+	s.logf("proc helper: refused %v: %v", p, err)
+	if errors.Is(err, errOtherExe) && selfReplaced() {
+		s.logf("proc helper: exiting: its own executable was replaced on disk, and the new one (the daemon's) starts on the next connection")
+		s.mu.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.mu.Unlock()
+	}
+	return false
+}
+
+// selfReplaced reports whether this process's executable is no longer on
+// disk under its name (a package upgrade renamed a new file over it).
+func selfReplaced() bool {
+	l, err := os.Readlink("/proc/self/exe")
+	return err == nil && strings.HasSuffix(l, " (deleted)")
+}
+
 func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return
-	}
-	cr, err := ucred(uc)
-	if err != nil {
-		s.logf("proc helper: refused a connection: %v", err)
-		return
-	}
-	if cr.Uid != s.UID {
-		s.logf("proc helper: refused pid=%d uid=%d: only uid %d is served", cr.Pid, cr.Uid, s.UID)
+	if !ok || !s.admit(uc) {
 		return
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
@@ -190,38 +341,149 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 }
 
-func (s *Server) answer(op byte, pid32 uint32, fds []int) (byte, []byte) {
-	pid := int(pid32)
-	if op != opPeer && (pid <= 0 || pid32 > 1<<22) {
-		return stErr, []byte("bad pid " + strconv.FormatUint(uint64(pid32), 10))
-	}
-	switch op {
-	case opCwd:
-		p, err := s.Procs.Cwd(pid)
-		return status(err, []byte(p))
-	case opEnviron:
-		env, err := s.Procs.Environ(pid)
-		return status(err, []byte(strings.Join(env, "\x00")))
-	case opFDs:
-		fs, err := s.Procs.FDs(pid)
-		return status(err, []byte(strings.Join(fs, "\x00")))
-	case opPeer:
+func (s *Server) answer(op byte, arg uint32, fds []int) (byte, []byte) {
+	switch {
+	case agentOp(op):
+		if arg == 0 || arg > maxPID {
+			return stErr, []byte("bad pid " + strconv.FormatUint(uint64(arg), 10))
+		}
+		return s.agent(op, int(arg))
+	case op == opPeer:
+		if arg != 0 {
+			return stErr, []byte("peer: the pid field must be 0")
+		}
 		if len(fds) != 1 {
 			return stErr, []byte("peer: want exactly one descriptor")
 		}
-		cr, err := unix.GetsockoptUcred(fds[0], unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if err != nil {
-			return stErr, []byte("peer: SO_PEERCRED: " + err.Error())
+		return peerReply(fds[0])
+	case op == opRef:
+		if arg != 0 {
+			return stErr, []byte("reference: the pid field must be 0")
 		}
-		out := fmt.Sprintf("%d %d %d", cr.Uid, cr.Gid, cr.Pid)
-		if gs, err := peerGroups(fds[0]); err == nil {
-			for _, g := range gs {
-				out += " " + strconv.FormatUint(uint64(g), 10)
-			}
-		}
-		return stOK, []byte(out)
+		return stOK, putNS(nil, s.Gate.Self)
 	}
 	return stErr, []byte(fmt.Sprintf("unknown op %q", op))
+}
+
+// errNotCandidate refuses an agent op about a process that no harness
+// claims.
+var errNotCandidate = errors.New("not a harness process")
+
+// agent answers an op about pid, once pid is a candidate agent. A pidfd
+// pins the process from the classification to the end of the answer: the
+// kernel gives its pid to no other process while the pidfd is open, so
+// every read is of that one process or fails.
+func (s *Server) agent(op byte, pid int) (byte, []byte) {
+	if s.Procs.Root() == "/proc" {
+		pidfd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			if err == unix.ESRCH {
+				return stGone, []byte(fmt.Sprintf("pid %d: %v", pid, err))
+			}
+			return stErr, []byte(fmt.Sprintf("pid %d: pidfd_open: %v", pid, err))
+		}
+		defer unix.Close(pidfd)
+		st, b := s.agent1(op, pid)
+		if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err == unix.ESRCH {
+			return stGone, []byte(fmt.Sprintf("pid %d exited while it was read", pid))
+		}
+		return st, b
+	}
+	return s.agent1(op, pid)
+}
+
+func (s *Server) agent1(op byte, pid int) (byte, []byte) {
+	if err := s.candidate(pid); err != nil {
+		return status(err, nil)
+	}
+	t := s.Procs
+	switch op {
+	case opCwd:
+		p, err := t.Cwd(pid)
+		return status(err, []byte(p))
+	case opFDs:
+		fs, err := t.FDs(pid)
+		return status(err, []byte(strings.Join(fs, "\x00")))
+	case opExe:
+		p, err := t.Exe(pid)
+		return status(err, []byte(p))
+	case opNS:
+		ns, err := t.Namespaces(pid)
+		return status(err, putNS(nil, ns))
+	case opTTY:
+		cols, rows, err := t.TTYSize(pid)
+		b := binary.LittleEndian.AppendUint32(nil, uint32(cols))
+		return status(err, binary.LittleEndian.AppendUint32(b, uint32(rows)))
+	case opEnviron:
+		env, err := t.Environ(pid)
+		return status(err, []byte(strings.Join(proc.OnlyWanted(env), "\x00")))
+	case opMoveEnv:
+		env, err := t.MoveEnviron(pid)
+		if err == nil {
+			// The pid only: the environment is never logged.
+			s.logf("proc helper: gave the daemon the whole environment of pid %d, for a move", pid)
+		}
+		return status(err, []byte(strings.Join(env, "\x00")))
+	}
+	return stErr, []byte(fmt.Sprintf("unknown op %q", op))
+}
+
+// candidate says whether pid is a process of the served uid that a
+// harness claims, as a session or as one of its helpers, by the same
+// classifiers the daemon's scan uses (argv, comm, the parent's argv).
+func (s *Server) candidate(pid int) error {
+	p, err := s.Procs.Stat(pid)
+	if err != nil {
+		return err
+	}
+	if len(p.Argv) == 0 || p.UID != s.UID {
+		return fmt.Errorf("pid %d: %w", pid, errNotCandidate)
+	}
+	parent := proc.Proc{PID: p.PPID}
+	if argv, err := s.Procs.Argv(p.PPID); err == nil {
+		parent.Argv = argv
+	}
+	for _, h := range harness.All() {
+		if h.Classify(p, parent) != harness.None {
+			return nil
+		}
+	}
+	return fmt.Errorf("pid %d: %w", pid, errNotCandidate)
+}
+
+// peerReply answers the peer op for the connected socket fd.
+func peerReply(fd int) (byte, []byte) {
+	p, err := peer.FromFD(fd)
+	if err != nil {
+		return stErr, []byte("peer: " + err.Error())
+	}
+	defer p.Close()
+	// Zero when the kernel refuses them (a peer of another uid): the
+	// daemon counts that as unknown, never as its own.
+	ns, _ := p.Namespaces()
+	b := binary.LittleEndian.AppendUint32(nil, p.UID)
+	b = binary.LittleEndian.AppendUint32(b, p.GID)
+	b = binary.LittleEndian.AppendUint32(b, uint32(p.PID))
+	b = putNS(b, ns)
+	if gs, err := peerGroups(fd); err == nil {
+		for _, g := range gs {
+			b = binary.LittleEndian.AppendUint32(b, g)
+		}
+	}
+	return stOK, b
+}
+
+func putNS(b []byte, ns proc.NS) []byte {
+	b = binary.LittleEndian.AppendUint64(b, ns.User)
+	b = binary.LittleEndian.AppendUint64(b, ns.Mnt)
+	return binary.LittleEndian.AppendUint64(b, ns.PID)
+}
+
+func getNS(b []byte) (proc.NS, bool) {
+	if len(b) < 24 {
+		return proc.NS{}, false
+	}
+	return proc.NS{User: binary.LittleEndian.Uint64(b), Mnt: binary.LittleEndian.Uint64(b[8:]), PID: binary.LittleEndian.Uint64(b[16:])}, true
 }
 
 func status(err error, payload []byte) (byte, []byte) {
@@ -263,21 +525,6 @@ func peerGroups(fd int) ([]uint32, error) {
 		}
 		return buf[:n/4], nil
 	}
-}
-
-func ucred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cr *unix.Ucred
-	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		cr, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
-	}
-	return cr, serr
 }
 
 func parseRights(oob []byte) []int {
@@ -437,17 +684,18 @@ func (c *Client) FDs(pid int) ([]string, error) {
 }
 
 // Cred is a peer's credentials as the helper's (initial) user namespace
-// names them.
+// names them, and its namespaces (zero when the helper may not read them).
 type Cred struct {
 	UID, GID uint32
 	PID      int32
 	Groups   []uint32
+	NS       proc.NS
 }
 
 // Peer asks the helper who is connected on conn: SO_PEERCRED and
 // SO_PEERGROUPS read outside the daemon's user namespace, where another
-// user is not the overflow uid. conn is passed as a descriptor; the helper
-// reads nothing from it.
+// user is not the overflow uid, and the peer's namespaces. conn is passed
+// as a descriptor; the helper reads nothing from it.
 func (c *Client) Peer(conn net.Conn) (Cred, error) {
 	sc, ok := conn.(syscallConn)
 	if !ok {
@@ -465,21 +713,17 @@ func (c *Client) Peer(conn net.Conn) (Cred, error) {
 	if aerr != nil {
 		return Cred{}, aerr
 	}
-	f := bytes.Fields(b)
-	if len(f) < 3 {
-		return Cred{}, fmt.Errorf("proc helper: malformed peer reply %q", b)
+	return parsePeer(b)
+}
+
+func parsePeer(b []byte) (Cred, error) {
+	if len(b) < 36 || len(b)%4 != 0 {
+		return Cred{}, fmt.Errorf("proc helper: malformed peer reply of %d bytes", len(b))
 	}
-	var nums []uint64
-	for _, x := range f {
-		n, err := strconv.ParseUint(string(x), 10, 32)
-		if err != nil {
-			return Cred{}, fmt.Errorf("proc helper: malformed peer reply %q", b)
-		}
-		nums = append(nums, n)
-	}
-	cr := Cred{UID: uint32(nums[0]), GID: uint32(nums[1]), PID: int32(nums[2])}
-	for _, g := range nums[3:] {
-		cr.Groups = append(cr.Groups, uint32(g))
+	cr := Cred{UID: binary.LittleEndian.Uint32(b), GID: binary.LittleEndian.Uint32(b[4:]), PID: int32(binary.LittleEndian.Uint32(b[8:]))}
+	cr.NS, _ = getNS(b[12:])
+	for g := b[36:]; len(g) >= 4; g = g[4:] {
+		cr.Groups = append(cr.Groups, binary.LittleEndian.Uint32(g))
 	}
 	return cr, nil
 }
@@ -488,30 +732,98 @@ type syscallConn interface {
 	SyscallConn() (syscall.RawConn, error)
 }
 
-// The ops below are declared for proc.Guarded; the helper answers them
-// once its protocol carries them.
-
-// Exe returns the agent's executable path.
+// Exe implements proc.Guarded: the agent's executable path.
 func (c *Client) Exe(pid int) (string, error) {
-	return "", errors.New("prochelper: exe: not answered yet")
+	b, err := c.ask(opExe, pid, -1)
+	return string(b), err
 }
 
-// Namespaces returns the agent's namespaces.
+// Namespaces implements proc.Guarded: the agent's namespaces.
 func (c *Client) Namespaces(pid int) (proc.NS, error) {
-	return proc.NS{}, errors.New("prochelper: namespaces: not answered yet")
+	b, err := c.ask(opNS, pid, -1)
+	if err != nil {
+		return proc.NS{}, err
+	}
+	return c.ns(b)
 }
 
-// Reference returns the helper's own namespaces.
+// Reference implements proc.Guarded: the helper's own namespaces.
 func (c *Client) Reference() (proc.NS, error) {
-	return proc.NS{}, errors.New("prochelper: reference: not answered yet")
+	b, err := c.ask(opRef, 0, -1)
+	if err != nil {
+		return proc.NS{}, err
+	}
+	return c.ns(b)
 }
 
-// TTYSize returns the size of the agent's terminal.
+func (c *Client) ns(b []byte) (proc.NS, error) {
+	ns, ok := getNS(b)
+	if !ok || len(b) != 24 {
+		return proc.NS{}, fmt.Errorf("proc helper %s: malformed namespaces reply of %d bytes", c.Path, len(b))
+	}
+	return ns, nil
+}
+
+// TTYSize implements proc.Guarded: the size of the agent's terminal.
 func (c *Client) TTYSize(pid int) (int, int, error) {
-	return 0, 0, errors.New("prochelper: tty size: not answered yet")
+	b, err := c.ask(opTTY, pid, -1)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(b) != 8 {
+		return 0, 0, fmt.Errorf("proc helper %s: malformed tty size reply of %d bytes", c.Path, len(b))
+	}
+	return int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:])), nil
 }
 
-// MoveEnviron returns the agent's whole environment for an authorized move.
+// MoveEnviron implements proc.Guarded: the agent's whole environment, for
+// a move the daemon has authorized.
 func (c *Client) MoveEnviron(pid int) ([]string, error) {
-	return c.Environ(pid)
+	b, err := c.ask(opMoveEnv, pid, -1)
+	if err != nil {
+		return nil, err
+	}
+	return proc.SplitCmdline(b), nil
+}
+
+// Sandbox returns the daemon's Server.Sandbox: the namespace in which a
+// connected peer differs from the reference ("user", "mnt", "pid"), ""
+// when it shares them, "unknown" when its namespaces or the reference
+// cannot be read (never the owner's view by default). With a helper (c
+// not nil) the helper reads the peer's namespaces, through the socket
+// passed to it, and the reference is the helper's own; without one the
+// daemon reads the peer's, pinned by its pidfd, against its own. It never
+// errs: an unknown peer is served, as a grantee. logf, if set, is told of
+// every sandboxed peer of uid owner (others are grantees anyway).
+func Sandbox(c *Client, owner uint32, logf Logf) func(net.Conn, *peer.Peer) (string, error) {
+	return func(conn net.Conn, p *peer.Peer) (string, error) {
+		var verdict, against string
+		if c != nil {
+			against = "proc helper's"
+			cr, err := c.Peer(conn)
+			if err == nil && cr.PID != p.PID {
+				err = fmt.Errorf("the helper named pid %d, the kernel %d", cr.PID, p.PID)
+			}
+			var ref proc.NS
+			if err == nil {
+				ref, err = c.Reference()
+			}
+			verdict = peer.Compare(cr.NS, err, ref)
+		} else {
+			against = "daemon's"
+			ref, err := proc.ReadNS("/proc/self")
+			if err != nil {
+				ref = proc.NS{}
+			}
+			verdict = p.Sandbox(ref)
+		}
+		switch {
+		case verdict == "" || logf == nil || p.UID != owner:
+		case verdict == "unknown":
+			logf("peer %v: its namespaces cannot be compared with the %s: served as a grantee, and it may never move", p, against)
+		default:
+			logf("peer %v is in another %s namespace than the %s (a sandbox): served as a grantee, and it may never move", p, verdict, against)
+		}
+		return verdict, nil
+	}
 }

@@ -4,23 +4,37 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/proc"
 )
 
 // start serves a helper on a temporary socket for the test's lifetime.
 func start(t *testing.T, idle time.Duration) (string, chan error) {
+	sock, done, _ := startGate(t, idle, nil)
+	return sock, done
+}
+
+// startGate is start with a given gate (nil: the one Serve builds from the
+// test process) and the helper's log.
+func startGate(t *testing.T, idle time.Duration, g *Gate) (string, chan error, *logBuf) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "helper")
 	l, err := net.Listen("unix", sock)
@@ -28,7 +42,8 @@ func start(t *testing.T, idle time.Duration) (string, chan error) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{Procs: proc.New("/proc"), UID: uint32(os.Getuid()), Logf: t.Logf}
+	lb := &logBuf{t: t}
+	s := &Server{Procs: proc.New("/proc"), UID: uint32(os.Getuid()), Logf: lb.logf, Gate: g}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l, idle) }()
 	t.Cleanup(func() {
@@ -39,11 +54,47 @@ func start(t *testing.T, idle time.Duration) (string, chan error) {
 			t.Error("helper did not stop")
 		}
 	})
-	return sock, done
+	return sock, done, lb
 }
 
-// A child of the test with a known environment, working directory and an
-// open file: the helper's answers must equal the kernel's.
+// logBuf keeps the helper's log for the test to read.
+type logBuf struct {
+	t  *testing.T
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, format+"\n", args...)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// candidate starts sleep under the argv[0] "claude", which the harness
+// classifiers call a Claude session: a candidate agent.
+func candidate(t testing.TB, dir string, env []string, extra ...*os.File) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Args[0] = "claude"
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.ExtraFiles = extra
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// A candidate agent with a known environment, working directory, open
+// file and terminal: the helper's answers must equal the kernel's, its
+// Environ only the Wanted variables, its MoveEnviron all of them.
 func TestGuardedReads(t *testing.T) {
 	sock, _ := start(t, 0)
 	dir := t.TempDir()
@@ -53,14 +104,8 @@ func TestGuardedReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("sleep", "60")
-	cmd.Dir = dir
-	cmd.Env = []string{"ZMX_SESSION=helper-test", "PATH=/usr/bin:/bin"}
-	cmd.ExtraFiles = []*os.File{f}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	env := []string{"ZMX_SESSION=helper-test", "PATH=/usr/bin:/bin", "ANTHROPIC_API_KEY=sk-marker", "CODEX_HOME=/x/codex"}
+	cmd := candidate(t, dir, env, f)
 	pid := cmd.Process.Pid
 
 	procs := proc.New("/proc")
@@ -94,9 +139,29 @@ func TestGuardedReads(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	env, err := c.Environ(pid)
-	if err != nil || !slices.Equal(env, cmd.Env) {
-		t.Errorf("environ = %q, %v; want %q", env, err, cmd.Env)
+	want := []string{"ZMX_SESSION=helper-test", "PATH=/usr/bin:/bin", "CODEX_HOME=/x/codex"}
+	if got, err := c.Environ(pid); err != nil || !slices.Equal(got, want) {
+		t.Errorf("environ = %q, %v; want only the Wanted %q", got, err, want)
+	}
+	if got, err := c.MoveEnviron(pid); err != nil || !slices.Equal(got, env) {
+		t.Errorf("move environ = %q, %v; want all of %q", got, err, env)
+	}
+	if exe, err := c.Exe(pid); err != nil || filepath.Base(exe) != "sleep" {
+		t.Errorf("exe = %q, %v; want the sleep binary", exe, err)
+	}
+	self, err := proc.ReadNS("/proc/self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := c.Namespaces(pid); err != nil || ns != self {
+		t.Errorf("namespaces = %+v, %v; want ours %+v", ns, err, self)
+	}
+	if ref, err := c.Reference(); err != nil || ref != self {
+		t.Errorf("reference = %+v, %v; want the helper's (ours) %+v", ref, err, self)
+	}
+	// No terminal on its descriptors: an error, not a size.
+	if cols, rows, err := c.TTYSize(pid); err == nil {
+		t.Errorf("tty size of a process without a terminal = %dx%d", cols, rows)
 	}
 
 	// A process that is gone is ErrGone, the way a direct read says it.
@@ -107,6 +172,138 @@ func TestGuardedReads(t *testing.T) {
 	}
 	if _, err := c.Cwd(0); err == nil || errors.Is(err, proc.ErrGone) {
 		t.Errorf("cwd of pid 0: %v, want a refusal", err)
+	}
+}
+
+// The terminal size op reads the size of the agent's controlling terminal.
+func TestTTYSize(t *testing.T) {
+	sock, _ := start(t, 0)
+	ptm, pts := openPTY(t)
+	defer ptm.Close()
+	defer pts.Close()
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: 137, Row: 41}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.Args[0] = "claude"
+	cmd.Stdin, cmd.Stdout = pts, pts
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := Dial(sock)
+	defer c.Close()
+	if cols, rows, err := c.TTYSize(cmd.Process.Pid); err != nil || cols != 137 || rows != 41 {
+		t.Errorf("tty size = %dx%d, %v; want 137x41", cols, rows, err)
+	}
+}
+
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptm, pts
+}
+
+// A process that no harness claims is not answered: "any pid" is no
+// longer a question the helper takes.
+func TestNotCandidate(t *testing.T) {
+	sock, _ := start(t, 0)
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = []string{"ZMX_SESSION=not-an-agent", "ANTHROPIC_API_KEY=sk-marker"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	for _, op := range []byte{opCwd, opFDs, opExe, opNS, opTTY, opEnviron, opMoveEnv} {
+		st, msg := rawAsk(t, sock, op, uint32(pid))
+		if st != stErr || !strings.Contains(msg, "not a harness process") || strings.Contains(msg, "marker") {
+			t.Errorf("op %q of a plain sleep: status %d %q, want a refusal naming it not a harness process", op, st, msg)
+		}
+	}
+	// The helper's own process (a Go test binary) is no agent either.
+	if st, msg := rawAsk(t, sock, opEnviron, uint32(os.Getpid())); st != stErr {
+		t.Errorf("environ of the test itself: status %d %q", st, msg)
+	}
+}
+
+// rawAsk sends one request on a new connection and returns the reply.
+func rawAsk(t *testing.T, sock string, op byte, arg uint32) (byte, string) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	req := binary.LittleEndian.AppendUint32([]byte{op}, arg)
+	if _, err := c.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var h [5]byte
+	if _, err := io.ReadFull(c, h[:]); err != nil {
+		t.Fatalf("op %q: %v", op, err)
+	}
+	b := make([]byte, binary.LittleEndian.Uint32(h[1:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	return h[0], string(b)
+}
+
+// Every op the helper answers is in the package doc's list, and every op
+// the list names is answered by the helper, with the argument it says.
+func TestOpList(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "prochelper.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	listed := regexp.MustCompile(`(?m)^\s+'(.)' `).FindAllStringSubmatch(doc, -1)
+	var ops []byte
+	for _, m := range listed {
+		ops = append(ops, m[1][0])
+	}
+	want := []byte{opCwd, opFDs, opExe, opNS, opTTY, opEnviron, opMoveEnv, opPeer, opRef}
+	slices.Sort(ops)
+	slices.Sort(want)
+	if !slices.Equal(ops, want) {
+		t.Fatalf("the doc lists ops %q, the helper has %q", ops, want)
+	}
+	// Each op letter outside the list is unknown; each in it is not.
+	s := &Server{Procs: proc.New("/proc"), UID: uint32(os.Getuid()), Gate: &Gate{}}
+	for op := range 256 {
+		st, msg := s.answer(byte(op), 0, nil)
+		unknown := st == stErr && strings.Contains(string(msg), "unknown op")
+		if unknown == slices.Contains(want, byte(op)) {
+			t.Errorf("op %q: status %d %q", byte(op), st, msg)
+		}
+	}
+	// Agent ops take a pid; the others take 0.
+	for _, op := range want {
+		_, msg := s.answer(op, 0, nil)
+		if agentOp(op) != strings.Contains(string(msg), "bad pid") {
+			t.Errorf("op %q with pid 0: %q", op, msg)
+		}
+		_, msg = s.answer(op, 1<<22+1, nil)
+		if !strings.Contains(string(msg), "bad pid") && !strings.Contains(string(msg), "must be 0") {
+			t.Errorf("op %q with pid 2^22+1: %q, want a refusal", op, msg)
+		}
 	}
 }
 
@@ -146,6 +343,9 @@ func TestPeer(t *testing.T) {
 	if cr.UID != uint32(os.Getuid()) || cr.GID != uint32(os.Getgid()) || cr.PID != int32(os.Getpid()) {
 		t.Errorf("peer = %+v, want uid %d gid %d pid %d", cr, os.Getuid(), os.Getgid(), os.Getpid())
 	}
+	if self, _ := proc.ReadNS("/proc/self"); cr.NS != self {
+		t.Errorf("peer namespaces %+v, want ours %+v", cr.NS, self)
+	}
 	groups, _ := os.Getgroups()
 	for _, g := range groups {
 		if !slices.Contains(cr.Groups, uint32(g)) {
@@ -183,10 +383,13 @@ func TestBadRequests(t *testing.T) {
 		req  []byte
 		want string
 	}{
-		{[]byte{'x', 1, 0, 0, 0}, "unknown op"},
+		{[]byte{'z', 1, 0, 0, 0}, "unknown op"},
 		{[]byte{'c', 0, 0, 0, 0}, "bad pid"},
 		{[]byte{'e', 0xff, 0xff, 0xff, 0xff}, "bad pid"},
 		{[]byte{'p', 0, 0, 0, 0}, "exactly one descriptor"},
+		{[]byte{'p', 1, 0, 0, 0}, "must be 0"},
+		{[]byte{'r', 1, 0, 0, 0}, "must be 0"},
+		{[]byte{'m', 1, 0, 0, 0}, "not a harness process"},
 	} {
 		st, msg, err := ask(tc.req)
 		if err != nil || st != stErr || !strings.Contains(msg, tc.want) {
@@ -200,7 +403,7 @@ func TestBadRequests(t *testing.T) {
 	// The helper still answers.
 	c := Dial(sock)
 	defer c.Close()
-	if _, err := c.Cwd(os.Getpid()); err != nil {
+	if _, err := c.Reference(); err != nil {
 		t.Errorf("after bad requests: %v", err)
 	}
 }
@@ -259,7 +462,7 @@ func TestIdleExit(t *testing.T) {
 	sock, done := start(t, 300*time.Millisecond)
 	c := Dial(sock)
 	for range 5 {
-		if _, err := c.Cwd(os.Getpid()); err != nil {
+		if _, err := c.Reference(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(150 * time.Millisecond)
