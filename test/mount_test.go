@@ -344,8 +344,21 @@ func TestMountMove(t *testing.T) {
 	if err := openErr(m.path(dir+"/session"), os.O_WRONLY|os.O_TRUNC); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("open session for writing: %v, want EROFS", err)
 	}
-	if err := openErr(m.path(dir+"/tmux"), os.O_RDWR); !errors.Is(err, syscall.EROFS) {
-		t.Errorf("open tmux O_RDWR: %v, want EROFS", err)
+	// Read-write: after a refused write, a read of the same handle at
+	// offset 0 says why (issue 15 Deliver 7); another handle reads the file.
+	if rw, err := os.OpenFile(m.path(dir+"/tmux"), os.O_RDWR, 0); err != nil {
+		t.Errorf("open tmux O_RDWR: %v", err)
+	} else {
+		_, werr := rw.Write([]byte("a b"))
+		buf := make([]byte, 4096)
+		n, _ := rw.ReadAt(buf, 0)
+		rw.Close()
+		if !errors.Is(werr, syscall.EINVAL) || !strings.HasPrefix(string(buf[:n]), "refused: ") {
+			t.Errorf("O_RDWR write of a bad name: %v, then read %q; want EINVAL and the reason", werr, buf[:n])
+		}
+		if b, err := os.ReadFile(m.path(dir + "/tmux")); err != nil || strings.HasPrefix(string(b), "refused") {
+			t.Errorf("another handle reads %q %v", b, err)
+		}
 	}
 	if err := os.Truncate(m.path(dir+"/tmux"), 5); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("truncate tmux to 5: %v, want EROFS", err)

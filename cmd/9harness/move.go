@@ -5,11 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
 )
@@ -21,11 +25,15 @@ from anywhere: the agent is stopped (SIGTERM; SIGKILL after 5 s) and the
 same session is resumed, in the same directory with the same environment,
 inside a new detached zmx session NAME, or tmux session NAME with --tmux.
 
-It first prints how to attach, because the terminal you type in may be the
-one being moved, and then waits for the move to finish:
+It prints how to attach once the daemon has accepted the move (a refusal
+comes back at once, and prints no attach line), or at once if this terminal
+hangs up meanwhile, and then waits for the move to finish:
 
   attach with: zmx attach NAME
   moved claude/345104 into zmx session NAME
+
+When the daemon refuses or the move fails, it prints the daemon's own
+reason (the same words as its journal).
 
 HARNESS/PID is an agent as 9harness ps lists it (claude/345104). NAME is
 letters, digits, '.', '_' and '-' (no '.' for tmux). The move is the write
@@ -39,7 +47,9 @@ Options:
   -h, --help  this text
 
 Exit status: 0 once the agent runs in the new session; 1 when the move was
-refused or failed, with one line saying why; 2 for a usage error.
+refused and nothing was changed (the agent runs as before), with one line
+saying why; 2 for a usage error; 4 when the move failed after the agent
+was stopped: the line says how to resume it by hand.
 
 Examples:
   9harness ps --harness claude
@@ -86,15 +96,120 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(linux.EROFS, c, agent, host, name))
 		return 1
 	}
-	// Before the agent is stopped: this very terminal may be the one that
-	// goes away.
-	fmt.Fprintf(stdout, "attach with: %s\n", attach)
-	if err := c.WriteFile(file, []byte(name)); err != nil {
+	f, err := openHostFile(c, file)
+	if err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
 		return 1
 	}
-	fmt.Fprintf(stdout, "moved %s into %s session %s\n", agent, host, name)
-	return 0
+	defer f.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt([]byte(name), 0)
+		done <- err
+	}()
+	// The attach line comes once the daemon has held the write a moment
+	// (its refusals come back before that, and print none), or at once if
+	// this terminal hangs up: it may be the one the agent is leaving.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	accepted := time.NewTimer(attachDelay)
+	defer accepted.Stop()
+	printed := false
+	printAttach := func() {
+		if !printed {
+			fmt.Fprintf(stdout, "attach with: %s\n", attach)
+			printed = true
+		}
+	}
+	for {
+		select {
+		case <-accepted.C:
+			printAttach()
+		case sig := <-sigs:
+			printAttach()
+			fmt.Fprintf(stderr, "9harness move: %v: the move goes on in the daemon; journalctl -t 9harnessd says how it ended\n", sig)
+			return 128 + int(sig.(syscall.Signal))
+		case err := <-done:
+			if err == nil {
+				printAttach()
+				fmt.Fprintf(stdout, "moved %s into %s session %s\n", agent, host, name)
+				return 0
+			}
+			reason := readReason(f)
+			switch {
+			case strings.HasPrefix(reason, reasonFailed):
+				fmt.Fprintf(stderr, "9harness move: the move failed after the agent was stopped: %s\n", strings.TrimPrefix(reason, reasonFailed))
+				return 4
+			case strings.HasPrefix(reason, reasonRefused):
+				fmt.Fprintf(stderr, "9harness move: refused: %s\n", strings.TrimPrefix(reason, reasonRefused))
+				return 1
+			}
+			// A daemon that leaves no reason: say what the errno means.
+			fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
+			if e, ok := errors.AsType[linux.Errno](err); ok && e == linux.EIO {
+				return 4
+			}
+			return 1
+		}
+	}
+}
+
+// attachDelay is how long the daemon holds a write before the client takes
+// the move as accepted and prints the attach line. A refusal takes no
+// disk or process work beyond a resolve; a move takes at least the agent's
+// exit and the new process's first seconds.
+const attachDelay = time.Second
+
+// The first word of the reason the daemon leaves on the fid (package
+// ninep's ReasonRefused, ReasonFailed).
+const (
+	reasonRefused = "refused: "
+	reasonFailed  = "failed: "
+)
+
+// openHostFile opens the agent's zmx or tmux file read-write, so that a
+// read after a failed write returns the daemon's reason; a daemon that
+// takes only write-only opens of it is asked that way.
+func openHostFile(c *client.Client, file string) (p9.File, error) {
+	for _, mode := range []p9.OpenFlags{p9.ReadWrite, p9.WriteOnly} {
+		f, err := c.Walk(file)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err = f.Open(mode); err == nil {
+			return f, nil
+		}
+		f.Close()
+		if e, ok := errors.AsType[linux.Errno](err); !ok || e != linux.EROFS || mode == p9.WriteOnly {
+			return nil, err
+		}
+	}
+	return nil, linux.EROFS
+}
+
+// readReason reads the reason a failed write left on f: one line, or ""
+// when the daemon left none (f was opened write-only, or an old daemon).
+func readReason(f p9.File) string {
+	b := make([]byte, 4096)
+	n := 0
+	for n < len(b) {
+		k, err := f.ReadAt(b[n:], int64(n))
+		n += k
+		if err != nil || k == 0 {
+			break
+		}
+	}
+	line, _, _ := strings.Cut(string(b[:n]), "\n")
+	if !strings.HasPrefix(line, reasonRefused) && !strings.HasPrefix(line, reasonFailed) {
+		return ""
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, line)
 }
 
 // parseAgent reads HARNESS/PID (also as /active/HARNESS/PID).

@@ -294,8 +294,10 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 }
 
 // Open opens a fid of its own for the handle. Reading is allowed
-// everywhere; writing (O_WRONLY, or O_TRUNC) only on a writable file, and
-// the daemon decides again. O_RDWR is never a write the tree takes.
+// everywhere; writing (O_WRONLY, O_RDWR, or O_TRUNC) only on a writable
+// file, and the daemon decides again. After a refused write on an O_RDWR
+// handle, a read of that handle at offset 0 (pread) returns the daemon's
+// reason (package ninep, reason.go).
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	acc := flags & syscall.O_ACCMODE
 	mode := p9.ReadOnly
@@ -304,11 +306,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		if errno != 0 {
 			return nil, 0, errno
 		}
-		if !writable(q, a) || acc == syscall.O_RDWR {
+		if !writable(q, a) {
 			return nil, 0, syscall.EROFS
 		}
-		if acc == syscall.O_WRONLY {
+		switch acc {
+		case syscall.O_WRONLY:
 			mode = p9.WriteOnly
+		case syscall.O_RDWR:
+			mode = p9.ReadWrite
 		}
 	}
 	_, f, err := n.f.Walk(nil)

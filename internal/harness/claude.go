@@ -29,8 +29,10 @@ import (
 // (Claude opens and closes its transcript per event, so no fd is held). A
 // record is believed only if its procStart, when present, is the decimal
 // starttime of this process (else the pid was reused) and its pidDomain,
-// when both are known, is the daemon's pid namespace. The registry's
-// sessionId goes stale after /clear; see claudeNewer.
+// when both are known, is the daemon's pid namespace. Claude 2.1 writes no
+// pidDomain, so a record without one is believed on procStart alone; a
+// record whose pidDomain differs is still refused. Old builds' sessionId
+// went stale after /clear (2.1 follows /clear at once); see claudeNewer.
 type claude struct{}
 
 func (claude) Name() string { return "claude" }
@@ -325,7 +327,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 			a.Via = "none (" + why + ")"
 			return a
 		}
-		via, since = "transcript (no registry; session from argv)", procStart
+		via, since = RouteArgv+" (no registry; session from argv)", procStart
 	}
 	a.Session, a.Via = sid, via
 	projDir := claudeProjectDir(env.Root, cwd, sid)
@@ -342,7 +344,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		if reg != nil {
 			a.Via = "transcript (registry session " + sid + " is stale after /clear)"
 		} else {
-			a.Via = "transcript (no registry; argv session " + sid + " is stale after /clear)"
+			a.Via = RouteArgv + " (no registry; argv session " + sid + " is stale after /clear)"
 		}
 		a.Session, sid = newer, newer
 		tr, err = projDir+"/"+newer+".jsonl", nil
@@ -370,6 +372,7 @@ type claudeLine struct {
 	IsSidechain bool   `json:"isSidechain"`
 	IsMeta      bool   `json:"isMeta"`
 	SessionID   string `json:"sessionId"`
+	AgentName   string `json:"agentName"`
 	CustomTitle string `json:"customTitle"`
 	AITitle     string `json:"aiTitle"`
 	LastPrompt  string `json:"lastPrompt"`
@@ -381,19 +384,23 @@ type claudeLine struct {
 }
 
 // claudeFacts reads a transcript's title and model from its head and tail
-// windows. The title follows Claude's own listing: the last customTitle,
-// else the last aiTitle, else the last lastPrompt, else the last summary,
+// windows. The title follows Claude's own listing (2.1.x ranks
+// agentName||customTitle||aiTitle||summary||firstPrompt): the last
+// agent-name (written by /rename since 2.1), else the last customTitle,
+// else the last aiTitle, else the last summary, else the last lastPrompt,
 // else the first real user prompt. The model is the last assistant line's
 // (synthetic messages carry "<synthetic>" and are skipped).
 func claudeFacts(r *saferoot.Root, rel string) (title, model string) {
 	head, tail := windows(r, rel, headWindow, tailWindow)
-	var custom, ai, prompt, summary, first string
+	var agentName, custom, ai, prompt, summary, first string
 	for _, ln := range append(head, tail...) {
 		var l claudeLine
 		if json.Unmarshal(ln, &l) != nil {
 			continue
 		}
 		switch l.Type {
+		case "agent-name":
+			agentName = pick(agentName, l.AgentName)
 		case "custom-title":
 			custom = pick(custom, l.CustomTitle)
 		case "ai-title":
@@ -412,7 +419,7 @@ func claudeFacts(r *saferoot.Root, rel string) (title, model string) {
 			}
 		}
 	}
-	for _, t := range []string{custom, ai, prompt, summary, first} {
+	for _, t := range []string{agentName, custom, ai, summary, prompt, first} {
 		if t = cleanTitle(t); t != "" {
 			return t, model
 		}
@@ -528,10 +535,17 @@ func claudeSubModel(r *saferoot.Root, rel string) string {
 	return model
 }
 
-// Resume implements Harness: claude --resume <sid>, run in the session's cwd.
+// Resume implements Harness: claude --resume <sid>, run in the session's
+// cwd. Claude can resume only a session it has written: one started and
+// never prompted has a registry record and no transcript, and
+// "claude --resume" of it prints "No conversation found" and exits, so it
+// is refused here, before anything is stopped.
 func (claude) Resume(a Agent, env Env) ([]string, error) {
 	if !isUUID(a.Session) {
 		return nil, unresolved("claude", a)
+	}
+	if !haveTranscript(a, env) {
+		return nil, nothingYet("claude", a, "session "+a.Session+" has no transcript; Claude writes it at the first prompt")
 	}
 	return []string{"claude", "--resume", a.Session}, nil
 }
@@ -539,4 +553,28 @@ func (claude) Resume(a Agent, env Env) ([]string, error) {
 // unresolved is the refusal for an agent whose session is not known.
 func unresolved(name string, a Agent) error {
 	return errs.E("harness.Resume", errs.Permission, "", fmt.Errorf("%s pid %d: session unresolved (via %s)", name, a.PID, a.Via))
+}
+
+// NothingYet is the text of the refusal for an agent whose session has
+// written nothing a resume could start from.
+const NothingYet = "nothing to resume yet"
+
+// nothingYet is the refusal for an agent whose session exists but has
+// nothing a resume could start from: the relaunched harness would exit at
+// once and the agent would be lost.
+func nothingYet(name string, a Agent, why string) error {
+	return errs.E("harness.Resume", errs.Permission, "", fmt.Errorf("%s pid %d: %s: %s", name, a.PID, NothingYet, why))
+}
+
+// haveTranscript reports whether a's transcript is named and, where the
+// root is known, is a file there now.
+func haveTranscript(a Agent, env Env) bool {
+	if a.Transcript == "" || checkRel(env, a.Transcript) != nil {
+		return false
+	}
+	if env.Root == nil {
+		return true
+	}
+	info, err := env.Root.Stat(a.Transcript)
+	return err == nil && !info.Dir
 }

@@ -150,7 +150,7 @@ func TestResolveClaude(t *testing.T) {
 		{"claude/no-registry-argv", func(f *fx) (Harness, Env, proc.Proc, Agent) {
 			p, proj, base := ccFixture(f, f.cwd(), "claude", "--resume", ccSID)
 			want := ccResolved(base, proj)
-			want.Name, want.Status, want.Via = "", "", "transcript (no registry; session from argv)"
+			want.Name, want.Status, want.Via = "", "", "argv (no registry; session from argv)"
 			return claude{}, f.env(".claude"), p, want
 		}},
 		{"claude/stale-after-clear", func(f *fx) (Harness, Env, proc.Proc, Agent) {
@@ -263,7 +263,10 @@ func TestClaudeTitle(t *testing.T) {
 	}{
 		{"custom-over-ai", []string{`{"type":"custom-title","customTitle":"old custom"}`, user, `{"type":"ai-title","aiTitle":"ai"}`, `{"type":"custom-title","customTitle":"new custom"}`}, "new custom"},
 		{"ai-over-prompt", []string{user, `{"type":"last-prompt","lastPrompt":"last"}`, `{"type":"ai-title","aiTitle":"Fixing it"}`}, "Fixing it"},
-		{"last-prompt-over-summary", []string{`{"type":"summary","summary":"sum"}`, user, `{"type":"last-prompt","lastPrompt":"the last\nprompt"}`}, "the last prompt"},
+		// 2.1.x ranks agentName||customTitle||aiTitle||summary||firstPrompt.
+		{"agent-name-over-custom", []string{`{"type":"agent-name","agentName":"old name"}`, `{"type":"custom-title","customTitle":"custom"}`, `{"type":"ai-title","aiTitle":"ai"}`, `{"type":"agent-name","agentName":"renamed","sessionId":"x"}`}, "renamed"},
+		{"summary-over-last-prompt", []string{`{"type":"summary","summary":"sum"}`, user, `{"type":"last-prompt","lastPrompt":"the last\nprompt"}`}, "sum"},
+		{"last-prompt-over-first", []string{user, `{"type":"last-prompt","lastPrompt":"the last\nprompt"}`}, "the last prompt"},
 		{"summary-over-first", []string{`{"type":"summary","summary":"Fix flaky login test","leafUuid":"x"}`, user}, "Fix flaky login test"},
 		{"first-real-prompt", []string{
 			`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: meta"}}`,

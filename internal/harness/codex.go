@@ -348,9 +348,14 @@ func codexSubs(r *saferoot.Root, mainRel, id string, held []byMtime, metas map[s
 
 // Resume implements Harness: codex resume <sid>. Codex finds the rollout by
 // id wherever it is, but the caller still starts it in the session's cwd.
+// A thread with no rollout yet (never prompted) is refused: there is
+// nothing for "codex resume" to open.
 func (codex) Resume(a Agent, env Env) ([]string, error) {
 	if !isUUID(a.Session) {
 		return nil, unresolved("codex", a)
+	}
+	if !haveTranscript(a, env) {
+		return nil, nothingYet("codex", a, "session "+a.Session+" has no rollout; Codex writes it at the first prompt")
 	}
 	return []string{"codex", "resume", a.Session}, nil
 }

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/9harness/9harness/internal/proc"
@@ -58,6 +59,70 @@ type Env struct {
 	Home      string         // the user's home directory (omp's home-relative dir names)
 	TmpDir    string         // os.TempDir() normally (omp's -tmp- scheme)
 	PIDDomain string         // "linux::pid:[<inode>]" of the daemon's pid namespace, "" if unknown (Claude's pidDomain guard)
+	// Relaunches, if not nil, is the daemon's record of the processes it
+	// started itself to resume a session (the move). It is shared by every
+	// copy of the Env (a pointer), and the mover fills it.
+	Relaunches *Relaunches
+}
+
+// Relaunches records, for each process 9harness itself started to resume
+// a session, the transcript it named in that process's argv: pid and start
+// time → transcript (relative to the harness root). It is the route for a
+// harness whose resumed process shows nothing of its session (pi hides its
+// argv, holds no fd and writes nothing until its next answer): the daemon
+// named the file, so the record is the corroboration, not a guess.
+//
+// It is safe for concurrent use, bounded (the oldest entries go first),
+// and a nil *Relaunches records nothing and finds nothing. An entry of a
+// process that has exited is harmless: pid and start time together never
+// name another process.
+type Relaunches struct {
+	mu    sync.Mutex
+	m     map[relaunchKey]string
+	order []relaunchKey
+}
+
+type relaunchKey struct {
+	pid   int
+	start uint64
+}
+
+// maxRelaunches bounds the record: far more than the moves a daemon makes
+// while their agents live.
+const maxRelaunches = 1024
+
+// Note records that the process pid (started at start, the stat starttime)
+// was started by 9harness to resume the session in transcript (relative to
+// the harness root).
+func (r *Relaunches) Note(pid int, start uint64, transcript string) {
+	if r == nil || pid <= 0 || transcript == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[relaunchKey]string{}
+	}
+	k := relaunchKey{pid, start}
+	if _, ok := r.m[k]; !ok {
+		r.order = append(r.order, k)
+	}
+	r.m[k] = transcript
+	for len(r.order) > maxRelaunches {
+		delete(r.m, r.order[0])
+		r.order = r.order[1:]
+	}
+}
+
+// Lookup returns the transcript recorded for the process (pid, start).
+func (r *Relaunches) Lookup(pid int, start uint64) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.m[relaunchKey{pid, start}]
+	return t, ok
 }
 
 // Found is a process claimed as a session by a harness during a scan.
@@ -74,23 +139,73 @@ type Agent struct {
 	Start     uint64
 	Cwd       string
 	Session   string // session id; "" when unresolved
-	// Via names the route that resolved the session: "registry", "fd",
-	// "dir", "transcript" or "none", followed by a parenthesised note when
-	// routes disagree or a guard refused one, e.g.
-	// "transcript (registry session X is stale after /clear)".
+	// Via names the route that resolved the session, as its first word
+	// (Route), followed by a parenthesised note when routes disagree or a
+	// guard refused one, e.g.
+	// "transcript (registry session X is stale after /clear)". The words
+	// are listed at Route.
 	Via        string
 	Transcript string // path relative to the harness root of the live transcript; "" if none
-	Name       string // the harness's own name for the session (Claude's registry "name")
-	Title      string
-	Model      string
-	Status     string // only where the harness itself publishes one (Claude's registry "status")
-	Zmx        string // the process's ZMX_SESSION, "" outside zmx
+	// Name is the harness's own name for the session (Claude's registry
+	// "name"). It is not a stable handle: Claude 2.1 derives a default
+	// name from the cwd and a random byte, new on every start (so a moved
+	// agent's name changes unless /rename set it).
+	Name   string
+	Title  string
+	Model  string
+	Status string // only where the harness itself publishes one (Claude's registry "status")
+	Zmx    string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".
 	EnvKnown   bool
 	Tmux       string // always "": the session name is not in the environment; the caller asks tmux
 	TmuxSocket string // first comma-field of $TMUX, "" outside tmux
 	Agents     []Sub  // sub-agents, sorted by Name
+	// Argv is the process's command line as the scan read it (process
+	// titles undone). Only ResumeArgv reads it, for the flags a resume
+	// keeps: it is never served and never journaled, because an agent's
+	// flags can hold keys.
+	Argv []string
+}
+
+// The routes Via can name, as its first word.
+const (
+	RouteRegistry   = "registry"   // the harness's live per-pid record (Claude, hermes), vetted by start time
+	RouteFD         = "fd"         // the transcript the process holds open
+	RouteDir        = "dir"        // the cwd's session dir, guarded: the transcript names the cwd and was written since the process started
+	RouteRelaunch   = "relaunch"   // the transcript 9harness itself named when it started this process (Env.Relaunches)
+	RouteTranscript = "transcript" // Claude's registry record followed to the newer transcript /clear began
+	RouteArgv       = "argv"       // the session named in the process's own argv, and nothing else
+	RouteOnly       = "only"       // the single transcript for the cwd, unguarded (a quiet pi)
+	RouteAmbiguous  = "ambiguous"  // several transcripts could be this process's: none is chosen
+	RouteNone       = "none"       // unresolved; the note says why
+)
+
+// Route is the first word of Via: which route resolved the session.
+func (a Agent) Route() string {
+	r, _, _ := strings.Cut(a.Via, " ")
+	if r == "" {
+		return RouteNone
+	}
+	return r
+}
+
+// Corroborated reports whether the session was found by a route that is
+// more than the process's own argv or a lone file that nothing ties to the
+// process: the live registry (vetted by start time), a held fd, the
+// guarded dir route, the daemon's own relaunch record, or Claude's
+// registry followed past /clear. A move's outcome is believed only on such
+// a route, because a relaunched process's argv names the session before
+// the harness has even checked that it can resume it.
+func (a Agent) Corroborated() bool {
+	if a.Session == "" {
+		return false
+	}
+	switch a.Route() {
+	case RouteRegistry, RouteFD, RouteDir, RouteRelaunch, RouteTranscript:
+		return true
+	}
+	return false
 }
 
 // Sub is one sub-agent of a session. Name is unique within its session and
@@ -372,10 +487,15 @@ var wantEnv = set("ZMX_SESSION", "TMUX", "HOME", "TMPDIR", "TMP", "TEMP")
 // start fills what /proc alone says of p: identity, cwd, and the session
 // hosts from its environment. Via starts as "none".
 func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
-	a := Agent{Harness: name, PID: p.PID, PPID: p.PPID, Start: p.Start, Via: "none"}
+	a := Agent{Harness: name, PID: p.PID, PPID: p.PPID, Start: p.Start, Via: "none", Argv: slices.Clone(normArgv(p.Argv))}
 	info := procInfo{env: map[string]string{}}
 	if env.Procs == nil {
 		return a, info
+	}
+	if len(p.Argv) == 0 {
+		if argv, err := env.Procs.Argv(p.PID); err == nil && len(argv) > 0 {
+			a.Argv = normArgv(argv) // a fresh slice: Argv allocated it
+		}
 	}
 	if cwd, err := env.Procs.Cwd(p.PID); err == nil {
 		a.Cwd = cwd
@@ -471,7 +591,7 @@ func held(env Env, pid int, under string) []string {
 		}
 		for _, pre := range prefixes {
 			rel, ok := strings.CutPrefix(t, pre)
-			if !ok || !strings.HasPrefix(rel, under) || saferoot.CheckRel(rel) != nil {
+			if !ok || !strings.HasPrefix(rel, under) || checkRel(env, rel) != nil {
 				continue
 			}
 			if !slices.Contains(out, rel) {
@@ -565,4 +685,15 @@ func uniqueSubs(subs []Sub, ids []string) []Sub {
 	}
 	slices.SortFunc(subs, func(a, b Sub) int { return strings.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(subs, func(a, b Sub) bool { return a.Name == b.Name })
+}
+
+// checkRel vets a path under the harness's root with that root's own rules,
+// which know the directories named after working directories (an agent in
+// ~/src/oauth-server keeps its transcript), or with the plain rules when
+// the root is not known.
+func checkRel(env Env, rel string) error {
+	if env.Root != nil {
+		return env.Root.CheckRel(rel)
+	}
+	return saferoot.CheckRel(rel)
 }

@@ -152,6 +152,9 @@ func runResolve(t *testing.T, cases []resolveCase) {
 				_, err := env.Procs.Environ(p.PID)
 				want.EnvKnown = err == nil
 			}
+			if want.Argv == nil {
+				want.Argv = normArgv(p.Argv)
+			}
 			got := h.Resolve(env, p)
 			if d := agentDiff(got, want); d != "" {
 				t.Errorf("%s: Resolve differs:%s", c.name, d)
@@ -440,16 +443,20 @@ func TestResume(t *testing.T) {
 		wantErr string
 	}
 	rows := []row{
-		{"claude/resume", claude{}, Agent{Session: sid}, Env{}, []string{"claude", "--resume", sid}, ""},
+		{"claude/resume", claude{}, Agent{Session: sid, Transcript: "projects/-x/" + sid + ".jsonl"}, Env{}, []string{"claude", "--resume", sid}, ""},
+		{"claude/never-prompted", claude{}, Agent{Session: sid, Via: "registry"}, Env{}, nil, NothingYet},
 		{"claude/unresolved", claude{}, Agent{Via: "none"}, Env{}, nil, "session unresolved"},
 		{"claude/option-shaped", claude{}, Agent{Session: "--dangerously-skip-permissions"}, Env{}, nil, "session unresolved"},
-		{"codex/resume", codex{}, Agent{Session: "019e763f-ff0c-7683-a4e9-a17e2bf964fb"}, Env{}, []string{"codex", "resume", "019e763f-ff0c-7683-a4e9-a17e2bf964fb"}, ""},
+		{"codex/resume", codex{}, Agent{Session: "019e763f-ff0c-7683-a4e9-a17e2bf964fb", Transcript: "sessions/2026/12/01/rollout-2026-12-01T13-13-02-019e763f-ff0c-7683-a4e9-a17e2bf964fb.jsonl"}, Env{}, []string{"codex", "resume", "019e763f-ff0c-7683-a4e9-a17e2bf964fb"}, ""},
+		{"codex/no-rollout", codex{}, Agent{Session: "019e763f-ff0c-7683-a4e9-a17e2bf964fb"}, Env{}, nil, NothingYet},
 		{"codex/unresolved", codex{}, Agent{}, Env{}, nil, "session unresolved"},
-		{"omp/resume", omp{}, Agent{Session: "x", Transcript: "agent/sessions/-src-x/a_b.jsonl"}, Env{Root: root}, []string{"omp", "--session", "/home/goblin/.omp/agent/sessions/-src-x/a_b.jsonl"}, ""},
+		{"omp/gone", omp{}, Agent{Session: "x", Transcript: "agent/sessions/-src-x/a_b.jsonl"}, Env{Root: root}, nil, NothingYet},
 		{"omp/no-transcript", omp{}, Agent{Session: "x"}, Env{Root: root}, nil, "session unresolved"},
 		{"omp/no-root", omp{}, Agent{Transcript: "agent/sessions/-/a.jsonl"}, Env{}, nil, "session unresolved"},
 		{"omp/escaping-transcript", omp{}, Agent{Transcript: "../x.jsonl"}, Env{Root: root}, nil, "session unresolved"},
-		{"pi/resume", pi{}, Agent{Transcript: "agent/sessions/--x--/t_u.jsonl"}, Env{Root: piRoot}, []string{"pi", "--session", "/home/goblin/.pi/agent/sessions/--x--/t_u.jsonl"}, ""},
+		{"pi/gone", pi{}, Agent{Transcript: "agent/sessions/--x--/t_u.jsonl"}, Env{Root: piRoot}, nil, NothingYet},
+		{"pi/no-session-file", pi{}, Agent{Via: "none (no transcript for this cwd)"}, Env{Root: piRoot}, nil, NothingYet},
+		{"pi/ambiguous", pi{}, Agent{Via: "ambiguous (several transcripts for this cwd, none written since the process started)"}, Env{Root: piRoot}, nil, "session unresolved (via ambiguous"},
 		{"hermes/resume", hermes{}, Agent{Session: "20260920_100000_a1b2c3"}, Env{}, []string{"hermes", "--resume", "20260920_100000_a1b2c3"}, ""},
 		{"hermes/option-shaped", hermes{}, Agent{Session: "-c"}, Env{}, nil, "session unresolved"},
 		{"dsh/refused", dsh{}, Agent{Session: "session-5b0e2c1a-7d3f-4e9a-8c21-9f0a1b2c3d4e", Transcript: "sessions/--x--/s/session.jsonl.zstd"}, Env{}, nil, "dsh's shipped profiles take no resume flag"},

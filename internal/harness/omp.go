@@ -155,7 +155,7 @@ func (omp) Resolve(env Env, p proc.Proc) Agent {
 	}
 	homes := nonEmpty(pinfo.env["HOME"], env.Home)
 	tmps := nonEmpty(procTmp, env.TmpDir)
-	resolvePi(&a, env, p, "agent/sessions", ompDirNames(cleanCwd(a.Cwd), homes, tmps))
+	resolvePi(&a, env, p, "agent/sessions", ompDirNames(cleanCwd(a.Cwd), homes, tmps), false)
 	return a
 }
 
@@ -169,14 +169,23 @@ func nonEmpty(ss ...string) []string {
 	return out
 }
 
-// resolvePi is the route ladder omp and pi share: fd, then dir.
-func resolvePi(a *Agent, env Env, p proc.Proc, sessions string, dirs []string) {
+// resolvePi is the route ladder omp and pi share: fd, then the daemon's
+// own relaunch record, then dir (guarded, else the cwd's only transcript).
+// It never guesses between transcripts: where several could be this
+// process's and nothing tells them apart, the session stays absent and Via
+// says "ambiguous". With plain (pi's rules, not omp's), a quiet process
+// may take the cwd's only transcript, and a session with no title is
+// titled by its first user message, as pi's own session picker does.
+func resolvePi(a *Agent, env Env, p proc.Proc, sessions string, dirs []string, plain bool) {
 	if env.Root == nil {
 		return
 	}
 	rel, via := piHeld(env, p.PID, sessions)
 	if rel == "" {
-		rel, via = piFromDirs(env, p, sessions, dirs, cleanCwd(a.Cwd))
+		rel, via = piRelaunched(env, p, sessions)
+	}
+	if rel == "" {
+		rel, via = piFromDirs(env, p, sessions, dirs, cleanCwd(a.Cwd), plain)
 	}
 	if rel == "" {
 		a.Via = via
@@ -189,7 +198,25 @@ func resolvePi(a *Agent, env Env, p proc.Proc, sessions string, dirs []string) {
 		a.Session = piFileID(rel)
 	}
 	a.Title, a.Model = f.title, f.model
+	if a.Title == "" && plain {
+		a.Title = f.firstUser
+	}
 	a.Agents = piSubs(env.Root, rel)
+}
+
+// piRelaunched is the relaunch route: the transcript 9harness itself named
+// when it started this very process (pid and start time) to resume it. A
+// resumed pi hides its argv, holds no fd and writes nothing until its next
+// answer, so without the record it could not be told from a fresh pi.
+func piRelaunched(env Env, p proc.Proc, sessions string) (string, string) {
+	rel, ok := env.Relaunches.Lookup(p.PID, p.Start)
+	if !ok || checkRel(env, rel) != nil || !strings.HasPrefix(rel, sessions+"/") {
+		return "", ""
+	}
+	if info, err := env.Root.Stat(rel); err != nil || info.Dir {
+		return "", ""
+	}
+	return rel, RouteRelaunch
 }
 
 // piHeld is the fd route: the newest main transcript (sessions/<dir>/<file>.jsonl)
@@ -214,8 +241,12 @@ func piHeld(env Env, pid int, sessions string) (string, string) {
 
 // piFromDirs is the dir route: the newest transcript in the cwd's session
 // dirs whose header names the process's cwd, written since the process
-// started.
-func piFromDirs(env Env, p proc.Proc, sessions string, dirs []string, cwd string) (string, string) {
+// started (via dir). When none was written since, with only (pi: a
+// resumed pi writes nothing until its next answer), the process is
+// resolved if exactly one transcript names the cwd (via only); two or more
+// are never guessed between (via ambiguous). omp keeps its writer fd, so
+// for it a transcript older than the process is never its own.
+func piFromDirs(env Env, p proc.Proc, sessions string, dirs []string, cwd string, only bool) (string, string) {
 	if cwd == "" {
 		return "", "none (no cwd)"
 	}
@@ -240,16 +271,46 @@ func piFromDirs(env Env, p proc.Proc, sessions string, dirs []string, cwd string
 	}
 	newestFirst(cands)
 	since, haveStart := started(env, p)
-	for i, c := range cands {
-		if i == 16 {
+	names := func(rel string) bool {
+		f := readPiFacts(env.Root, rel, false)
+		return f.header && sameDir(f.cwd, cwd)
+	}
+	// The guarded route: written since the process started.
+	i := 0
+	for ; i < len(cands) && i < 16; i++ {
+		c := cands[i]
+		if haveStart && c.mtime.Before(since.Add(-time.Second)) {
+			if !only {
+				return "", "none (no transcript for this cwd written since the process started)"
+			}
 			break
 		}
-		if haveStart && c.mtime.Before(since.Add(-time.Second)) {
-			return "", "none (no transcript for this cwd written since the process started)"
+		if names(c.rel) {
+			return c.rel, RouteDir
 		}
-		if f := readPiFacts(env.Root, c.rel, false); f.header && sameDir(f.cwd, cwd) {
-			return c.rel, "dir"
+	}
+	// None written since: the cwd's only transcript, if it has one.
+	var one string
+	n := 0
+	for j, c := range cands[i:] {
+		if j == 16 {
+			if n > 0 {
+				n = 2 // one found and more not read: never a guess
+			}
+			break
 		}
+		if names(c.rel) {
+			if n++; n > 1 {
+				break
+			}
+			one = c.rel
+		}
+	}
+	switch {
+	case n == 1:
+		return one, RouteOnly + " (the one transcript for this cwd; none written since the process started)"
+	case n > 1:
+		return "", RouteAmbiguous + " (several transcripts for this cwd, none written since the process started)"
 	}
 	return "", "none (no transcript in the cwd's session dir names this cwd)"
 }
@@ -268,6 +329,7 @@ type piFacts struct {
 	header       bool // line 1 (or 2, after a title slot) is a session header
 	id, cwd      string
 	title, model string
+	firstUser    string // the first user message's text, as a title
 }
 
 type piLine struct {
@@ -280,8 +342,9 @@ type piLine struct {
 	Provider string `json:"provider"`
 	ModelID  string `json:"modelId"`
 	Message  *struct {
-		Role  string `json:"role"`
-		Model string `json:"model"`
+		Role    string          `json:"role"`
+		Model   string          `json:"model"`
+		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 }
 
@@ -328,6 +391,9 @@ func readPiFacts(r *saferoot.Root, rel string, full bool) piFacts {
 			continue
 		}
 		f.model = l.modelOr(f.model)
+		if f.firstUser == "" && l.Type == "message" && l.Message != nil && l.Message.Role == "user" {
+			f.firstUser = cleanTitle(piText(l.Message.Content))
+		}
 		switch l.Type {
 		case "title_change":
 			later = pick(later, l.Title)
@@ -343,6 +409,29 @@ func readPiFacts(r *saferoot.Root, rel string, full bool) piFacts {
 	}
 	f.title = ""
 	return f
+}
+
+// piText is the text of a message's content: a string, or the text
+// blocks of a block list joined by spaces.
+func piText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // piModel is the last model a (sub-agent) transcript names, from its tail.
@@ -409,9 +498,19 @@ func (omp) Resume(a Agent, env Env) ([]string, error) {
 	return piResume("omp", a, env)
 }
 
+// piResume is the resume of omp and pi. A session file is written only
+// once the session has an answer, so a process whose cwd has no transcript
+// at all has nothing to resume yet; one whose transcript is not known
+// (ambiguous, or a file gone since) is refused as unresolved.
 func piResume(name string, a Agent, env Env) ([]string, error) {
-	if a.Transcript == "" || env.Root == nil || saferoot.CheckRel(a.Transcript) != nil {
+	if a.Transcript == "" && a.Via == "none (no transcript for this cwd)" && env.Root != nil {
+		return nil, nothingYet(name, a, "no session file; "+name+" writes it at its first answer")
+	}
+	if a.Transcript == "" || env.Root == nil || checkRel(env, a.Transcript) != nil {
 		return nil, unresolved(name, a)
+	}
+	if !haveTranscript(a, env) {
+		return nil, nothingYet(name, a, "the session file "+a.Transcript+" is gone")
 	}
 	return []string{name, "--session", absPath(env.Root, a.Transcript)}, nil
 }

@@ -178,6 +178,7 @@ func TestOmpDirNames(t *testing.T) {
 func TestOmpResumePath(t *testing.T) {
 	f := newFx(t)
 	env := f.env(".omp")
+	f.write(".omp/agent/sessions/-src-x/a.jsonl", jsonl(ompHeader(ompSID, f.cwd(), "")), at(50))
 	argv, err := omp{}.Resume(Agent{Session: ompSID, Transcript: "agent/sessions/-src-x/a.jsonl"}, env)
 	if err != nil || argv[2] != filepath.Join(f.home, ".omp/agent/sessions/-src-x/a.jsonl") {
 		t.Errorf("got %q %v", argv, err)

@@ -16,9 +16,15 @@ import (
 // named pi-coding-agent (@oh-my-pi/pi-coding-agent): a path under oh-my-pi
 // is omp's, never pi's.
 //
-// Resolution: the held transcript (via fd) if any, else the newest
+// Resolution: the held transcript (via fd) if any; else the transcript
+// 9harness itself named when it relaunched this very process (via
+// relaunch; pi 0.73 hides its argv behind process.title, holds no fd and
+// writes nothing on resume until its next answer); else the newest
 // transcript in --<cwd>-- whose header names the cwd and that was written
-// since the process started (via dir).
+// since the process started (via dir); else the cwd's one transcript (via
+// only). Two or more candidates are never guessed between (via ambiguous).
+// A session without a session_info name is titled by its first user
+// message, as pi's own picker does.
 type pi struct{}
 
 func (pi) Name() string { return "pi" }
@@ -48,7 +54,7 @@ func (pi) Classify(p, parent proc.Proc) Kind {
 // Resolve implements Harness.
 func (pi) Resolve(env Env, p proc.Proc) Agent {
 	a, _ := start("pi", env, p)
-	resolvePi(&a, env, p, "agent/sessions", []string{piLegacyDir(cleanCwd(a.Cwd))})
+	resolvePi(&a, env, p, "agent/sessions", []string{piLegacyDir(cleanCwd(a.Cwd))}, true)
 	return a
 }
 

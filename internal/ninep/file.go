@@ -55,6 +55,9 @@ type file struct {
 	h    tree.Handle // set by Open on a file
 	snap *listing    // the listing served by Readdir, taken at offset 0
 	open bool
+	// reason, once a write on this fid has failed, is what a read of the
+	// fid returns instead of the file (reason.go).
+	reason []byte
 }
 
 var _ p9.File = (*file)(nil)
@@ -135,13 +138,14 @@ func (f *file) StatFS() (p9.FSStat, error) {
 	return p9.FSStat{Type: 0x01021997, BlockSize: 4096, NameLength: 255}, nil
 }
 
-// Open implements p9.File. Only a read-only open of anything is allowed;
-// p9 calls it at most once per file.
+// Open implements p9.File. Only a read-only open of anything is allowed,
+// except of a writable node, which may also be opened for writing (echo
+// name > zmx opens with O_TRUNC), or read-write so that a read after a
+// failed write returns the reason (reason.go). p9 calls it at most once per
+// file.
 func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if mode.Mode() != p9.ReadOnly || mode&oTrunc != 0 {
-		// The one write: only a node that implements it may be opened
-		// for writing (echo name > zmx opens with O_TRUNC).
-		if _, ok := f.node.(tree.Writable); !ok || mode.Mode() == p9.ReadWrite {
+		if _, ok := f.node.(tree.Writable); !ok {
 			return p9.QID{}, 0, linux.EROFS
 		}
 	}
@@ -166,11 +170,18 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	return qidOf(a), 0, nil
 }
 
-// ReadAt implements p9.File.
+// ReadAt implements p9.File. After a failed write on this fid, it reads
+// the reason instead of the file.
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
-	h := f.h
+	h, reason := f.h, f.reason
 	f.mu.Unlock()
+	if reason != nil {
+		if off >= int64(len(reason)) {
+			return 0, io.EOF
+		}
+		return copy(p, reason[off:]), nil
+	}
 	if h == nil {
 		if _, ok := f.node.(tree.Dir); ok {
 			return 0, linux.EISDIR
@@ -268,8 +279,14 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 		ctx = context.Background()
 	}
 	if err := w.Write(ctx, f.a.Writer, p); err != nil {
+		f.mu.Lock()
+		f.reason = reasonOf(err)
+		f.mu.Unlock()
 		return 0, Errno(err)
 	}
+	f.mu.Lock()
+	f.reason = nil
+	f.mu.Unlock()
 	return len(p), nil
 }
 

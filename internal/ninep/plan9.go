@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"9fans.net/go/plan9"
@@ -52,6 +53,9 @@ type p9state struct {
 	up   []tree.Node
 	h    tree.Handle
 	snap []tree.Entry
+	// reason, once a write on this fid has failed, is what a read of the
+	// fid returns instead of the file (reason.go).
+	reason []byte
 }
 
 // st is the fid's state. srv9p serves a connection's requests
@@ -132,11 +136,15 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
-				// Only the one writable node may be opened for writing.
-				if _, ok := s.node.(tree.Writable); !ok || mode&3 != plan9.OWRITE || mode&plan9.ORCLOSE != 0 {
+				// Only the one writable node may be opened for writing:
+				// write-only, or read-write so that a read after a failed
+				// write returns the reason (reason.go).
+				if _, ok := s.node.(tree.Writable); !ok || (mode&3 != plan9.OWRITE && mode&3 != plan9.ORDWR) || mode&plan9.ORCLOSE != 0 {
 					return errRO
 				}
-				return nil
+				if mode&3 == plan9.OWRITE {
+					return nil
+				}
 			}
 			if f, ok := s.node.(tree.File); ok {
 				h, err := f.Open()
@@ -186,6 +194,12 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 					return true
 				})
 			}
+			if s.reason != nil {
+				if off >= int64(len(s.reason)) {
+					return 0, nil
+				}
+				return copy(data, s.reason[off:]), nil
+			}
 			if s.h == nil {
 				return 0, errors.New("not open for read")
 			}
@@ -228,8 +242,18 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			// The daemon's context, not the request's: a move completes
 			// whether or not the client stays.
 			if err := w.Write(wctx, writer, data); err != nil {
-				return 0, plan9Err(err)
+				reason := reasonOf(err)
+				s.mu.Lock()
+				s.reason = reason
+				s.mu.Unlock()
+				// Rerror carries the reason after the spelling that
+				// clients map to an errno: plan9port's 9pfuse matches it
+				// as a substring, Plan 9 shows the whole string.
+				return 0, errors.New(plan9Err(err).Error() + ": " + strings.TrimSuffix(string(reason), "\n"))
 			}
+			s.mu.Lock()
+			s.reason = nil
+			s.mu.Unlock()
 			return len(data), nil
 		},
 		Wstat: func(context.Context, *srv9p.Fid, *plan9.Dir) error { return errRO },
