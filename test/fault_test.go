@@ -384,7 +384,7 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(broken, "zmx"), []byte("#!/bin/sh\necho 'zmx: fault injected: cannot create a session' >&2\nexit 1\n"), 0o755))
 	const sid = "5d6e7f8a-9b0c-4d1e-8f2a-3b4c5d6e7f8a"
 	agent := m.startClaude(t, sid, "PATH="+broken+":"+bins+":/usr/bin:/bin")
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, "--allow-move", "--host-path", broken+":"+bins+":/usr/bin:/bin")
 	pid := d.cmd.Process.Pid
 	c := d.client()
 	pidfds0 := pidfdCount(t, pid)

@@ -47,6 +47,12 @@ func newMoveEnv(t *testing.T) *moveEnv {
 	return m
 }
 
+// moveArgs are the daemon's flags for a move test: moves on, and the
+// host binaries (the fake zmx, the real tmux) on the daemon's host path.
+func (m *moveEnv) moveArgs(extra ...string) []string {
+	return append([]string{"--allow-move", "--host-path", bins + ":/usr/bin:/bin"}, extra...)
+}
+
 // shortDir is a private directory with a short path: unix socket paths
 // must fit in 107 bytes.
 func shortDir(t *testing.T, prefix string) string {
@@ -117,7 +123,7 @@ func TestMoveTmux(t *testing.T) {
 	const sid = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
 	agent := startFake(t, "claude", m.home, m.cwd, append(m.env, "FAKE_SESSION="+sid, "ZMX_SESSION=old", "STY=123.screen", "LISTEN_FDS=1", "ZELLIJ_SESSION_NAME=z")...)
 	waitRegistry(t, m.home, agent.pid())
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, m.moveArgs()...)
 	c := d.client()
 	dir := "/active/claude/" + strconv.Itoa(agent.pid())
 	_, a, err := c.Stat(dir + "/tmux")
@@ -194,13 +200,21 @@ func TestMoveRefusals(t *testing.T) {
 	}
 	// An agent whose harness cannot resume: no registry, no session.
 	bare := startFake(t, "codex", m.home, m.cwd, m.env...)
-	// An agent whose own PATH has neither the host nor its harness.
+	// An agent whose own PATH has neither the host nor its harness: that
+	// no longer matters (the daemon's host path and the agent's executable
+	// do), so it is refused only by daemons whose own paths lack them.
 	lost := startFake(t, "claude", m.home, m.cwd, "PATH=/nonexistent", "TMUX_TMPDIR="+m.tmuxDir, "ZMX_DIR="+m.zmxDir,
 		"FAKE_RECORD="+m.record, "FAKE_SESSION=5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c")
 	waitRegistry(t, m.home, lost.pid())
+	// A claude whose executable does not name it (as pi and Codex run
+	// under node): the resume binary must come from the daemon's path.
+	anon := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a7b8c9d")...)
+	waitRegistry(t, m.home, anon.pid())
+	nohost := startDaemon(t, m.home, "--allow-move", "--host-path", "/nonexistent")
+	noresume := startDaemon(t, m.home, m.moveArgs("--resume-path", "/nonexistent")...)
 
 	readonly := startDaemon(t, m.home)
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, m.moveArgs()...)
 	dir := "/active/claude/" + strconv.Itoa(agent.pid())
 	for _, tc := range []struct {
 		name  string
@@ -219,8 +233,13 @@ func TestMoveRefusals(t *testing.T) {
 		{"name in use", d, dir + "/tmux", "taken", linux.EEXIST},
 		{"unresolved session", d, "/active/codex/" + strconv.Itoa(bare.pid()) + "/tmux", "fresh", linux.EPERM},
 		{"other file", d, dir + "/session", "x", linux.EROFS},
-		{"host not on the agent's PATH", d, "/active/claude/" + strconv.Itoa(lost.pid()) + "/zmx", "lost", linux.EPERM},
-		{"tmux not on the agent's PATH", d, "/active/claude/" + strconv.Itoa(lost.pid()) + "/tmux", "lost", linux.EPERM},
+		{"leading dash", d, dir + "/tmux", "-x", linux.EINVAL},
+		{"zmx -d name", d, dir + "/zmx", "-dfoo", linux.EINVAL},
+		{"another tmux server", d, dir + "/tmux", "other:x", linux.EINVAL},
+		{"a socket path", d, dir + "/tmux", "/tmp/evil/sock:x", linux.EINVAL},
+		{"zmx not on the daemon's host path", nohost, "/active/claude/" + strconv.Itoa(lost.pid()) + "/zmx", "lost", linux.EPERM},
+		{"tmux not on the daemon's host path", nohost, "/active/claude/" + strconv.Itoa(lost.pid()) + "/tmux", "lost", linux.EPERM},
+		{"no resume binary", noresume, "/active/claude/" + strconv.Itoa(anon.pid()) + "/tmux", "anon", linux.EPERM},
 	} {
 		err := tc.d.client().WriteFile(tc.path, []byte(tc.value))
 		if !isErrno(err, tc.errno) {
@@ -228,25 +247,48 @@ func TestMoveRefusals(t *testing.T) {
 		}
 	}
 	// Nothing was touched: both agents run, nothing was relaunched.
-	for _, a := range []*fakeAgent{agent, bare, lost} {
+	for _, a := range []*fakeAgent{agent, bare, lost, anon} {
 		select {
 		case <-a.done:
 			t.Fatalf("agent %d died from a refused move", a.pid())
 		default:
 		}
 	}
-	if recs := m.records(t); len(recs) != 3 {
-		t.Errorf("%d launches recorded, want the 3 originals", len(recs))
+	if recs := m.records(t); len(recs) != 4 {
+		t.Errorf("%d launches recorded, want the 4 originals", len(recs))
 	}
-	if !strings.Contains(d.stderr.String(), "zmx is not on the agent's PATH (/nonexistent)") {
-		t.Errorf("the PATH refusal does not say what is missing:\n%s", d.stderr.String())
+	for dd, reasons := range map[*daemon][]string{
+		d: {"cannot start with '-'", `other\" is not the agent's own tmux server`, `/tmp/evil/sock\" is not the agent's own tmux server`,
+			"a tmux session named taken already exists", "session unresolved"},
+		nohost:   {"zmx is not on the daemon's host path (/nonexistent)", "tmux is not on the daemon's host path (/nonexistent)"},
+		noresume: {"does not name claude, and claude is not on the daemon's resume path (/nonexistent"},
+	} {
+		out := dd.stderr.String()
+		for _, r := range reasons {
+			if !strings.Contains(out, r) {
+				t.Errorf("the audit lacks the reason %q:\n%s", r, out)
+			}
+		}
+		if !strings.Contains(out, "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53") {
+			t.Errorf("refusals not audited:\n%s", out)
+		}
+		if strings.Contains(out, "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54") {
+			t.Errorf("a refused move was started:\n%s", out)
+		}
 	}
-	if !strings.Contains(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53") {
-		t.Errorf("refusals not audited:\n%s", d.stderr.String())
-	}
-	if strings.Contains(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54") {
-		t.Errorf("a refused move was started:\n%s", d.stderr.String())
-	}
+}
+
+// startFakeExe starts the fake harness as name (argv[0]) from an
+// executable whose own name is not name, as a node-run harness looks.
+func startFakeExe(t *testing.T, name, home, cwd string, env ...string) *fakeAgent {
+	t.Helper()
+	cmd := &exec.Cmd{Path: bin("fakeharness"), Args: []string{name}, Dir: cwd, Stderr: os.Stderr,
+		Env: append([]string{"HOME=" + home, "PATH=/usr/bin:/bin"}, env...)}
+	must(t, cmd.Start())
+	a := &fakeAgent{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() { a.stop(t) })
+	return a
 }
 
 // startClaude starts a Claude-shaped fake agent and waits for its registry.
@@ -263,7 +305,7 @@ func TestMoveStubbornAgent(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
 	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, m.moveArgs()...)
 	other := d.client()
 	errc := make(chan error, 1)
 	start := time.Now()
@@ -305,7 +347,7 @@ func TestMoveClientHangsUp(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a"
 	agent := m.startClaude(t, sid)
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, m.moveArgs()...)
 	c := d.client()
 	f, err := c.Walk("/active/claude/" + strconv.Itoa(agent.pid()) + "/tmux")
 	must(t, err)
@@ -331,7 +373,7 @@ func TestMoveClientHangsUp(t *testing.T) {
 func TestMoveConcurrent(t *testing.T) {
 	m := newMoveEnv(t)
 	agent := m.startClaude(t, "1e2f3a4b-5c6d-4e7f-8a9b-0c1d2e3f4a5b", "FAKE_IGNORE_TERM=1")
-	d := startDaemon(t, m.home, "--allow-move")
+	d := startDaemon(t, m.home, m.moveArgs()...)
 	path := "/active/claude/" + strconv.Itoa(agent.pid()) + "/tmux"
 	c1, c2 := d.client(), d.client()
 	f1, _ := c1.Walk(path)
@@ -375,7 +417,7 @@ func TestMoveEveryHarnessAndHost(t *testing.T) {
 			t.Run(h+"/"+host, func(t *testing.T) {
 				m := newMoveEnv(t)
 				agent := startFake(t, h, m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION="+sessions[h])...)
-				d := startDaemon(t, m.home, "--allow-move")
+				d := startDaemon(t, m.home, m.moveArgs()...)
 				c := d.client()
 				dir := "/active/" + h + "/" + strconv.Itoa(agent.pid())
 				var sid string

@@ -222,7 +222,7 @@ func TestZmxify(t *testing.T) {
 		missing(t, "this 9harness has no move command")
 	}
 	w := newZmxifyWorld(t)
-	d := startDaemon(t, w.m.home, "--allow-move")
+	d := startDaemon(t, w.m.home, w.m.moveArgs()...)
 	s := w.drive(t, w.picker(t, d.sock))
 	w.check(t, d, s)
 }
@@ -232,7 +232,7 @@ func TestZmxify(t *testing.T) {
 func TestZmxifyMount(t *testing.T) {
 	requireFuse(t)
 	w := newZmxifyWorld(t)
-	d := startDaemon(t, w.m.home, "--allow-move")
+	d := startDaemon(t, w.m.home, w.m.moveArgs()...)
 	mnt := mountTree(t, d.sock)
 	// An older 9harness: everything but move.
 	old := filepath.Join(t.TempDir(), "9harness-old")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/daemon"
+	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
 	buildversion "github.com/9harness/9harness/internal/version"
@@ -76,8 +77,9 @@ func (r rootFlags) String() string {
 
 func (r rootFlags) Set(v string) error {
 	name, path, ok := strings.Cut(v, "=")
+	path, xdev := strings.CutSuffix(path, ",xdev")
 	if !ok || path == "" {
-		return fmt.Errorf("want NAME=PATH, got %q", v)
+		return fmt.Errorf("want NAME=PATH or NAME=PATH,xdev, got %q", v)
 	}
 	known := false
 	for _, h := range tree.Harnesses {
@@ -89,6 +91,9 @@ func (r rootFlags) Set(v string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
+	}
+	if xdev {
+		abs += ",xdev" // split off again in parse
 	}
 	r[name] = abs
 	return nil
@@ -158,6 +163,13 @@ func clientPath() string {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "--exec-env" {
+		// The launcher a move runs in the new session: it never returns
+		// unless the relaunch cannot be exec'd.
+		err := move.ExecEnv(os.Args[2])
+		fmt.Fprintf(os.Stderr, "9harnessd --exec-env: %v\n", err)
+		os.Exit(127)
+	}
 	cfg, err := parse(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -187,7 +199,7 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	unixPath := fs.String("unix", "", "listen on the unix socket at `PATH`")
 	name := fs.String("name", "", "listen on $XDG_RUNTIME_DIR/9p/`NAME` instead of .../harness")
 	fd := fs.Int("fd", -1, "serve exactly one connection already open on descriptor `N`")
-	fs.Var(roots, "root", "pin a harness root: `NAME=PATH` (repeatable; default $HOME/.NAME)")
+	fs.Var(roots, "root", "pin a harness root: `NAME=PATH` (repeatable; default $HOME/.NAME), resolved once at start; mounts beneath a root are never crossed, unless given as NAME=PATH,xdev")
 	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "refuse connections beyond `N` at once")
 	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "largest 9P message size granted, in `bytes` (4096..4194304)")
 	var allowUIDs, allowGroups idList
@@ -200,6 +212,8 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 	procRoot := fs.String("proc", "/proc", "the process table to read (`DIR`; for tests)")
 	procHelper := fs.String("proc-helper", "", "read agents' cwd, environment and descriptors, and other users' credentials, through the proc helper at `SOCK` (for a daemon in a user namespace: see 9harness-proc.service)")
 	serveProcHelper := fs.Bool("serve-proc-helper", false, "be the proc helper instead of the daemon, on --unix PATH or the socket systemd hands over")
+	hostPath := fs.String("host-path", "", "where a move finds tmux and zmx: a `PATH`-style list (default: the daemon's own PATH; never the agent's)")
+	resumePath := fs.String("resume-path", "", "where a move finds a harness's program when the agent's executable does not name it (node-based pi, Codex): a `PATH`-style list (default: the daemon's own PATH)")
 	quiet := fs.Bool("quiet", false, "log only refusals and errors")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -249,8 +263,9 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		return nil, fmt.Errorf("no home directory for the default roots (%v); pass --root NAME=PATH", err)
 	}
 	all := tree.DefaultRoots(home)
+	xdev := map[string]bool{}
 	for k, v := range roots {
-		all[k] = v
+		all[k], xdev[k] = strings.CutSuffix(v, ",xdev")
 	}
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
@@ -271,6 +286,9 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		ProcRoot:    *procRoot,
 		IdleExit:    *idleExit,
 
+		HostPath:   *hostPath,
+		ResumePath: *resumePath,
+
 		ProcHelper:      *procHelper,
 		ServeProcHelper: *serveProcHelper,
 		Listening: func(path string) {
@@ -288,5 +306,6 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 			logf("look at it:  %s -s %s ls /", clientPath(), path)
 		},
 	}
+	cfg.CrossMounts = xdev
 	return cfg, nil
 }

@@ -53,7 +53,7 @@ type Server struct {
 	// Sandbox, if set, names the namespace in which the peer differs
 	// from the daemon's reference process ("" when none); an error
 	// refuses the peer. Nil treats every peer as unsandboxed.
-	Sandbox func(c net.Conn, p *peer.Peer) (string, error)
+	Sandbox  func(c net.Conn, p *peer.Peer) (string, error)
 	UID, GID uint32 // the daemon's own ids: the gate admits only this uid
 	MaxConns int
 	MaxMsize uint32

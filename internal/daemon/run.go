@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"path/filepath"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -32,6 +33,10 @@ type Config struct {
 	MaxMsize uint32
 	Logf     Logf
 
+	// CrossMounts names the roots whose --root asked for mounts beneath
+	// them to be served (NAME=PATH,xdev); no other root crosses a mount.
+	CrossMounts map[string]bool
+
 	AllowUIDs   []uint32 // --allow-uid: may read
 	AllowGroups []uint32 // --allow-group: members may read
 	AllowMove   bool     // --allow-move
@@ -49,6 +54,10 @@ type Config struct {
 	// ServeProcHelper makes this process the proc helper instead of the
 	// daemon: it answers on --unix PATH or on the socket systemd hands over.
 	ServeProcHelper bool
+	// HostPath is where a move finds tmux and zmx, ResumePath where it
+	// finds a resume binary the agent's executable does not name; "" =
+	// the daemon's own PATH. Never the agent's.
+	HostPath, ResumePath string
 	// Listening, if set, is called with the socket path once the daemon
 	// accepts connections on a socket it created.
 	Listening func(path string)
@@ -144,9 +153,36 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ServeProcHelper {
 		return runProcHelper(ctx, cfg)
 	}
+	// Each root is resolved once, now, and cannot be redirected after: its
+	// directory ($HOME for the default roots) is opened and held, and the
+	// root is looked up there by name with no link followed and no mount
+	// crossed. A root that is a link or a mount point now, or one given by
+	// --root, is resolved now and said so.
 	roots := make(map[string]*saferoot.Root, len(cfg.Roots))
+	var pins saferoot.Pinner
+	defer pins.Close()
+	userHome, _ := os.UserHomeDir()
 	for name, p := range cfg.Roots {
-		roots[name] = saferoot.New(p)
+		var opts []saferoot.Option
+		if cfg.CrossMounts[name] {
+			opts = append(opts, saferoot.CrossMounts())
+		}
+		r, res, err := pins.Pin(p, opts...)
+		roots[name] = r
+		if cfg.Logf == nil {
+			continue
+		}
+		explicit := userHome == "" || p != filepath.Join(userHome, "."+name)
+		switch {
+		case err != nil:
+			cfg.Logf("root %s: %v: not served", name, err)
+		case explicit || res.Link || res.Mount:
+			x := ""
+			if cfg.CrossMounts[name] {
+				x = "; mounts beneath it are served (xdev)"
+			}
+			cfg.Logf("root %s: %s%s", name, res, x)
+		}
 	}
 	procRoot := cfg.ProcRoot
 	if procRoot == "" {
@@ -161,8 +197,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
+	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
 	for name, r := range roots {
-		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain()}
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches}
 	}
 	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid()}
 	policy := &authz.Policy{Owner: uint32(os.Getuid()), AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
@@ -179,16 +216,26 @@ func Run(ctx context.Context, cfg Config) error {
 		if um := move.UserManager(); um != nil {
 			launcher = um
 		}
-		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--allow-move: the daemon's own executable (the move's launcher): %w", err)
+		}
+		hostPath := cfg.HostPath
+		if hostPath == "" {
+			hostPath = os.Getenv("PATH")
+		}
+		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
+			HostPath: hostPath, ResumePath: cfg.ResumePath, Spool: move.Spool{Dir: move.DefaultSpoolDir()}, Self: []string{self, "--exec-env"}}
 		active.Mover = moves{m: mover, envs: envs}
 	}
 	s := &Server{
-		Root:     tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active}),
-		UID:      uint32(os.Getuid()),
-		GID:      uint32(os.Getgid()),
-		MaxConns: cfg.MaxConns,
-		MaxMsize: cfg.MaxMsize,
-		Logf:     cfg.Logf,
+		Root:        tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active}),
+		GranteeRoot: tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active, Grantee: true}),
+		UID:         uint32(os.Getuid()),
+		GID:         uint32(os.Getgid()),
+		MaxConns:    cfg.MaxConns,
+		MaxMsize:    cfg.MaxMsize,
+		Logf:        cfg.Logf,
 	}
 	if u, err := user.Current(); err == nil {
 		s.Owner = u.Username
@@ -197,6 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if helper != nil {
 		s.PeerCreds = helper.Peer
 	}
+	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(cfg.Logf))
 	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {

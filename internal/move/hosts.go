@@ -10,28 +10,61 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/9harness/9harness/internal/errs"
 )
 
+// Target is where a move lands: the session, its directory and size, and
+// where the host keeps it. Every field was decided by the daemon; the only
+// client bytes in it are the validated name.
+type Target struct {
+	Name       string
+	Cwd        string
+	Cols, Rows int
+	// tmux: the server's socket (always passed with -S) and its label as
+	// the tmux file shows it ("" for the default server).
+	Socket, Label string
+	// zmx: the socket directory and the session-name prefix, resolved from
+	// the agent's environment as zmx resolves them.
+	ZmxDir, ZmxPrefix string
+}
+
 // Host is a terminal-session host a move can land in: zmx or tmux.
 type Host interface {
 	Name() string
-	// Check refuses a name this host cannot take, given the agent's
-	// environment (where the host's sockets live depends on it).
-	Check(name string, env []string) error
+	// Place decides the target from the agent's environment and the
+	// server part of what the client wrote ("" when it wrote none).
+	Place(server, name string, env []string, tmuxSocket string, uid uint32) (Target, error)
+	// Check refuses a target this host cannot take (a limit of the host).
+	Check(t Target) error
 	// InUse reports whether a live session of that name exists.
-	InUse(ctx context.Context, hostPath, name string, env []string) (bool, error)
-	// Command is the argv (hostPath first) that creates a detached
-	// session named name running argv in cwd with exactly env.
-	Command(hostPath, name, cwd string, argv, env []string) []string
+	InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error)
+	// Command is the argv (hostPath first) that creates a detached session
+	// running launcher (the fixed `9harnessd --exec-env FILE`).
+	Command(hostPath string, t Target, launcher []string) []string
+	// Env is the host command's own environment: the daemon's, plus what
+	// locates the host's sockets. Never the agent's values.
+	Env(t Target, hostPath string) []string
 	// Attach is what the user types to reach the session.
-	Attach(name string) string
+	Attach(t Target) string
 }
 
 // Hosts are the known hosts by file name.
 func Hosts() map[string]Host { return map[string]Host{"zmx": Zmx{}, "tmux": Tmux{}} }
+
+// daemonEnv is the part of the daemon's own environment a host command
+// needs to run at all.
+func daemonEnv(hostPath string) []string {
+	env := []string{"PATH=" + hostPath}
+	for _, k := range []string{"HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
 
 // Zmx is upstream zmx (neurosnap/zmx): one unix socket per session under a
 // socket directory resolved from the environment.
@@ -55,24 +88,31 @@ func (Zmx) SocketDir(env []string) string {
 	return "/tmp/zmx-" + uid
 }
 
-func (z Zmx) fullName(name string, env []string) string {
-	return getenv(env, "ZMX_SESSION_PREFIX") + name
+func (t Target) zmxFull() string { return t.ZmxPrefix + t.Name }
+
+// Place implements Host: zmx has one namespace of sessions per socket
+// directory, the agent's.
+func (z Zmx) Place(server, name string, env []string, _ string, _ uint32) (Target, error) {
+	if server != "" {
+		return Target{}, errs.E("move", errs.Invalid, name, fmt.Errorf("a zmx session name has no server part"))
+	}
+	return Target{Name: name, ZmxDir: z.SocketDir(env), ZmxPrefix: getenv(env, "ZMX_SESSION_PREFIX")}, nil
 }
 
 // Check implements Host: the socket path must fit in sun_path (107 bytes
 // and a NUL), as zmx requires.
-func (z Zmx) Check(name string, env []string) error {
-	p := filepath.Join(z.SocketDir(env), z.fullName(name, env))
+func (Zmx) Check(t Target) error {
+	p := filepath.Join(t.ZmxDir, t.zmxFull())
 	if len(p) > 107 {
-		return errs.E("move", errs.Invalid, name, fmt.Errorf("zmx socket path %s is %d bytes, more than the 107 a unix socket can take", p, len(p)))
+		return errs.E("move", errs.Invalid, t.Name, fmt.Errorf("zmx socket path %s is %d bytes, more than the 107 a unix socket can take", p, len(p)))
 	}
 	return nil
 }
 
 // InUse implements Host: in use means a socket at the session's path that
 // accepts a connection (zmx's own definition; a refused one is stale).
-func (z Zmx) InUse(ctx context.Context, hostPath, name string, env []string) (bool, error) {
-	p := filepath.Join(z.SocketDir(env), z.fullName(name, env))
+func (Zmx) InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error) {
+	p := filepath.Join(t.ZmxDir, t.zmxFull())
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return false, nil
@@ -89,41 +129,147 @@ func (z Zmx) InUse(ctx context.Context, hostPath, name string, env []string) (bo
 	return true, nil
 }
 
-// Command implements Host. zmx types the quoted command into a login bash
-// in the session; -d detaches the client once the command is sent.
-func (Zmx) Command(hostPath, name, cwd string, argv, env []string) []string {
-	return append([]string{hostPath, "run", name, "-d"}, argv...)
+// Command implements Host. zmx types the quoted command into a login
+// shell in the session; -d detaches the client once it is sent. zmx has no
+// size of its own: the session takes the size of the terminal that
+// attaches.
+func (Zmx) Command(hostPath string, t Target, launcher []string) []string {
+	return append([]string{hostPath, "run", t.Name, "-d"}, launcher...)
 }
 
-func (Zmx) Attach(name string) string { return "zmx attach " + name }
+// Env implements Host: the socket directory and prefix the daemon
+// resolved, so the zmx client puts the session where the agent's zmx
+// looks.
+func (Zmx) Env(t Target, hostPath string) []string {
+	env := append(daemonEnv(hostPath), "ZMX_DIR="+t.ZmxDir)
+	if t.ZmxPrefix != "" {
+		env = append(env, "ZMX_SESSION_PREFIX="+t.ZmxPrefix)
+	}
+	return env
+}
 
-// Tmux is tmux on the user's default server.
+func (Zmx) Attach(t Target) string { return "zmx attach " + t.Name }
+
+// Tmux is tmux: the agent's own server when it was in a trustworthy one,
+// the user's default server otherwise.
 type Tmux struct{}
 
 func (Tmux) Name() string { return "tmux" }
 
+// tmuxTmpdir is where tmux puts its per-uid socket directory.
+func tmuxTmpdir(env []string) string {
+	if d := getenv(env, "TMUX_TMPDIR"); d != "" {
+		return d
+	}
+	return "/tmp"
+}
+
+// TmuxLabel names a tmux server as the tmux file shows it: "" for the
+// default server, the -L label for a socket in the per-uid directory under
+// tmpdir ($TMUX_TMPDIR, "" meaning /tmp), else the socket's absolute path.
+func TmuxLabel(socket, tmpdir string, uid uint32) string {
+	if tmpdir == "" {
+		tmpdir = "/tmp"
+	}
+	socket = filepath.Clean(socket)
+	if filepath.Dir(socket) == filepath.Join(tmpdir, "tmux-"+strconv.FormatUint(uint64(uid), 10)) {
+		if b := filepath.Base(socket); b != "default" {
+			return b
+		}
+		return ""
+	}
+	return socket
+}
+
+// TmuxDisplay is the content of the tmux file: NAME on the default
+// server, LABEL:NAME on another (split at the last ':').
+func TmuxDisplay(socket, tmpdir string, uid uint32, name string) string {
+	if name == "" {
+		return ""
+	}
+	if l := TmuxLabel(socket, tmpdir, uid); l != "" {
+		return l + ":" + name
+	}
+	return name
+}
+
+// Place implements Host: the agent's own server when its socket is
+// trustworthy, else the default server of the agent's TMUX_TMPDIR. A
+// server part the client wrote must name that same server (by its label
+// or its socket path): a client byte never picks a socket.
+func (Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint32) (Target, error) {
+	tmpdir := tmuxTmpdir(env)
+	t := Target{Name: name}
+	if tmuxSocket != "" && filepath.IsAbs(tmuxSocket) && TrustedTmux(tmuxSocket, uid) == nil {
+		t.Socket = filepath.Clean(tmuxSocket)
+	} else {
+		t.Socket = filepath.Join(tmpdir, "tmux-"+strconv.FormatUint(uint64(uid), 10), "default")
+		// tmux -S does not make the per-uid directory the default
+		// server's socket lives in; tmux itself would make it 0700.
+		if err := os.Mkdir(filepath.Dir(t.Socket), 0o700); err != nil && !os.IsExist(err) {
+			return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server's directory: %v", err))
+		}
+		if fi, err := os.Lstat(filepath.Dir(t.Socket)); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || ownerOf(fi) != uid {
+			return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server's directory %s is not a directory of uid %d that only it may write", filepath.Dir(t.Socket), uid))
+		}
+		if _, err := os.Lstat(t.Socket); err == nil {
+			if err := TrustedTmux(t.Socket, uid); err != nil && err != errNoServer {
+				return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server is not trustworthy: %v", err))
+			}
+		}
+	}
+	t.Label = TmuxLabel(t.Socket, tmpdir, uid)
+	if server != "" && server != t.Label && server != t.Socket && !(t.Label == "" && server == "default") {
+		return Target{}, errs.E("move", errs.Invalid, name, fmt.Errorf("%q is not the agent's own tmux server (%s): a move stays on that server", server, t.Attach()))
+	}
+	return t, nil
+}
+
+// Attach on a target with a socket names the server.
+func (t Target) Attach() string {
+	switch {
+	case t.Label == "":
+		return "tmux attach -t " + t.Name
+	case filepath.IsAbs(t.Label):
+		return "tmux -S " + shellQuote(t.Label) + " attach -t " + t.Name
+	}
+	return "tmux -L " + shellQuote(t.Label) + " attach -t " + t.Name
+}
+
+// tmuxMsgMax is what one tmux client message can carry (MAX_IMSGSIZE,
+// 16384, less its header and tmux's own framing).
+const tmuxMsgMax = 16384 - 256
+
 // Check implements Host: tmux treats '.' and ':' in a target as separators
 // and rewrites them in new names, so a name with them would not be found
-// again under itself.
-func (Tmux) Check(name string, env []string) error {
-	if strings.ContainsAny(name, ".:") {
-		return errs.E("move", errs.Invalid, name, fmt.Errorf("tmux session names cannot contain '.' or ':'"))
+// again under itself; a command longer than one client message is refused
+// by the server ("command too long").
+func (Tmux) Check(t Target) error {
+	if strings.ContainsAny(t.Name, ".:") {
+		return errs.E("move", errs.Invalid, t.Name, fmt.Errorf("tmux session names cannot contain '.' or ':'"))
+	}
+	if len(t.Socket) > 107 {
+		return errs.E("move", errs.Invalid, t.Name, fmt.Errorf("tmux socket path %s is %d bytes, more than the 107 a unix socket can take", t.Socket, len(t.Socket)))
 	}
 	return nil
 }
 
-func tmuxCmd(ctx context.Context, hostPath string, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, hostPath, args...)
-	// The user's default server: the socket is found from TMUX_TMPDIR and
-	// the uid, never from an outer $TMUX.
-	cmd.Env = scrub(env)
-	return cmd
+func checkTmuxLen(argv []string) error {
+	n := 0
+	for _, a := range argv[1:] {
+		n += len(a) + 1
+	}
+	if n > tmuxMsgMax {
+		return fmt.Errorf("the tmux command is %d bytes, more than the %d one tmux message can carry", n, tmuxMsgMax)
+	}
+	return nil
 }
 
-// InUse implements Host with has-session on the user's default server;
-// "=NAME" matches the name exactly, not as a prefix.
-func (Tmux) InUse(ctx context.Context, hostPath, name string, env []string) (bool, error) {
-	cmd := tmuxCmd(ctx, hostPath, env, "has-session", "-t", "="+name)
+// InUse implements Host with has-session; "=NAME" matches the name
+// exactly, not as a prefix.
+func (Tmux) InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error) {
+	cmd := exec.CommandContext(ctx, hostPath, "-S", t.Socket, "has-session", "-t", "="+t.Name)
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -136,18 +282,20 @@ func (Tmux) InUse(ctx context.Context, hostPath, name string, env []string) (boo
 	return false, err
 }
 
-// Command implements Host. tmux gives a new session the server's global
-// environment, not the client's, so the argv runs under env -i with the
-// agent's own environment spelled out, plus the two variables tmux sets
-// for the pane (TMUX, TMUX_PANE): they say where the agent now lives.
-func (Tmux) Command(hostPath, name, cwd string, argv, env []string) []string {
-	cmd := []string{hostPath, "new-session", "-d", "-s", name, "-c", cwd, "--",
-		"/bin/sh", "-c", `exec /usr/bin/env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" "$@"`, "sh"}
-	cmd = append(cmd, env...)
-	return append(cmd, argv...)
+// Command implements Host. The pane runs the launcher, which fetches the
+// agent's environment itself: a new pane gets the server's environment,
+// not the client's, and nothing of the agent's passes through tmux.
+func (Tmux) Command(hostPath string, t Target, launcher []string) []string {
+	cmd := []string{hostPath, "-S", t.Socket, "new-session", "-d", "-s", t.Name, "-c", t.Cwd,
+		"-x", strconv.Itoa(t.Cols), "-y", strconv.Itoa(t.Rows), "--"}
+	return append(cmd, launcher...)
 }
 
-func (Tmux) Attach(name string) string { return "tmux attach -t " + name }
+// Env implements Host: the socket is named with -S, so tmux needs nothing
+// of the agent's.
+func (Tmux) Env(t Target, hostPath string) []string { return daemonEnv(hostPath) }
+
+func (Tmux) Attach(t Target) string { return t.Attach() }
 
 // TmuxSession asks tmux which session a pane belongs to.
 func TmuxSession(ctx context.Context, hostPath, socket, pane string) (string, error) {
@@ -166,11 +314,26 @@ func TmuxSession(ctx context.Context, hostPath, socket, pane string) (string, er
 	return strings.TrimSpace(string(out)), nil
 }
 
-func getenv(env []string, k string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if key, v, ok := strings.Cut(env[i], "="); ok && key == k {
-			return v
+// tmuxPanes lists the pids of the panes of session name.
+func tmuxPanes(ctx context.Context, hostPath string, env []string, t Target) ([]int, error) {
+	cmd := exec.CommandContext(ctx, hostPath, "-S", t.Socket, "list-panes", "-s", "-t", "="+t.Name, "-F", "#{pane_pid}")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
 		}
 	}
-	return ""
+	return pids, nil
+}
+
+func ownerOf(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
 }

@@ -20,7 +20,7 @@ import (
 type Detached struct{}
 
 // Launch implements Launcher.
-func (Detached) Launch(ctx context.Context, argv []string, cwd string, env []string, unit string) error {
+func (Detached) Launch(ctx context.Context, argv []string, cwd string, env []string, unit, description string) error {
 	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -59,8 +59,13 @@ func UserManager() *Systemd {
 	return &Systemd{Private: p}
 }
 
-// Launch implements Launcher.
-func (s *Systemd) Launch(ctx context.Context, argv []string, cwd string, env []string, unit string) error {
+// Launch implements Launcher. The unit's properties can be read back from
+// the manager and its Description goes to the journal, so they carry only
+// the host command (the launcher and a file name, no value of the
+// agent's), the host command's own environment (Host.Env: the daemon's
+// PATH and locale, the zmx socket directory) and a description naming the
+// harness and the session.
+func (s *Systemd) Launch(ctx context.Context, argv []string, cwd string, env []string, unit, description string) error {
 	// The move's context is never cancelled (a move completes whether or
 	// not its client stays): a manager that does not answer must not hold
 	// the move, and the daemon's shutdown, forever.
@@ -82,7 +87,7 @@ func (s *Systemd) Launch(ctx context.Context, argv []string, cwd string, env []s
 	}
 	defer conn.Close()
 	props := []sddbus.Property{
-		sddbus.PropDescription("9harness move: " + strings.Join(argv, " ")),
+		sddbus.PropDescription(description),
 		sddbus.PropType("oneshot"),
 		sddbus.PropRemainAfterExit(true),
 		sddbus.PropExecStart(argv, false),

@@ -5,26 +5,36 @@
 // It is built like the feature that can lose someone's work that it is:
 // every refusal comes before the first signal (the order below), the agent
 // is pinned with a pidfd and its start time re-checked before it is
-// signalled, the relaunch argv is fixed per harness with the client's name
-// passed as one argument, and every attempt is one or two journal entries.
+// signalled, nothing an agent controls picks a binary the daemon runs, the
+// agent's environment never appears in any argv (the session runs a fixed
+// launcher that fetches it from an owner-only file), and every attempt is
+// one or two journal entries whose outcome is the one the client gets.
 //
 //  1. the peer may move (EPERM)
-//  2. the name is valid for the host (EINVAL)
-//  3. no live session of that name exists (EEXIST)
-//  4. the agent's session resolved and its harness can resume (EPERM)
-//  5. the host and the resume command resolve on the agent's PATH (EPERM)
-//  6. the agent is pinned and is still the same process (ENOENT)
-//  7. SIGTERM, SIGKILL after 5 s, give up at 12 s (EIO)
-//  8. relaunch inside the new session, outside the daemon's cgroup
-//  9. wait until the session exists and runs that harness with that session (EIO)
+//  2. the name is valid (EINVAL)
+//  3. the agent is in the namespaces of the daemon's proc helper (EPERM)
+//  4. the target: the host's limits, the tmux server (EINVAL, EPERM)
+//  5. the host binary is on the daemon's own PATH (EPERM)
+//  6. the session resolved, the harness can resume it, and its binary is
+//     the agent's own executable or on the daemon's resume path (EPERM)
+//  7. no live session of that name exists (EEXIST)
+//  8. the relaunch is written to the launch file (EIO)
+//  9. the agent is pinned and is still the same process (ENOENT)
+//  10. SIGTERM, SIGKILL after 5 s, give up at 12 s (EIO)
+//  11. relaunch inside the new session, outside the daemon's cgroup
+//  12. wait until a new process of the harness in that session resolves to
+//     the same session by a route other than its argv, and stays alive 2 s
+//     (EIO with the command that resumes by hand)
 package move
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,10 +65,19 @@ const (
 )
 
 // Launcher starts the host command that creates the session, somewhere
-// that outlives the daemon.
+// that outlives the daemon. env is the host command's own environment
+// (Host.Env), never the agent's.
 type Launcher interface {
-	Launch(ctx context.Context, argv []string, cwd string, env []string, unit string) error
+	Launch(ctx context.Context, argv []string, cwd string, env []string, unit, description string) error
 }
+
+// StayAlive is how long the relaunched process must live, resolved to the
+// same session, before the move is reported done: a harness that cannot
+// resume (Claude's "No conversation found") exits within it.
+const StayAlive = 2 * time.Second
+
+// Default size of the new session when the agent's terminal cannot be read.
+const DefaultCols, DefaultRows = 200, 50
 
 // Mover performs moves. It is safe for concurrent use.
 type Mover struct {
@@ -67,8 +86,17 @@ type Mover struct {
 	Procs    *proc.Table
 	UID      uint32
 	Launcher Launcher
-	// Term, Kill and SessionWait override the bounds (tests); zero = the defaults.
-	Term, Kill, SessionWait time.Duration
+	// HostPath is where tmux and zmx are found (the daemon's own PATH, or
+	// --host-path); ResumePath where a resume binary is found when the
+	// agent's executable does not name its harness (--resume-path, default
+	// the daemon's PATH). Never the agent's PATH.
+	HostPath, ResumePath string
+	// Spool holds the launch files; Self is the launcher's argv prefix
+	// (this daemon's executable and --exec-env).
+	Spool Spool
+	Self  []string
+	// Term, Kill, SessionWait and StayAlive override the bounds (tests); zero = the defaults.
+	Term, Kill, SessionWait, StayAlive time.Duration
 
 	mu       sync.Mutex
 	busy     map[string]bool
@@ -89,7 +117,7 @@ func (m *Mover) InFlight() int { return int(m.inflight.Load()) }
 // the daemon stops after Bound regardless.)
 func (m *Mover) Bound() time.Duration {
 	_, kill, wait := m.bounds()
-	return CheckTimeout + kill + LaunchTimeout + wait + 5*time.Second
+	return CheckTimeout + kill + LaunchTimeout + CheckTimeout + wait + m.stay() + 5*time.Second
 }
 
 // Request is one write of a name into an agent's zmx or tmux file.
@@ -113,13 +141,17 @@ func (m *Mover) Wait(ctx context.Context) {
 	}
 }
 
-// ValidName checks a session name: non-empty, [A-Za-z0-9._-], not "." or
-// "..". One trailing newline (from echo) is accepted and stripped.
+// ValidName checks a session name: 1 to 100 bytes of [A-Za-z0-9._-], not
+// "." or "..", not starting with '-' (a host would take it for a flag). One
+// trailing newline (from echo) is accepted and stripped.
 func ValidName(b []byte) (string, error) {
 	s := string(b)
 	s = strings.TrimSuffix(s, "\n")
 	if s == "" || s == "." || s == ".." || len(s) > 100 {
 		return "", errs.E("move", errs.Invalid, s, errors.New("a session name is 1 to 100 characters of [A-Za-z0-9._-], not . or .."))
+	}
+	if s[0] == '-' {
+		return "", errs.E("move", errs.Invalid, s, errors.New("a session name cannot start with '-': the host would take it for a flag"))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -128,6 +160,16 @@ func ValidName(b []byte) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// SplitTarget splits what a client wrote into a tmux file into the server
+// part and the name, at the last ':' (a socket path may hold ':', a name
+// may not). Without ':' the server part is "".
+func SplitTarget(b []byte) (server string, name []byte) {
+	if i := bytes.LastIndexByte(b, ':'); i >= 0 {
+		return string(b[:i]), b[i+1:]
+	}
+	return "", b
 }
 
 // Move performs one move and returns when it has completed or failed. It
@@ -144,10 +186,14 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if d := m.Policy.Decide(ctx, r.Peer, authz.Move); !d.Allow {
 		return rec.refuse(errs.Permission, d.Reason)
 	}
-	// 2. The name.
-	name, err := ValidName(r.Value)
+	// 2. The name (and, for tmux, a server part to check below).
+	server, value := "", r.Value
+	if r.Host.Name() == "tmux" {
+		server, value = SplitTarget(r.Value)
+	}
+	name, err := ValidName(value)
 	if err != nil {
-		return rec.refuse(errs.Invalid, err.Error())
+		return rec.refuse(errs.Invalid, reason(err))
 	}
 	rec.target = name
 	// One move per agent at a time.
@@ -164,51 +210,103 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	m.mu.Unlock()
 	defer func() { m.mu.Lock(); delete(m.busy, key); m.mu.Unlock() }()
 
-	// The agent as it is now: its facts, its environment, its directory.
 	if !m.Procs.Alive(r.Proc.PID, r.Proc.Start) {
 		return rec.refuse(errs.NotExist, "the agent is gone (or its pid was reused)")
 	}
+	// 3. A sandboxed agent is not moved out of its sandbox (rule 9): its
+	// executable, directory and environment mean something else outside.
+	ref, err := m.Procs.Reference()
+	if err != nil {
+		return rec.refuse(errs.Permission, "the daemon's reference namespaces could not be read: "+err.Error())
+	}
+	ns, err := m.Procs.Namespaces(r.Proc.PID)
+	if err != nil {
+		return rec.refuse(errs.NotExist, "the agent's namespaces could not be read: "+err.Error())
+	}
+	if d := ns.Differs(ref); d != "" {
+		return rec.refuse(errs.Permission, fmt.Sprintf("the agent is in another %s namespace than the daemon's proc helper: a sandboxed agent is not moved out of its sandbox", nsName(d)))
+	}
 	agent := r.Harness.Resolve(r.Env, r.Proc)
 	rec.agent = agent
-	env, err := m.Procs.Environ(r.Proc.PID)
+	env, err := m.Procs.MoveEnviron(r.Proc.PID)
 	if err != nil {
 		return rec.refuse(errs.NotExist, "the agent's environment could not be read: "+err.Error())
 	}
-	if err := r.Host.Check(name, env); err != nil {
-		return rec.refuse(errs.Invalid, err.Error())
+	clean, dropped := sanitize(scrub(env))
+	rec.dropped = dropped
+	if n := envSize(clean); n > MaxLaunch {
+		return rec.refuse(errs.Invalid, fmt.Sprintf("the agent's environment is %d bytes, more than the %d a relaunch passes on", n, MaxLaunch))
 	}
-	// 4. The session resolved and the harness can resume it.
-	argv, err := r.Harness.Resume(agent, r.Env)
+	cwd := agent.Cwd
+	if cwd == "" {
+		return rec.refuse(errs.NotExist, "the agent's directory could not be read")
+	}
+	// 4. Where the move lands, and the host's limits.
+	t, err := r.Host.Place(server, name, env, agent.TmuxSocket, m.UID)
+	if err != nil {
+		return rec.refuse(errs.KindOf(err), reason(err))
+	}
+	t.Cwd = cwd
+	t.Cols, t.Rows = DefaultCols, DefaultRows
+	if c, rows, err := m.Procs.TTYSize(r.Proc.PID); err == nil && c > 0 && rows > 0 && c <= 10000 && rows <= 10000 {
+		t.Cols, t.Rows = c, rows
+	}
+	rec.t = t
+	if err := r.Host.Check(t); err != nil {
+		return rec.refuse(errs.Invalid, reason(err))
+	}
+	// 5. The host binary, from the daemon's own configuration.
+	hostPath, err := lookPath(r.Host.Name(), m.HostPath)
+	if err != nil {
+		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the daemon's host path (%s): set PATH in the unit or --host-path", r.Host.Name(), m.HostPath))
+	}
+	hostEnv := r.Host.Env(t, m.HostPath)
+	// 6. The session resolved and the harness can resume it, with a
+	// binary nothing the agent controls chose.
+	argv, kept, dropFlags, err := harness.ResumeArgv(r.Harness, agent, r.Env)
+	if err != nil {
+		return rec.refuse(errs.Permission, reason(err))
+	}
+	rec.kept, rec.dropFlags = kept, dropFlags
+	if len(argv) == 0 {
+		return rec.refuse(errs.Permission, r.Harness.Name()+" has no resume command")
+	}
+	rec.resume = argv
+	bin, route, err := m.resumeBinary(r.Harness.Name(), argv[0], r.Proc.PID)
 	if err != nil {
 		return rec.refuse(errs.Permission, err.Error())
 	}
-	for _, a := range argv[1:] {
-		if strings.HasPrefix(a, "-d") && r.Host.Name() == "zmx" {
-			// zmx run removes any argument beginning with -d.
-			return rec.refuse(errs.Permission, fmt.Sprintf("argument %q would be taken by zmx as its -d flag", a))
+	rec.binRoute = route
+	for _, a := range argv {
+		if len(a) > MaxArgString || strings.IndexByte(a, 0) >= 0 {
+			return rec.refuse(errs.Invalid, "an argument of the resume command is too long for exec")
 		}
 	}
-	rec.resume = argv
-	// 5. The host and the resume command on the agent's own PATH.
-	path := getenv(env, "PATH")
-	hostPath, err := lookPath(r.Host.Name(), path)
-	if err != nil {
-		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the agent's PATH (%s)", r.Host.Name(), path))
+	launcher := append(append([]string{}, m.Self...), filepath.Join(m.Spool.Dir, strings.Repeat("0", 32)))
+	if err := checkCommand(r.Host, r.Host.Command(hostPath, t, launcher), name); err != nil {
+		return rec.refuse(errs.Invalid, err.Error())
 	}
-	if _, err := lookPath(argv[0], path); err != nil {
-		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the agent's PATH (%s)", argv[0], path))
-	}
-	// 3. The name is unused (checked after the host resolved: the check
-	// needs the host binary for tmux).
+	// 7. The name is unused.
 	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
-	used, err := r.Host.InUse(cctx, hostPath, name, env)
+	used, err := r.Host.InUse(cctx, hostPath, hostEnv, t)
 	cancel()
 	if err != nil {
 		return rec.refuse(errs.IO, "could not tell whether the name is in use: "+err.Error())
 	} else if used {
 		return rec.refuse(errs.Exist, fmt.Sprintf("a %s session named %s already exists", r.Host.Name(), name))
 	}
-	// 6. Pin the agent and re-check that it is the same process.
+	// 8. The relaunch, where only this uid can read it.
+	file, err := m.Spool.Put(Launch{Path: bin, Argv: argv, Env: clean, Cwd: cwd})
+	if err != nil {
+		return rec.refuse(errs.IO, "writing the relaunch: "+err.Error())
+	}
+	defer m.Spool.Remove(file)
+	launcher = append(append([]string{}, m.Self...), file)
+	hostArgv := r.Host.Command(hostPath, t, launcher)
+	if err := checkCommand(r.Host, hostArgv, name); err != nil {
+		return rec.refuse(errs.Invalid, err.Error())
+	}
+	// 9. Pin the agent and re-check that it is the same process.
 	pidfd, err := unix.PidfdOpen(r.Proc.PID, 0)
 	if err != nil {
 		return rec.refuse(errs.NotExist, "the agent is gone: "+err.Error())
@@ -217,11 +315,6 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if !m.Procs.Alive(r.Proc.PID, r.Proc.Start) {
 		return rec.refuse(errs.NotExist, "the pid now names another process")
 	}
-	cwd := agent.Cwd
-	if cwd == "" {
-		return rec.refuse(errs.NotExist, "the agent's directory could not be read")
-	}
-	clean := scrub(env)
 
 	// Past this point the agent is being stopped.
 	rec.started()
@@ -229,15 +322,126 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.fail(errs.IO, err.Error())
 	}
 	unit := "9harness-move-" + name + "-" + strconv.Itoa(r.Proc.PID)
-	if err := m.Launcher.Launch(ctx, r.Host.Command(hostPath, name, cwd, argv, clean), cwd, clean, unit); err != nil {
+	desc := fmt.Sprintf("9harness move of %s session %s into %s session %s", r.Harness.Name(), agent.Session, r.Host.Name(), name)
+	if err := m.launch(ctx, r.Host, hostPath, hostEnv, t, hostArgv, unit, desc); err != nil {
 		return rec.fail(errs.IO, fmt.Sprintf("starting the %s session failed: %v", r.Host.Name(), err))
 	}
-	newPID, err := m.waitNew(ctx, r, name, agent.Session)
+	newPID, via, err := m.waitNew(ctx, r, t, hostPath, hostEnv, agent, file, argv)
 	if err != nil {
 		return rec.fail(errs.IO, err.Error())
 	}
-	rec.done(newPID)
+	rec.done(newPID, via)
 	return nil
+}
+
+// launch starts the session, trying again a few times when it does not
+// exist after a failed attempt: a tmux server whose last pane was the
+// agent exits as the agent does, and a client that reached it in that
+// moment fails ("server exited unexpectedly") where the next one starts a
+// new server on the same socket. The launch file is still unread, so a
+// retry relaunches the same thing.
+func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []string, t Target, argv []string, unit, desc string) error {
+	// All the attempts share one bound (Bound counts it once).
+	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout+CheckTimeout)
+	defer cancel()
+	var err error
+	for i := 0; i < 3 && ctx.Err() == nil; i++ {
+		u := unit
+		if i > 0 {
+			u = unit + "-" + strconv.Itoa(i)
+			time.Sleep(300 * time.Millisecond)
+		}
+		if err = m.Launcher.Launch(ctx, argv, t.Cwd, hostEnv, u, desc); err == nil {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+		used, uerr := h.InUse(cctx, hostPath, hostEnv, t)
+		cancel()
+		if uerr == nil && used {
+			return nil // it was created after all: the wait decides
+		}
+	}
+	return err
+}
+
+func nsName(d string) string {
+	if d == "mnt" {
+		return "mount"
+	}
+	return d
+}
+
+// checkCommand refuses a host command the host would misread or refuse:
+// for zmx, an element after the name starting with -d (zmx run takes any
+// such element as its own -d); for tmux, a command longer than one client
+// message.
+func checkCommand(h Host, argv []string, name string) error {
+	switch h.Name() {
+	case "zmx":
+		after := false
+		for _, a := range argv[1:] {
+			if after && strings.HasPrefix(a, "-d") && a != "-d" {
+				return fmt.Errorf("argument %q would be taken by zmx as its -d flag", a)
+			}
+			after = after || a == name
+		}
+	case "tmux":
+		return checkTmuxLen(argv)
+	}
+	return nil
+}
+
+// resumeBinary picks the binary the relaunch execs. The agent's own
+// executable, where its name identifies the harness: it is a process of
+// the user in the user's own namespaces (checked before), so running its
+// binary again widens nothing. Otherwise (pi and Codex run under node) the
+// program is looked up on the daemon's resume path, never the agent's.
+func (m *Mover) resumeBinary(harnessName, prog string, pid int) (bin, route string, err error) {
+	exe, xerr := m.Procs.Exe(pid)
+	if xerr == nil && exeIdentifies(harnessName, exe) && isExec(exe) {
+		return exe, "the agent's own executable", nil
+	}
+	path := m.ResumePath
+	if path == "" {
+		path = m.HostPath
+	}
+	if p, err := lookPath(prog, path); err == nil && !strings.Contains(prog, "/") {
+		return p, "the daemon's resume path", nil
+	}
+	why := "its executable could not be read"
+	if xerr == nil {
+		why = "its executable " + exe + " does not name " + harnessName
+	}
+	return "", "", fmt.Errorf("%s cannot be relaunched: %s, and %s is not on the daemon's resume path (%s; set --resume-path)", harnessName, why, prog, path)
+}
+
+// exeIdentifies says whether an executable's path names the harness:
+// its base name is the harness's (Claude's native binary is also
+// claude.exe, or a file under claude/versions/).
+func exeIdentifies(harnessName, exe string) bool {
+	b := filepath.Base(exe)
+	if b == harnessName {
+		return true
+	}
+	return harnessName == "claude" && (b == "claude.exe" || strings.Contains(exe, "/claude/versions/"))
+}
+
+// verifiedRoute says whether the agent's session was resolved by a route
+// other than its own argv (harness.Agent.Corroborated: the registry, an
+// open fd, the guarded dir route, the daemon's own relaunch record).
+func verifiedRoute(a harness.Agent) bool { return a.Corroborated() }
+
+// namesFile says whether the relaunch argv names the session's file by
+// its absolute path: then the process the launcher became resumes the
+// file the daemon itself chose (pi and omp --session PATH), and the
+// daemon's relaunch record is a route to its session.
+func namesFile(argv []string) bool {
+	for _, a := range argv[1:] {
+		if filepath.IsAbs(a) && strings.HasSuffix(a, ".jsonl") {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Mover) bounds() (term, kill, wait time.Duration) {
@@ -294,79 +498,130 @@ func exited(pidfd int, d time.Duration) bool {
 	}
 }
 
-// waitNew waits for a new process of the same harness with the same
-// session, inside the new host session.
-func (m *Mover) waitNew(ctx context.Context, r Request, name, session string) (int, error) {
+// reason is the sentence of an error, without the operation and kind an
+// errs.Error puts in front.
+func reason(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) && e.Err != nil {
+		return e.Err.Error()
+	}
+	return err.Error()
+}
+
+func (m *Mover) stay() time.Duration {
+	if m.StayAlive > 0 {
+		return m.StayAlive
+	}
+	return StayAlive
+}
+
+// waitNew waits for the move's outcome: a new process of the same harness,
+// inside the new session, that resolves to the same session by a route
+// other than its own argv (verifiedRoute), and still does StayAlive
+// later. The process the launcher became is noted in the relaunch record
+// when the relaunch named the session's file, so that a harness that
+// shows nothing of its session (a quiet pi) resolves by that route. It
+// returns the pid and the route.
+func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath string, hostEnv []string, agent harness.Agent, file string, argv []string) (int, string, error) {
+	session := agent.Session
 	_, _, wait := m.bounds()
+	stay := m.stay()
 	deadline := time.Now().Add(wait)
+	type cand struct {
+		p     proc.Proc
+		since time.Time
+	}
+	seen := map[int]cand{}
+	launched, launchedGone := 0, false
 	for {
+		if launched == 0 {
+			if launched = m.Spool.Started(file); launched != 0 && namesFile(argv) {
+				if p, err := m.Procs.Stat(launched); err == nil {
+					r.Env.Relaunches.Note(p.PID, p.Start, agent.Transcript)
+				}
+			}
+		}
+		if launched != 0 && !launchedGone {
+			if _, err := m.Procs.Stat(launched); err != nil {
+				launchedGone = true
+			}
+		}
 		found, err := harness.Scan(m.Procs, m.UID, nil)
+		now := time.Now()
+		live := map[int]bool{}
 		if err == nil {
 			for _, f := range found {
 				if f.Harness != r.Harness.Name() || f.Proc.PID == r.Proc.PID {
 					continue
 				}
-				if !m.inSession(f.Proc.PID, r.Host, name) {
+				a := r.Harness.Resolve(r.Env, f.Proc)
+				if a.Session != session || !verifiedRoute(a) {
 					continue
 				}
-				a := r.Harness.Resolve(r.Env, f.Proc)
-				if a.Session == session {
-					return f.Proc.PID, nil
+				via := a.Via
+				if !m.inSession(ctx, f.Proc.PID, r.Host, t, hostPath, hostEnv) {
+					continue
+				}
+				c, ok := seen[f.Proc.PID]
+				if !ok || c.p.Start != f.Proc.Start {
+					c = cand{p: f.Proc, since: now}
+					seen[f.Proc.PID] = c
+				}
+				live[f.Proc.PID] = true
+				if now.Sub(c.since) >= stay && m.Procs.Alive(c.p.PID, c.p.Start) {
+					return c.p.PID, via, nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("no %s process with session %s appeared in the %s session %s within %v", r.Harness.Name(), session, r.Host.Name(), name, wait)
+		for pid := range seen {
+			if !live[pid] {
+				delete(seen, pid) // it died or stopped resolving: start again
+			}
+		}
+		if now.After(deadline) && len(seen) == 0 || now.After(deadline.Add(stay)) {
+			why := fmt.Sprintf("no %s process with session %s stayed alive %v in the %s session %s within %v", r.Harness.Name(), session, stay, r.Host.Name(), t.Name, wait)
+			switch {
+			case launched == 0:
+				why += " (the launcher never ran)"
+			case launchedGone:
+				why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
+			}
+			return 0, "", errors.New(why)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("stopped while waiting for the new session: %w", ctx.Err())
+			return 0, "", fmt.Errorf("stopped while waiting for the new session: %w", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
 // inSession tells whether pid lives in the named host session: zmx marks
-// its children with ZMX_SESSION; tmux is asked about the pane.
-func (m *Mover) inSession(pid int, h Host, name string) bool {
-	env, err := m.Procs.Environ(pid)
-	if err != nil {
-		return false
-	}
+// its children with ZMX_SESSION; for tmux the pid is a pane's process or
+// a descendant of one, on the target's server.
+func (m *Mover) inSession(ctx context.Context, pid int, h Host, t Target, hostPath string, hostEnv []string) bool {
 	switch h.(type) {
 	case Zmx:
-		return getenv(env, "ZMX_SESSION") == Zmx{}.fullName(name, env)
+		v, _ := m.Procs.Getenv(pid, "ZMX_SESSION")
+		return v == t.zmxFull()
 	case Tmux:
-		sock, _, _ := strings.Cut(getenv(env, "TMUX"), ",")
-		tm, err := lookPath("tmux", getenv(env, "PATH"))
-		if sock == "" || err != nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		panes, err := tmuxPanes(ctx, hostPath, hostEnv, t)
+		if err != nil {
 			return false
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		got, err := TmuxSession(ctx, tm, sock, getenv(env, "TMUX_PANE"))
-		return err == nil && got == name
+		line := append([]int{pid}, m.Procs.Ancestry(pid)...)
+		for _, p := range panes {
+			if slices.Contains(line, p) {
+				return true
+			}
+		}
 	}
 	return false
 }
 
-// Scrubbed are the variables a moved agent does not keep: those of the
-// session host it leaves and systemd's activation variables.
-func scrub(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "ZMX_SESSION", k == "TMUX", k == "TMUX_PANE", k == "STY", strings.HasPrefix(k, "ZELLIJ"),
-			strings.HasPrefix(k, "LISTEN_"), k == "NOTIFY_SOCKET":
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-// lookPath finds a program on a PATH string (the agent's, not ours).
+// lookPath finds a program on a PATH string of the daemon's configuration.
 func lookPath(name, path string) (string, error) {
 	if strings.Contains(name, "/") {
 		if isExec(name) {

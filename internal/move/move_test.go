@@ -1,11 +1,14 @@
 package move
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +38,9 @@ func TestValidName(t *testing.T) {
 		{"a/b", "", false},
 		{"a b", "", false},
 		{"a\x00", "", false},
-		{"-d", "-d", true},
+		{"-d", "", false},
+		{"-x", "", false},
+		{"a-d", "a-d", true},
 		{"ünï", "", false},
 		{strings.Repeat("x", 101), "", false},
 	} {
@@ -59,11 +64,11 @@ func TestScrub(t *testing.T) {
 }
 
 func TestHosts(t *testing.T) {
-	env := []string{"ZMX_DIR=/run/user/1000/zmx"}
-	if err := (Zmx{}).Check(strings.Repeat("n", 80), env); err != nil {
+	zt := func(name string) Target { return Target{Name: name, ZmxDir: "/run/user/1000/zmx"} }
+	if err := (Zmx{}).Check(zt(strings.Repeat("n", 80))); err != nil {
 		t.Errorf("80-byte name under a short dir: %v", err)
 	}
-	if err := (Zmx{}).Check(strings.Repeat("n", 100), env); !errs.Is(err, errs.Invalid) {
+	if err := (Zmx{}).Check(zt(strings.Repeat("n", 100))); !errs.Is(err, errs.Invalid) {
 		t.Errorf("100-byte name: %v", err)
 	}
 	for env, want := range map[string]string{
@@ -76,16 +81,174 @@ func TestHosts(t *testing.T) {
 			t.Errorf("%s: socket dir %q, want %q...", env, got, want)
 		}
 	}
-	if err := (Tmux{}).Check("a.b", nil); !errs.Is(err, errs.Invalid) {
+	if err := (Tmux{}).Check(Target{Name: "a.b"}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("tmux a.b: %v", err)
 	}
-	cmd := (Zmx{}).Command("/bin/zmx", "n", "/w", []string{"claude", "--resume", "x"}, nil)
-	if !slices.Equal(cmd, []string{"/bin/zmx", "run", "n", "-d", "claude", "--resume", "x"}) {
+	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123"}
+	cmd := (Zmx{}).Command("/bin/zmx", Target{Name: "n", Cwd: "/w"}, launcher)
+	if !slices.Equal(cmd, append([]string{"/bin/zmx", "run", "n", "-d"}, launcher...)) {
 		t.Errorf("zmx command %q", cmd)
 	}
-	cmd = (Tmux{}).Command("/bin/tmux", "n", "/w", []string{"claude", "--resume", "x"}, []string{"A=1"})
-	if cmd[4] != "n" || cmd[6] != "/w" || !slices.Equal(cmd[len(cmd)-4:], []string{"A=1", "claude", "--resume", "x"}) {
+	cmd = (Tmux{}).Command("/bin/tmux", Target{Name: "n", Cwd: "/w", Cols: 132, Rows: 43, Socket: "/tmp/tmux-0/default"}, launcher)
+	want := append([]string{"/bin/tmux", "-S", "/tmp/tmux-0/default", "new-session", "-d", "-s", "n", "-c", "/w", "-x", "132", "-y", "43", "--"}, launcher...)
+	if !slices.Equal(cmd, want) {
 		t.Errorf("tmux command %q", cmd)
+	}
+	// A tmux command longer than one client message is refused before
+	// anything is touched (tmux would refuse it after the kill).
+	long := (Tmux{}).Command("/bin/tmux", Target{Name: "n", Cwd: "/" + strings.Repeat("d", 17000), Socket: "/s"}, launcher)
+	if err := checkCommand(Tmux{}, long, "n"); err == nil {
+		t.Error("a 17000-byte tmux command passed")
+	}
+	if err := checkCommand(Zmx{}, []string{"/bin/zmx", "run", "n", "-d", "/bin/9harnessd", "-dx"}, "n"); err == nil {
+		t.Error("a -d element after the zmx name passed")
+	}
+	env := (Zmx{}).Env(Target{ZmxDir: "/z", ZmxPrefix: "p-"}, "/usr/bin")
+	if getenv(env, "ZMX_DIR") != "/z" || getenv(env, "ZMX_SESSION_PREFIX") != "p-" || getenv(env, "PATH") != "/usr/bin" {
+		t.Errorf("zmx env %q", env)
+	}
+}
+
+func TestTmuxLabel(t *testing.T) {
+	for _, tc := range []struct {
+		socket, tmpdir, name, want string
+	}{
+		{"/tmp/tmux-1000/default", "", "work", "work"},
+		{"/tmp/tmux-1000/other", "", "work", "other:work"},
+		{"/t/tmux-1000/other", "/t", "work", "other:work"},
+		{"/t/tmux-1000/default", "/t", "work", "work"},
+		{"/t/tmux-1000/other", "", "work", "/t/tmux-1000/other:work"},
+		{"/home/u/s:ock", "", "work", "/home/u/s:ock:work"},
+		{"/tmp/tmux-1001/other", "", "work", "/tmp/tmux-1001/other:work"},
+	} {
+		got := TmuxDisplay(tc.socket, tc.tmpdir, 1000, tc.name)
+		if got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.socket, tc.tmpdir, got, tc.want)
+		}
+		server, name := SplitTarget([]byte(got))
+		if string(name) != tc.name || server != TmuxLabel(tc.socket, tc.tmpdir, 1000) {
+			t.Errorf("%q split as %q %q", got, server, name)
+		}
+	}
+}
+
+func TestTmuxPlace(t *testing.T) {
+	uid := uint32(os.Getuid())
+	tmp := t.TempDir()
+	env := []string{"TMUX_TMPDIR=" + tmp}
+	// Outside tmux: the default server, whatever the client names.
+	tg, err := (Tmux{}).Place("", "n", env, "", uid)
+	if err != nil || tg.Label != "" || tg.Socket != filepath.Join(tmp, "tmux-"+strconv.Itoa(int(uid)), "default") {
+		t.Fatalf("default: %+v %v", tg, err)
+	}
+	if _, err := (Tmux{}).Place("default", "n", env, "", uid); err != nil {
+		t.Errorf("default:n refused: %v", err)
+	}
+	for _, server := range []string{"other", "/tmp/evil", tmp + "/tmux-0/x"} {
+		if _, err := (Tmux{}).Place(server, "n", env, "", uid); !errs.Is(err, errs.Invalid) {
+			t.Errorf("server part %q: %v, want Invalid", server, err)
+		}
+	}
+	// A server socket that is not a live socket of this uid is not trusted:
+	// the move falls back to the default server.
+	fake := filepath.Join(tmp, "notasocket")
+	must(t, os.WriteFile(fake, nil, 0o600))
+	tg, err = (Tmux{}).Place("", "n", env, fake, uid)
+	if err != nil || tg.Socket == fake {
+		t.Errorf("untrusted socket chosen: %+v %v", tg, err)
+	}
+	if _, err := (Tmux{}).Place(fake, "n", env, fake, uid); !errs.Is(err, errs.Invalid) {
+		t.Errorf("naming an untrusted server: %v", err)
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	big := "BIG=" + strings.Repeat("x", MaxArgString)
+	kept, dropped := sanitize([]string{"A=1", "noequals", "=v", "1A=x", "A B=x", "B=", "BASH_FUNC_module%%=() { :; }", "C=a=b", big, "\\x=1"})
+	if want := []string{"A=1", "B=", "BASH_FUNC_module%%=() { :; }", "C=a=b"}; !slices.Equal(kept, want) || dropped != 6 {
+		t.Fatalf("kept %q dropped %d", kept, dropped)
+	}
+}
+
+func TestVerifiedRoute(t *testing.T) {
+	for via, want := range map[string]bool{
+		"registry": true, "fd": true, "dir": true, "relaunch": true, "registry (2 leases on this pid; the most recently updated)": true,
+		"transcript (registry session X is stale after /clear)":    true,
+		"argv (no registry; argv session X is stale after /clear)": false,
+		"only": false, "ambiguous": false, "none (no registry record)": false, "": false,
+	} {
+		if got := verifiedRoute(harness.Agent{Session: "x", Via: via}); got != want {
+			t.Errorf("%q: %v", via, got)
+		}
+	}
+	if verifiedRoute(harness.Agent{Via: "registry"}) {
+		t.Error("a route without a session verified")
+	}
+	for _, tc := range []struct {
+		h, exe string
+		want   bool
+	}{
+		{"claude", "/usr/lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe", true},
+		{"claude", "/home/u/.local/share/claude/versions/2.1.197", true},
+		{"claude", "/usr/bin/node", false},
+		{"codex", "/x/vendor/x86_64-unknown-linux-musl/bin/codex", true},
+		{"pi", "/usr/bin/node", false},
+		{"pi", "/tmp/evil/claude", false},
+	} {
+		if got := exeIdentifies(tc.h, tc.exe); got != tc.want {
+			t.Errorf("%s %s: %v", tc.h, tc.exe, got)
+		}
+	}
+}
+
+// TestSpool: the launch file is 0600 in an owner-only directory, read
+// once, and refused when anyone else could have written or read it.
+func TestSpool(t *testing.T) {
+	s := Spool{Dir: filepath.Join(t.TempDir(), "9harness", "launch")}
+	l := Launch{Path: "/bin/true", Argv: []string{"claude", "--resume", "x"}, Env: []string{"A=1", "SECRET=" + strings.Repeat("s", 100<<10)}, Cwd: "/"}
+	p, err := s.Put(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("launch file %v %v", fi, err)
+	}
+	if di, _ := os.Stat(s.Dir); di.Mode().Perm() != 0o700 {
+		t.Fatalf("spool dir mode %o", di.Mode().Perm())
+	}
+	got, err := ReadLaunch(p)
+	if err != nil || got.Path != l.Path || !slices.Equal(got.Argv, l.Argv) || !slices.Equal(got.Env, l.Env) || got.Cwd != "/" {
+		t.Fatalf("read back %+v %v", got, err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("the launch file survived its read: %v", err)
+	}
+	if _, err := ReadLaunch(p); err == nil {
+		t.Fatal("a second read succeeded")
+	}
+	if s.Started(p) != os.Getpid() {
+		t.Errorf("the launcher's pid note: %d", s.Started(p))
+	}
+	s.Remove(p)
+	// A file another could read, and a directory another could enter.
+	p, _ = s.Put(l)
+	must(t, os.Chmod(p, 0o644))
+	if _, err := ReadLaunch(p); err == nil {
+		t.Error("a 0644 launch file was trusted")
+	}
+	p, _ = s.Put(l)
+	must(t, os.Chmod(s.Dir, 0o755))
+	if _, err := ReadLaunch(p); err == nil {
+		t.Error("a launch file in a 0755 directory was trusted")
+	}
+	if _, err := s.Put(l); err == nil {
+		t.Error("wrote into a 0755 spool directory")
+	}
+	for _, bad := range []string{"relative/0123456789abcdef0123456789abcdef", "/etc/passwd", filepath.Join(s.Dir, "..", "x")} {
+		if _, err := ReadLaunch(bad); err == nil {
+			t.Errorf("%s read as a launch file", bad)
+		}
 	}
 }
 
@@ -95,16 +258,44 @@ func TestManualResume(t *testing.T) {
 	if got := rec.manual(); got != `cd '/home/g/it'\''s here' && claude --resume 1f9a` {
 		t.Fatalf("%s", got)
 	}
+	rec = &record{resume: []string{"codex", "-c", "key=sk-1", "--settings={\"k\":1}", "--model", "m", "resume", "x"}}
+	rec.agent.Cwd = "/w"
+	got := rec.manual()
+	if strings.Contains(got, "sk-1") || strings.Contains(got, `"k"`) || !strings.Contains(got, "--model m resume x") {
+		t.Fatalf("%s", got)
+	}
+}
+
+// allowedArgv checks that every element of a host command is one the
+// daemon chose: the host binary and its fixed words, the launcher, the
+// name, the cwd, the size, the socket.
+func allowedArgv(t *testing.T, argv []string, launcher []string, tg Target) {
+	t.Helper()
+	allowed := map[string]bool{tg.Name: true, tg.Cwd: true, strconv.Itoa(tg.Cols): true, strconv.Itoa(tg.Rows): true, tg.Socket: true}
+	for _, w := range append([]string{"/bin/tmux", "/bin/zmx", "-S", "new-session", "-d", "-s", "-c", "-x", "-y", "--", "run"}, launcher...) {
+		allowed[w] = true
+	}
+	for _, a := range argv {
+		if !allowed[a] {
+			t.Fatalf("argv element %q is none of the daemon's: %q", a, argv)
+		}
+	}
 }
 
 // FuzzName feeds arbitrary bytes to the name check and the command
-// builders: whatever is accepted is exactly one argument of the relaunch
-// argv, in the allowed charset, so no client byte outside it reaches exec.
+// builders: whatever is accepted is exactly one argument of the host
+// command, in the allowed charset, and every other element is the
+// daemon's own.
 func FuzzName(f *testing.F) {
-	for _, s := range []string{"work", "work\n", "", ".", "..", "a/b", "-d", "--dangerous", "a\x00b", "x;rm -rf /", "$(id)", "a\nb"} {
+	for _, s := range []string{"work", "work\n", "", ".", "..", "a/b", "-d", "--dangerous", "a\x00b", "x;rm -rf /", "$(id)", "a\nb", "lbl:work", "/tmp/x:y"} {
 		f.Add([]byte(s))
 	}
+	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123456789abcdef0123456789abcdef"}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		_, nb := SplitTarget(b)
+		if bytes.IndexByte(nb, ':') >= 0 {
+			t.Fatalf("split left a ':' in the name %q", nb)
+		}
 		name, err := ValidName(b)
 		if err != nil {
 			if !errs.Is(err, errs.Invalid) {
@@ -112,32 +303,74 @@ func FuzzName(f *testing.F) {
 			}
 			return
 		}
-		if !good.MatchString(name) || name == "." || name == ".." {
+		if !good.MatchString(name) || name == "." || name == ".." || name[0] == '-' {
 			t.Fatalf("accepted %q", name)
 		}
 		for _, h := range []Host{Zmx{}, Tmux{}} {
-			argv := h.Command("/bin/"+h.Name(), name, "/w", []string{"claude", "--resume", "s"}, []string{"A=1"})
-			n := 0
-			for _, a := range argv {
-				if strings.Contains(a, name) && a != name && a != "/w" && !strings.HasPrefix(a, "/bin/") {
-					if strings.Contains(a, "\x00") {
-						t.Fatalf("argument %q carries a NUL", a)
-					}
-				}
-				if a == name {
-					n++
-				}
+			tg := Target{Name: name, Cwd: "/w", Cols: 80, Rows: 24, Socket: "/tmp/tmux-0/default"}
+			argv := h.Command("/bin/"+h.Name(), tg, launcher)
+			allowedArgv(t, argv, launcher, tg)
+			if checkCommand(h, argv, name) != nil {
+				t.Fatalf("%s refused its own command %q", h.Name(), argv)
 			}
-			if n < 1 {
+			if n := slices.Index(argv, name); n < 0 {
 				t.Fatalf("%s: name %q not passed as one argument: %q", h.Name(), name, argv)
 			}
 		}
 	})
 }
 
+// FuzzEnv feeds hostile environ blocks (what /proc/PID/environ can hold)
+// through the relaunch: no byte of it reaches any argv (the host command
+// is the daemon's words, the launcher, the name, the cwd and the size; the
+// resume argv is the harness's), the launch file carries exactly the valid
+// entries, and the launcher reads back what was written.
+func FuzzEnv(f *testing.F) {
+	for _, s := range []string{"A=1\x00B=2", "noequals\x00A=1", "=x\x00", "1A=2\x00A B=3", "TMUX=/s,1,2\x00ZMX_SESSION=z\x00P=--resume", "X=" + strings.Repeat("v", 2000), "\x00\x00", "-d=1\x00--exec-env=/etc/passwd"} {
+		f.Add([]byte(s))
+	}
+	dir := f.TempDir()
+	s := Spool{Dir: filepath.Join(dir, "9harness", "launch")}
+	f.Fuzz(func(t *testing.T, block []byte) {
+		env := proc.SplitCmdline(block)
+		clean, dropped := sanitize(scrub(env))
+		if dropped < 0 || len(clean)+dropped > len(env) {
+			t.Fatalf("counted %d dropped of %d", dropped, len(env))
+		}
+		for _, kv := range clean {
+			k, _, ok := strings.Cut(kv, "=")
+			if !ok || !validEnvName(k) || k == "TMUX" || k == "ZMX_SESSION" || !slices.Contains(env, kv) {
+				t.Fatalf("kept %q", kv)
+			}
+		}
+		resume := []string{"claude", "--resume", "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"}
+		p, err := s.Put(Launch{Path: "/bin/true", Argv: resume, Env: clean, Cwd: "/w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		launcher := []string{"/bin/9harnessd", "--exec-env", p}
+		for _, h := range []Host{Zmx{}, Tmux{}} {
+			tg := Target{Name: "work", Cwd: "/w", Cols: 200, Rows: 50, Socket: "/tmp/tmux-0/default"}
+			allowedArgv(t, h.Command("/bin/"+h.Name(), tg, launcher), launcher, tg)
+		}
+		l, err := ReadLaunch(p)
+		s.Remove(p)
+		if err != nil || !slices.Equal(l.Argv, resume) || !slices.Equal(l.Env, clean) {
+			t.Fatalf("read back %q %q %v", l.Argv, l.Env, err)
+		}
+	})
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 type recordingLauncher struct{ calls [][]string }
 
-func (l *recordingLauncher) Launch(_ context.Context, argv []string, _ string, _ []string, _ string) error {
+func (l *recordingLauncher) Launch(_ context.Context, argv []string, _ string, _ []string, _, _ string) error {
 	l.calls = append(l.calls, argv)
 	return nil
 }

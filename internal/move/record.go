@@ -19,6 +19,14 @@ type record struct {
 	target string
 	agent  harness.Agent
 	resume []string
+	t      Target
+	// dropped counts environment entries that were not NAME=value;
+	// binRoute says which rule picked the resume binary.
+	dropped  int
+	binRoute string
+	// kept and dropFlags name the agent's own flags the resume keeps and
+	// drops, by name only: their values can hold keys.
+	kept, dropFlags []string
 }
 
 func (rec *record) fields(decision, reason string) map[string]string {
@@ -44,6 +52,21 @@ func (rec *record) fields(decision, reason string) map[string]string {
 	}
 	if rec.agent.Cwd != "" {
 		f["CWD"] = rec.agent.Cwd
+	}
+	if rec.t.Label != "" {
+		f["TMUX_SERVER"] = rec.t.Label
+	}
+	if rec.dropped > 0 {
+		f["ENV_DROPPED"] = strconv.Itoa(rec.dropped)
+	}
+	if rec.binRoute != "" {
+		f["RESUME_BINARY"] = rec.binRoute
+	}
+	if len(rec.kept) > 0 {
+		f["FLAGS_KEPT"] = strings.Join(rec.kept, ",")
+	}
+	if len(rec.dropFlags) > 0 {
+		f["FLAGS_DROPPED"] = strings.Join(rec.dropFlags, ",")
 	}
 	return f
 }
@@ -78,22 +101,35 @@ func (rec *record) fail(kind errs.Kind, reason string) error {
 	f["RESUME"] = rec.manual()
 	rec.send(audit.IDMoveFailed, audit.Event{Priority: audit.PriErr,
 		Message: fmt.Sprintf("moving %s agent %d into %s session %q failed: %s; resume by hand: %s", rec.r.Harness.Name(), rec.r.Proc.PID, rec.r.Host.Name(), rec.target, reason, f["RESUME"])}, f)
-	return errs.E("move", kind, rec.target, errors.New(reason))
+	return errs.E("move", kind, rec.target, fmt.Errorf("%s; resume by hand: %s", reason, f["RESUME"]))
 }
 
-func (rec *record) done(newPID int) {
+func (rec *record) done(newPID int, via string) {
 	f := rec.fields("allow", "")
 	f["OUTCOME"] = "moved"
 	f["NEW_PID"] = strconv.Itoa(newPID)
+	f["NEW_VIA"] = via
 	rec.send(audit.IDMoveDone, audit.Event{Priority: audit.PriInfo,
-		Message: fmt.Sprintf("moved %s agent %d into %s session %q as pid %d; attach with: %s", rec.r.Harness.Name(), rec.r.Proc.PID, rec.r.Host.Name(), rec.target, newPID, rec.r.Host.Attach(rec.target))}, f)
+		Message: fmt.Sprintf("moved %s agent %d into %s session %q as pid %d (verified by %s); attach with: %s", rec.r.Harness.Name(), rec.r.Proc.PID, rec.r.Host.Name(), rec.target, newPID, via, rec.r.Host.Attach(rec.t))}, f)
 }
 
-// manual is the shell command that resumes the session by hand.
+// manual is the shell command that resumes the session by hand. The
+// value of a flag that can hold a key (a settings or MCP file's contents,
+// a -c override) is not written out: the journal names such flags only.
 func (rec *record) manual() string {
 	q := make([]string, len(rec.resume))
+	secret := false
 	for i, a := range rec.resume {
-		q[i] = shellQuote(a)
+		switch {
+		case secret:
+			q[i] = "'<as before>'"
+		case secretFlag(a) && strings.Contains(a, "="):
+			k, _, _ := strings.Cut(a, "=")
+			q[i] = k + "='<as before>'"
+		default:
+			q[i] = shellQuote(a)
+		}
+		secret = secretFlag(a) && !strings.Contains(a, "=")
 	}
 	return "cd " + shellQuote(rec.agent.Cwd) + " && " + strings.Join(q, " ")
 }
@@ -103,4 +139,14 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// secretFlag is a flag whose value may hold a credential.
+func secretFlag(a string) bool {
+	k, _, _ := strings.Cut(a, "=")
+	switch k {
+	case "-c", "--config", "--settings", "--mcp-config":
+		return true
+	}
+	return false
 }
