@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture torture-ci
+.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture torture-ci realcli-latest realcli-issue18
 
 all: build
 
@@ -33,6 +33,18 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
+
+# The real-CLI tier (test/realcli, part of make test) against the newest
+# published Claude Code, Codex and pi instead of the pinned ones: the
+# summary at the end names every /active fact that differs from what they
+# wrote, so a format change is seen before a user sees it.
+realcli-latest:
+	REALCLI_VERSIONS=latest $(GO) test -count=1 -timeout 30m ./test/realcli/
+
+# The same tier with the checks of work not yet built (issue 18: Codex
+# titles from state_5.sqlite, a default Codex under its app-server daemon).
+realcli-issue18:
+	$(GO) test -count=1 -timeout 30m -tags realcli_issue18 ./test/realcli/
 
 # The long reliability runs (RELIABILITY.md): every fuzz target in the repo
 # for FUZZTIME each (make test runs only their seeds), then the load test at

@@ -20,6 +20,8 @@ command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
 command -v fzf >/dev/null 2>&1 || missing="$missing fzf"
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 command -v nix-instantiate >/dev/null 2>&1 || missing="$missing nix-bin"
+# The real-CLI tier installs the agent CLIs from npm (test/realcli).
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "deps: please install:$missing" >&2

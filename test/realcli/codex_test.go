@@ -1,0 +1,320 @@
+package realcli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// codexNoDaemon makes a Codex TUI host its own app-server instead of the
+// shared managed daemon (feature daemon_auto_start, on by default). Given
+// as a flag, so a move that drops the agent's flags is seen.
+var codexNoDaemon = []string{"-c", "features.daemon_auto_start=false"}
+
+var codex = &cli{
+	harness: "codex",
+	pkg:     "@openai/codex",
+	pinned:  "0.169.0",
+	bin:     "codex",
+	configure: func(w *world, cwd string) []string {
+		dir := filepath.Join(w.home, ".codex")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			w.t.Fatal(err)
+		}
+		// Rewritten whole for every agent: the mock provider, the
+		// world's extra tables, and every cwd trusted so far.
+		if !slices.Contains(w.trusted, cwd) {
+			w.trusted = append(w.trusted, cwd)
+		}
+		cfg := fmt.Appendf(nil, `model = "gpt-mock"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[model_providers.mock]
+name = "mock"
+base_url = "%s/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+`, w.mock.URL())
+		for _, extra := range w.codexConfig {
+			cfg = append(cfg, "\n"+extra+"\n"...)
+		}
+		for _, d := range w.trusted {
+			cfg = fmt.Appendf(cfg, "\n[projects.%s]\ntrust_level = \"trusted\"\n", strconv.Quote(d))
+		}
+		if err := os.WriteFile(filepath.Join(dir, "config.toml"), cfg, 0o600); err != nil {
+			w.t.Fatal(err)
+		}
+		return []string{"OPENAI_API_KEY=sk-test"}
+	},
+	ready:       func(s string) bool { return strings.Contains(s, "›") },
+	argvVisible: true,
+	aliases:     map[string]string{"-c": "--config", "-m": "--model", "-p": "--profile", "-s": "--sandbox", "-a": "--ask-for-approval"},
+	// The pane runs the node wrapper, whose child is the native TUI; a
+	// move may run the native TUI directly.
+	agentPID: func(pane int) int {
+		if codexNative(pane) {
+			return pane
+		}
+		for _, c := range children(pane) {
+			if codexNative(c) {
+				return c
+			}
+		}
+		return 0
+	},
+	isAgent: codexNative,
+	wrote:   codexWrote,
+}
+
+// codexNative tells the native Codex TUI (not its node wrapper, not the
+// app-server daemon, whose argv says app-server).
+func codexNative(pid int) bool {
+	p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil || filepath.Base(p) != "codex" {
+		return false
+	}
+	argv := cmdline(pid)
+	return len(argv) < 2 || argv[1] != "app-server"
+}
+
+// codexWrote finds the rollout whose session_meta names the agent's cwd
+// and whose first prompt is the agent's, and reads its session, model and
+// title: the /rename name from session_index.jsonl, else the thread's
+// title in state_5.sqlite, which is its first user message.
+func codexWrote(a *agent) (facts, bool) {
+	var found []string
+	filepath.WalkDir(filepath.Join(a.w.home, ".codex", "sessions"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "rollout-") && strings.HasSuffix(d.Name(), ".jsonl") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	var f facts
+	for _, p := range found {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var id, model, prompt string
+		for sc.Scan() {
+			var l struct {
+				Type    string `json:"type"`
+				Payload struct {
+					ID    string `json:"id"`
+					Cwd   string `json:"cwd"`
+					Model string `json:"model"`
+					Type  string `json:"type"`
+					Item  struct {
+						Type    string `json:"type"`
+						Content []struct {
+							Text string `json:"text"`
+						} `json:"content"`
+					} `json:"item"`
+				} `json:"payload"`
+			}
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue
+			}
+			switch {
+			case l.Type == "session_meta":
+				if l.Payload.Cwd != a.cwd {
+					break
+				}
+				id = l.Payload.ID
+			case l.Type == "turn_context" && l.Payload.Model != "":
+				model = l.Payload.Model
+			case l.Type == "event_msg" && l.Payload.Type == "item_completed" && l.Payload.Item.Type == "UserMessage" && prompt == "":
+				for _, c := range l.Payload.Item.Content {
+					prompt += c.Text
+				}
+			}
+		}
+		if id == "" || (a.firstPrompt != "" && prompt != a.firstPrompt) {
+			continue // another agent's: each types its own first prompt
+		}
+		if f.session != "" {
+			return facts{}, false // two rollouts the agent cannot be told by
+		}
+		f = facts{session: id, transcript: p, model: model, title: prompt}
+	}
+	if f.session == "" {
+		return f, false
+	}
+	if b, err := os.ReadFile(filepath.Join(a.w.home, ".codex", "session_index.jsonl")); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var e struct {
+				ID   string `json:"id"`
+				Name string `json:"thread_name"`
+			}
+			if json.Unmarshal(line, &e) == nil && e.ID == f.session && e.Name != "" {
+				f.title = e.Name
+			}
+		}
+	}
+	if a.firstPrompt != "" && f.title == "" && codexThreadTitles {
+		f.title = a.firstPrompt
+	}
+	return f, true
+}
+
+// TestCodex: a Codex TUI that hosts its own app-server (the daemon off by
+// flag), started with its own model: its facts, then its move into tmux,
+// keeping its flags, and one more prompt.
+func TestCodex(t *testing.T) {
+	t.Parallel()
+	codexAlone(t)
+	w := newWorld(t)
+	d := w.startDaemon([]*cli{codex}, "--allow-move")
+	cwd := w.cwd("codex")
+	a := codex.start(w, "cx1", cwd, append(append([]string{}, codexNoDaemon...), "-m", "gpt-mock-2")...)
+	a.prompt("say hello bravo")
+	f := a.facts()
+	if f.model != "gpt-mock-2" {
+		t.Errorf("Codex wrote model %q, want the -m it was started with", f.model)
+	}
+	logCodexRequests(t, w)
+	t.Run("facts", func(t *testing.T) {
+		d.checkFacts(t, "codex", a.pid, cwd, f)
+		d.checkListed(t, map[int]string{a.pid: "codex"})
+		if daemons := codexDaemons(w); len(daemons) != 0 {
+			t.Errorf("Codex started with %q runs app-server daemons %v", codexNoDaemon, describe(daemons))
+		}
+	})
+	moved(t, w, d, a, "cxmoved")
+}
+
+// TestCodexConfigNoDaemon: the same with daemon_auto_start = false in
+// config.toml and no flag: the move then depends on no flag being kept.
+func TestCodexConfigNoDaemon(t *testing.T) {
+	t.Parallel()
+	codexAlone(t)
+	w := newWorld(t)
+	w.codexConfig = append(w.codexConfig, "[features]\ndaemon_auto_start = false")
+	d := w.startDaemon([]*cli{codex}, "--allow-move")
+	cwd := w.cwd("codexc")
+	a := codex.start(w, "cxc1", cwd)
+	a.prompt("say hello bravo")
+	f := a.facts()
+	t.Run("facts", func(t *testing.T) {
+		d.checkFacts(t, "codex", a.pid, cwd, f)
+		d.checkListed(t, map[int]string{a.pid: "codex"})
+		if daemons := codexDaemons(w); len(daemons) != 0 {
+			t.Errorf("Codex configured without the daemon runs app-server daemons %v", describe(daemons))
+		}
+	})
+	moved(t, w, d, a, "cxcmoved")
+}
+
+// codexDaemons are this test's Codex app-server processes.
+func codexDaemons(w *world) []int {
+	var out []int
+	for _, pid := range w.markedPIDs() {
+		if argv := cmdline(pid); len(argv) > 1 && argv[1] == "app-server" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// logCodexRequests says which requests Codex made: research saw a title
+// request with a thread's first prompt; 0.169 did not always send one.
+func logCodexRequests(t *testing.T, w *world) {
+	kinds := map[string]int{}
+	for _, r := range w.mock.Requests() {
+		kinds[r.API+" "+r.Kind]++
+	}
+	t.Logf("Codex's requests so far: %v", kinds)
+}
+
+// TestCodexTwoInOneCwd: two Codex TUIs in one cwd, with and without the
+// app-server daemon. Each is either resolved to its own thread or shown
+// as ambiguous (no session, via says so), never to the other's.
+func TestCodexTwoInOneCwd(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		flags []string
+	}{{"no daemon", codexNoDaemon}, {"default", nil}} {
+		if mode.flags == nil && !codexDaemonRoute {
+			continue // TestCodexDefault's file says why
+		}
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			codexAlone(t)
+			w := newWorld(t)
+			d := w.startDaemon([]*cli{codex})
+			cwd := w.cwd("shared")
+			// One after the other: two TUIs starting the shared daemon at
+			// once left the first one unable to submit its prompt.
+			a := codex.start(w, "cxa", cwd, mode.flags...)
+			a.prompt("say hello from a")
+			b := codex.start(w, "cxb", cwd, mode.flags...)
+			b.prompt("say hello from b")
+			fa, fb := a.facts(), b.facts()
+			require(t, fa.session != fb.session, "both agents wrote session %s", fa.session)
+			d.checkListed(t, map[int]string{a.pid: "codex", b.pid: "codex"})
+			for _, c := range []struct {
+				ag          *agent
+				own, others facts
+			}{{a, fa, fb}, {b, fb, fa}} {
+				got, err := d.c.Agent("codex", c.ag.pid)
+				if err != nil {
+					t.Errorf("codex/%d: %v", c.ag.pid, err)
+					continue
+				}
+				switch got.Session {
+				case c.own.session:
+					d.checkFacts(t, "codex", c.ag.pid, cwd, c.own)
+				case c.others.session:
+					t.Errorf("/active/codex/%d/session is the other agent's %s (via %q): swapped", c.ag.pid, got.Session, got.Via)
+				case "":
+					if !strings.Contains(got.Via, "ambiguous") {
+						t.Errorf("/active/codex/%d has no session and via %q: want its own %s, or via saying ambiguous", c.ag.pid, got.Via, c.own.session)
+						drifts.add(t, "codex", "session", "", c.own.session, got.Via)
+					}
+				default:
+					t.Errorf("/active/codex/%d/session = %q, neither agent's (%s, %s)", c.ag.pid, got.Session, c.own.session, c.others.session)
+				}
+			}
+		})
+	}
+}
+
+// codexAlone makes the test the only one running Codex, across test
+// processes too, until its cleanup is done: Codex's app-server daemon
+// is found through a control socket outside HOME, per uid, so a Codex in
+// one scratch HOME can reach the daemon another test's HOME started (seen:
+// a second HOME's TUI never sent its prompt to its own mock). A Codex
+// started without the daemon runs one after a move that drops the flag.
+// Call it before newWorld: the lock is released after the world's cleanup.
+func codexAlone(t *testing.T) {
+	if os.Getenv("REALCLI_CODEX_PARALLEL") != "" {
+		return
+	}
+	cache, err := cacheDir()
+	if err == nil {
+		err = os.MkdirAll(cache, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(cache, "codex-daemon.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package realcli
+
+const raceEnabled = true
