@@ -166,6 +166,10 @@ func TestUserManager(t *testing.T) {
 	expect("new-cgroups", func(v string) bool {
 		return !strings.Contains(v, "9harness.service") && strings.Count(v, "9harness-move-") == 2
 	}, "the moved agents in transient units, not in the daemon's cgroup")
+	expect("secret-moved", eq("2"), "the agents' environment, secret included, given back to both moved agents")
+	expect("secret-journal", eq("0"), "the secret in no journal entry")
+	expect("secret-units", eq("0"), "the secret in no property of the transient units")
+	expect("secret-argv", eq("0"), "the secret in no process's argv")
 	expect("survivors", eq("2"), "both moved agents alive after systemctl --user stop 9harness.service")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54", eq("2"), "two move-start entries")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55", eq("2"), "two move-done entries")

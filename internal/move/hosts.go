@@ -23,9 +23,11 @@ type Target struct {
 	Name       string
 	Cwd        string
 	Cols, Rows int
-	// tmux: the server's socket (always passed with -S) and its label as
-	// the tmux file shows it ("" for the default server).
+	// tmux: the server's socket and its label as the tmux file shows it
+	// ("" for the default server), and the TMUX_TMPDIR the default
+	// server's socket is under.
 	Socket, Label string
+	Tmpdir        string
 	// zmx: the socket directory and the session-name prefix, resolved from
 	// the agent's environment as zmx resolves them.
 	ZmxDir, ZmxPrefix string
@@ -204,12 +206,13 @@ func (Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint
 		t.Socket = filepath.Clean(tmuxSocket)
 	} else {
 		t.Socket = filepath.Join(tmpdir, "tmux-"+strconv.FormatUint(uint64(uid), 10), "default")
-		// tmux -S does not make the per-uid directory the default
-		// server's socket lives in; tmux itself would make it 0700.
-		if err := os.Mkdir(filepath.Dir(t.Socket), 0o700); err != nil && !os.IsExist(err) {
-			return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server's directory: %v", err))
-		}
-		if fi, err := os.Lstat(filepath.Dir(t.Socket)); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || ownerOf(fi) != uid {
+		t.Tmpdir = tmpdir
+		// The default server is named with -L default and TMUX_TMPDIR, so
+		// tmux makes its per-uid directory (0700) when there is none, and
+		// refuses one with unsafe permissions itself: the daemon, whose
+		// unit sees /tmp read-only, creates nothing. An existing one is
+		// checked here, before the agent is touched.
+		if fi, err := os.Lstat(filepath.Dir(t.Socket)); err == nil && (!fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || ownerOf(fi) != uid) {
 			return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server's directory %s is not a directory of uid %d that only it may write", filepath.Dir(t.Socket), uid))
 		}
 		if _, err := os.Lstat(t.Socket); err == nil {
@@ -223,6 +226,24 @@ func (Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint
 		return Target{}, errs.E("move", errs.Invalid, name, fmt.Errorf("%q is not the agent's own tmux server (%s): a move stays on that server", server, t.Attach()))
 	}
 	return t, nil
+}
+
+// server is how tmux is told the target's server: -L default (with
+// TMUX_TMPDIR in its environment) for the default server, -S SOCKET for
+// the agent's own.
+func (t Target) server() []string {
+	if t.Label == "" && t.Tmpdir != "" {
+		return []string{"-L", "default"}
+	}
+	return []string{"-S", t.Socket}
+}
+
+// tmuxEnv is env with the target's TMUX_TMPDIR, for the default server.
+func (t Target) tmuxEnv(env []string) []string {
+	if t.Label == "" && t.Tmpdir != "" {
+		return append(append([]string{}, env...), "TMUX_TMPDIR="+t.Tmpdir)
+	}
+	return env
 }
 
 // Attach on a target with a socket names the server.
@@ -268,8 +289,8 @@ func checkTmuxLen(argv []string) error {
 // InUse implements Host with has-session; "=NAME" matches the name
 // exactly, not as a prefix.
 func (Tmux) InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error) {
-	cmd := exec.CommandContext(ctx, hostPath, "-S", t.Socket, "has-session", "-t", "="+t.Name)
-	cmd.Env = env
+	cmd := exec.CommandContext(ctx, hostPath, append(t.server(), "has-session", "-t", "="+t.Name)...)
+	cmd.Env = t.tmuxEnv(env)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -286,14 +307,15 @@ func (Tmux) InUse(ctx context.Context, hostPath string, env []string, t Target) 
 // agent's environment itself: a new pane gets the server's environment,
 // not the client's, and nothing of the agent's passes through tmux.
 func (Tmux) Command(hostPath string, t Target, launcher []string) []string {
-	cmd := []string{hostPath, "-S", t.Socket, "new-session", "-d", "-s", t.Name, "-c", t.Cwd,
-		"-x", strconv.Itoa(t.Cols), "-y", strconv.Itoa(t.Rows), "--"}
+	cmd := append([]string{hostPath}, t.server()...)
+	cmd = append(cmd, "new-session", "-d", "-s", t.Name, "-c", t.Cwd,
+		"-x", strconv.Itoa(t.Cols), "-y", strconv.Itoa(t.Rows), "--")
 	return append(cmd, launcher...)
 }
 
 // Env implements Host: the socket is named with -S, so tmux needs nothing
 // of the agent's.
-func (Tmux) Env(t Target, hostPath string) []string { return daemonEnv(hostPath) }
+func (Tmux) Env(t Target, hostPath string) []string { return t.tmuxEnv(daemonEnv(hostPath)) }
 
 func (Tmux) Attach(t Target) string { return t.Attach() }
 
@@ -316,8 +338,8 @@ func TmuxSession(ctx context.Context, hostPath, socket, pane string) (string, er
 
 // tmuxPanes lists the pids of the panes of session name.
 func tmuxPanes(ctx context.Context, hostPath string, env []string, t Target) ([]int, error) {
-	cmd := exec.CommandContext(ctx, hostPath, "-S", t.Socket, "list-panes", "-s", "-t", "="+t.Name, "-F", "#{pane_pid}")
-	cmd.Env = env
+	cmd := exec.CommandContext(ctx, hostPath, append(t.server(), "list-panes", "-s", "-t", "="+t.Name, "-F", "#{pane_pid}")...)
+	cmd.Env = t.tmuxEnv(env)
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, err

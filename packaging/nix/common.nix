@@ -237,8 +237,12 @@ rec {
     {
       Type = "simple";
       ExecStart = execStart cfg;
-      # Above the daemon's wait for moves in flight (Mover.Bound, 77 s).
+      # Above the daemon's wait for moves in flight (Mover.Bound, 89 s).
       TimeoutStopSec = "100s";
+      # The owner-only directory of the move's launch files (%t/9harness).
+      RuntimeDirectory = "9harness";
+      RuntimeDirectoryMode = "0700";
+      RuntimeDirectoryPreserve = "yes";
     }
     // helperHardening
     // daemonOnlyHardening;

@@ -91,8 +91,14 @@ mkdir -p "$UHOME/src/x"; chown "$U:$U" "$UHOME/src" "$UHOME/src/x"
 # this script is left in them (the Go test reads our output from a file,
 # but a command substitution here would wait for them).
 start_agent() { # name sid
-  ( cd "$UHOME/src/x" && asuser env FAKE_SESSION="$2" FAKE_RECORD="$WORK/record.jsonl" "$1" ) </dev/null >/dev/null 2>&1 &
+  ( cd "$UHOME/src/x" && asuser env FAKE_SESSION="$2" FAKE_RECORD="$WORK/record.jsonl" MARKER_SECRET="$SECRET" "$1" ) </dev/null >/dev/null 2>&1 &
 }
+# Every agent's environment holds a secret: after the moves, no journal
+# entry, unit property or argv may hold it (rule 7).
+SECRET=sk-9harness-marker-$RANDOM$RANDOM$RANDOM
+# The checks grep for it from a file: a grep with it in its own argv would
+# be the one process that shows it.
+printf '%s\n' "$SECRET" >"$WORK/secret"
 start_agent claude 3b4c5d6e-7f8a-4b9c-8d0e-1f2a3b4c5d6e
 start_agent claude 4c5d6e7f-8a9b-4c0d-9e1f-2a3b4c5d6e7f
 for i in $(seq 100); do [ "$(asuser 9harness ls /active/claude 2>/dev/null | wc -l)" = 2 ] && break; sleep 0.1; done
@@ -112,7 +118,9 @@ check root-named "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.ser
 
 # Idle exit, and reactivation; moves switched on in a drop-in.
 mkdir -p "$UHOME/.config/systemd/user/9harness.service.d"
-printf '[Service]\nEnvironment=HARNESS_IDLE=2s\nEnvironment=HARNESS_ARGS=--allow-move\n' >"$UHOME/.config/systemd/user/9harness.service.d/test.conf"
+# tmux and zmx come from the daemon's configuration, never the agent's
+# PATH: the fake zmx lives in $BINS.
+printf '[Service]\nEnvironment=HARNESS_IDLE=2s\nEnvironment="HARNESS_ARGS=--allow-move --host-path %s:/usr/bin:/bin"\n' "$BINS" >"$UHOME/.config/systemd/user/9harness.service.d/test.conf"
 chown -R "$U:$U" "$UHOME/.config/systemd/user/9harness.service.d"
 asuser systemctl --user daemon-reload
 asuser systemctl --user stop 9harness.service
@@ -147,6 +155,10 @@ check new-cgroups "$(for p in $NEWPIDS; do sed -n 's/^0:://p' /proc/$p/cgroup; d
 asuser systemctl --user stop 9harness.service
 sleep 0.5
 check survivors "$(n=0; for p in $NEWPIDS; do kill -0 "$p" 2>/dev/null && n=$((n+1)); done; echo $n)"
+check secret-moved "$(n=0; for p in $NEWPIDS; do tr '\0' '\n' </proc/$p/environ | sed -n 's/^MARKER_SECRET=//p' | grep -qxFf "$WORK/secret" && n=$((n+1)); done; echo $n)"
+check secret-journal "$(journalctl --no-pager -o export 2>/dev/null | grep -cFf "$WORK/secret" || true)"
+check secret-units "$(for u in $(asuser systemctl --user list-units --all --plain --no-legend '9harness-move-*' | awk '{print $1}'); do asuser systemctl --user show "$u"; done | grep -cFf "$WORK/secret" || true)"
+check secret-argv "$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -cFf "$WORK/secret" || true)"
 for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
   journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
   check journal-$id "$(wc -l <"$WORK/j-$id.json")"
