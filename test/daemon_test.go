@@ -167,8 +167,14 @@ func TestDefaultSocket(t *testing.T) {
 		if fi.Mode().Perm() != 0o700 {
 			t.Errorf("socket dir mode %v, want 0700", fi.Mode().Perm())
 		}
+		// The look-at-it line follows the socket's creation.
+		look := "9harness -s " + tc.sock + " ls /"
 		out := d.stderr.String()
-		if !strings.Contains(out, tc.sock) || !strings.Contains(out, "9harness -s "+tc.sock+" ls /") {
+		for i := 0; i < 100 && !strings.Contains(out, look); i++ {
+			time.Sleep(50 * time.Millisecond)
+			out = d.stderr.String()
+		}
+		if !strings.Contains(out, tc.sock) || !strings.Contains(out, look) {
 			t.Errorf("start message lacks the socket and the look-at-it line:\n%s", out)
 		}
 		d.stop()

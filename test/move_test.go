@@ -73,7 +73,12 @@ type launchRecord struct {
 
 func (m *moveEnv) records(t *testing.T) []launchRecord {
 	t.Helper()
-	f, err := os.Open(m.record)
+	return readLaunches(m.record)
+}
+
+// readLaunches reads the fake harness's launch record at path.
+func readLaunches(path string) []launchRecord {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}

@@ -133,12 +133,7 @@ type lineage struct {
 	pid    int
 }
 
-func (l *lineage) records(t *testing.T) []launchRecord {
-	saved := l.m.record
-	defer func() { l.m.record = saved }()
-	l.m.record = l.record
-	return l.m.records(t)
-}
+func (l *lineage) records(t *testing.T) []launchRecord { return readLaunches(l.record) }
 
 // TestMoveSecret: 50 moves of agents whose environment holds a secret,
 // into tmux (the server started by the move, and already running) and

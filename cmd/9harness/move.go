@@ -96,6 +96,13 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(linux.EROFS, c, agent, host, name))
 		return 1
 	}
+	if host == "tmux" {
+		// A move stays on the agent's own tmux server, which the tmux file
+		// names as LABEL:SESSION when it is not the default one.
+		if b, err := c.ReadFile(file); err == nil {
+			attach = tmuxAttach(strings.TrimSpace(string(b)), name)
+		}
+	}
 	f, err := openHostFile(c, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
@@ -153,6 +160,22 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// tmuxAttach is the line that attaches to session name on the server the
+// agent's tmux file names: "SESSION" (the default server), "LABEL:SESSION"
+// (tmux -L LABEL) or "/SOCKET:SESSION" (tmux -S SOCKET); split at the last
+// ':', as the daemon does.
+func tmuxAttach(current, name string) string {
+	i := strings.LastIndexByte(current, ':')
+	if i <= 0 {
+		return "tmux attach -t " + client.ShellQuote(name)
+	}
+	flag, server := "-L", current[:i]
+	if strings.HasPrefix(server, "/") {
+		flag = "-S"
+	}
+	return "tmux " + flag + " " + client.ShellQuote(server) + " attach -t " + client.ShellQuote(name)
 }
 
 // attachDelay is how long the daemon holds a write before the client takes

@@ -146,7 +146,10 @@ func codexWrote(a *agent) (facts, bool) {
 		if f.session != "" {
 			return facts{}, false // two rollouts the agent cannot be told by
 		}
-		f = facts{session: id, transcript: p, model: model, title: prompt}
+		f = facts{session: id, transcript: p, model: model}
+		if codexThreadTitles {
+			f.title = prompt // the thread's title in state_5.sqlite
+		}
 	}
 	if f.session == "" {
 		return f, false
