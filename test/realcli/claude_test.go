@@ -191,6 +191,12 @@ func TestClaudeNeverPrompted(t *testing.T) {
 	if status != 1 {
 		t.Errorf("moving a never-prompted Claude: exit %d, want 1 (refused): %s", status, out)
 	}
+	if !strings.Contains(out, "refused: ") || !strings.Contains(out, "nothing to resume yet") {
+		t.Errorf("9harness move does not print the daemon's reason (nothing to resume yet): %s", out)
+	}
+	if !d.logged("nothing to resume yet") {
+		t.Errorf("the daemon's audit does not give the reason")
+	}
 	time.Sleep(3 * time.Second) // a wrongly accepted move would have stopped it by now
 	if !alive(a.pid) {
 		t.Errorf("the never-prompted Claude %d is gone after the refused move", a.pid)

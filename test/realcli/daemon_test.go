@@ -102,6 +102,9 @@ func (d *daemon) stop() {
 	}
 }
 
+// logged reports whether the daemon's audit output (--audit stderr) holds s.
+func (d *daemon) logged(s string) bool { return strings.Contains(d.stderr.String(), s) }
+
 // move runs `9harness move --tmux HARNESS/PID NAME` and returns its exit
 // status and output.
 func (d *daemon) move(harness string, pid int, name string) (int, string) {
