@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -79,14 +80,16 @@ func (mv moves) Move(ctx context.Context, w tree.Writer, h string, p proc.Proc, 
 }
 
 // pidDomain names the daemon's pid namespace the way Claude's registry
-// does ("linux::pid:[4026531836]"), so a record written in another
-// namespace is not believed.
+// does ("linux:<machine-id>:pid:[4026531836]"), so a record written in
+// another namespace, or on another machine sharing the home, is not
+// believed.
 func pidDomain() string {
 	ns, err := os.Readlink("/proc/self/ns/pid")
 	if err != nil {
 		return ""
 	}
-	return "linux::" + ns
+	id, _ := os.ReadFile("/etc/machine-id")
+	return "linux:" + strings.TrimSpace(string(id)) + ":" + ns
 }
 
 func auditSink(kind string) (audit.Sink, error) {

@@ -120,7 +120,7 @@ func claudeRegistry(env Env, p proc.Proc) (*claudeReg, string) {
 			return nil, fmt.Sprintf("registry record is another process's: procStart %q, this process started at %s", s, want)
 		}
 	}
-	if reg.PIDDomain != "" && env.PIDDomain != "" && reg.PIDDomain != env.PIDDomain {
+	if reg.PIDDomain != "" && env.PIDDomain != "" && !SamePIDDomain(reg.PIDDomain, env.PIDDomain) {
 		return nil, "registry record is from another pid namespace (" + reg.PIDDomain + ")"
 	}
 	if !isUUID(reg.SessionID) {
@@ -577,4 +577,26 @@ func haveTranscript(a Agent, env Env) bool {
 	}
 	info, err := env.Root.Stat(a.Transcript)
 	return err == nil && !info.Dir
+}
+
+// SamePIDDomain compares two pid domains as Claude's registry writes them,
+// "linux:<machine-id>:pid:[<inode>]" (2.1.3xx) or "linux::pid:[<inode>]"
+// (older builds, and no machine id known): the namespaces must be the same,
+// and the machines too where both name one.
+func SamePIDDomain(a, b string) bool {
+	am, ans, aok := splitPIDDomain(a)
+	bm, bns, bok := splitPIDDomain(b)
+	if !aok || !bok {
+		return a == b
+	}
+	return ans == bns && (am == "" || bm == "" || am == bm)
+}
+
+func splitPIDDomain(d string) (machine, ns string, ok bool) {
+	rest, ok := strings.CutPrefix(d, "linux:")
+	if !ok {
+		return "", "", false
+	}
+	machine, ns, ok = strings.Cut(rest, ":")
+	return machine, ns, ok && strings.HasPrefix(ns, "pid:[")
 }

@@ -305,3 +305,23 @@ func TestClaudeBigTranscript(t *testing.T) {
 		t.Errorf("big transcript: got %q %q", title, model)
 	}
 }
+
+func TestSamePIDDomain(t *testing.T) {
+	const ns = "pid:[4026531836]"
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"linux::" + ns, "linux::" + ns, true},
+		{"linux:0123abcd:" + ns, "linux::" + ns, true},             // 2.1.3xx record, no machine id known here
+		{"linux:0123abcd:" + ns, "linux:0123abcd:" + ns, true},     // same machine
+		{"linux:0123abcd:" + ns, "linux:99999999:" + ns, false},    // another machine sharing the home
+		{"linux:0123abcd:pid:[4026532999]", "linux::" + ns, false}, // another pid namespace
+		{"linux::pid:[4026532999]", "linux:0123abcd:" + ns, false},
+		{"darwin::pid:[1]", "linux::" + ns, false},
+	} {
+		if got := SamePIDDomain(tc.a, tc.b); got != tc.want {
+			t.Errorf("SamePIDDomain(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
