@@ -12,9 +12,8 @@ import (
 // request in a goroutine of its own, and its Walk writes the new fid's qid
 // with a plain store (newfid.qid = fid.qid) while a concurrent Topen of
 // that fid reads it atomically: a client that pipelines Twalk and Topen of
-// one fid races them (go test -race found it on FuzzConn's seeds). The
-// same pipelining is what let a Tstat see a fid with no state (now refused
-// by the adapter). gate9 hands srv9p a request naming a fid that an
+// one fid races them. The same pipelining would let a Tstat see a fid
+// with no state (the adapter refuses that too). gate9 hands srv9p a request naming a fid that an
 // earlier request is still setting up (Tattach's fid, Twalk's newfid,
 // Topen's and Tcreate's fid) only once that request's reply is written.
 // Requests on other fids, and Tversion and Tflush, are never held.

@@ -35,9 +35,9 @@ func word(v string) bool {
 
 // keeps is, per harness, the flags a resume keeps. Everything else in the
 // agent's argv is dropped: a prompt, a session of its own (--resume,
-// --session-id), a one-shot mode, anything unknown. The lists are the ones
-// issue 15 settles: what a resume needs to come back the same, nothing
-// that could make it another program.
+// --session-id), a one-shot mode, anything unknown. Each list is what a
+// resume needs to come back the same (its model, backend, sandbox and
+// permissions), and nothing that could make it another program.
 var keeps = map[string][]keep{
 	"codex": {
 		{names: []string{"-c", "--config"}, emit: "--config", value: true, max: 8 << 10},

@@ -60,9 +60,9 @@ type p9state struct {
 
 // st is the fid's state. srv9p serves a connection's requests
 // concurrently, so a pipelined request can name a newfid whose Twalk has
-// not set it yet: such a request is refused. (FuzzConn found it: the nil
-// interface conversion panicked in srv9p's handler goroutine, where no
-// recover stands, and took the whole daemon down.)
+// not set it yet: such a request is refused, because a nil interface
+// conversion in srv9p's handler goroutine, where no recover stands, would
+// take the whole daemon down.
 func st(f *srv9p.Fid) (*p9state, error) {
 	s, ok := f.Aux().(*p9state)
 	if !ok {

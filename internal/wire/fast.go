@@ -20,8 +20,7 @@ import (
 // role to another goroutine and back; every Tread takes an msize buffer
 // from a pool and copies zeros over it after the reply; every Rreaddir is
 // encoded by appending entry after entry into a fresh buffer that grows as
-// it goes, and that garbage was 68% of what a 10,000-entry listing
-// allocated (issue 8's profile; listings ran at 0.90x diod for it). Here a
+// it goes, which is most of what a large listing allocates. Here a
 // Tread is one pread into a pooled buffer and one writev, and a Treaddir is
 // one writev of a slice of the listing the directory's File encoded once,
 // when the listing began.

@@ -86,8 +86,8 @@ const (
 	// whole before p9 sees its first byte. Larger frames (only big Twrites,
 	// in practice) are streamed to p9 without another copy. The four types
 	// Conn parses must fit. 8 KiB holds any request but a large Twrite (a
-	// Twalk of 16 names of 255 bytes is 4 KiB); it was 64 KiB, allocated per
-	// connection and never filled.
+	// Twalk of 16 names of 255 bytes is 4 KiB), and the buffer is held for
+	// the connection's life, so a larger one is memory never filled.
 	readBuf = 8 << 10
 
 	// P9Msize is the largest msize p9 itself is told, whatever the client
@@ -486,8 +486,8 @@ func (c *Conn) next() error {
 			if oldtag == tag {
 				// A flush of itself. Stock p9 waits for the old tag,
 				// which is this very request, forever: the connection
-				// could never be torn down (found by FuzzConn). There
-				// is nothing to flush, so answer it here.
+				// could never be torn down. There is nothing to
+				// flush, so answer it here.
 				if _, err := c.br.Discard(int(size)); err != nil {
 					return err
 				}
@@ -546,8 +546,8 @@ func (c *Conn) readSlot(tag uint16) error {
 // Why: p9 v0.4.1 handles a connection's requests concurrently, and its
 // tlopen handler sets the fid's opened flag outside the lock under which
 // tread (and the other handlers) read it (p9/handlers.go:339 vs :721). A
-// client that pipelines Tlopen and Tread on one fid races them: a data race
-// (go test -race found it in FuzzConn's seeds), and a read answered EINVAL
+// client that pipelines Tlopen and Tread on one fid races them: a data race,
+// and a read answered EINVAL
 // as if the file were not open. Every request but Tversion, Tauth and
 // Tflush names its fid first (offset 7), so only the requests on the
 // opening fid wait, and only until that one reply is written; requests on
