@@ -245,7 +245,23 @@ func TestSpool(t *testing.T) {
 	if _, err := s.Put(l); err == nil {
 		t.Error("wrote into a 0755 spool directory")
 	}
-	for _, bad := range []string{"relative/0123456789abcdef0123456789abcdef", "/etc/passwd", filepath.Join(s.Dir, "..", "x")} {
+	// A process of the same uid that can write the directory swaps the
+	// file for one of its own (same owner, mode and link count): the
+	// launcher refuses it, because the name commits to the content.
+	must(t, os.Chmod(s.Dir, 0o700))
+	p, err = s.Put(l)
+	must(t, err)
+	evil := Launch{Path: "/bin/sh", Argv: []string{"sh", "-c", "touch /tmp/pwned"}, Cwd: "/"}
+	otherDir := t.TempDir()
+	must(t, os.Chmod(otherDir, 0o700))
+	other := Spool{Dir: filepath.Join(otherDir, "9harness", "launch")}
+	q, err := other.Put(evil)
+	must(t, err)
+	must(t, os.Rename(q, p))
+	if got, err := ReadLaunch(p); err == nil {
+		t.Errorf("a swapped launch file was trusted: %+v", got)
+	}
+	for _, bad := range []string{"relative/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "/etc/passwd", filepath.Join(s.Dir, "..", "x")} {
 		if _, err := ReadLaunch(bad); err == nil {
 			t.Errorf("%s read as a launch file", bad)
 		}
@@ -290,7 +306,7 @@ func FuzzName(f *testing.F) {
 	for _, s := range []string{"work", "work\n", "", ".", "..", "a/b", "-d", "--dangerous", "a\x00b", "x;rm -rf /", "$(id)", "a\nb", "lbl:work", "/tmp/x:y"} {
 		f.Add([]byte(s))
 	}
-	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123456789abcdef0123456789abcdef"}
+	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, nb := SplitTarget(b)
 		if bytes.IndexByte(nb, ':') >= 0 {

@@ -2,6 +2,7 @@ package move
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -39,10 +40,13 @@ type Launch struct {
 // JSON), because an environment, an argv or a directory name need not be
 // UTF-8 and JSON strings would replace such bytes.
 type launchFile struct {
-	Path []byte   `json:"path"`
-	Argv [][]byte `json:"argv"`
-	Env  [][]byte `json:"env"`
-	Cwd  []byte   `json:"cwd"`
+	// Nonce makes the content, and so the file's name (its SHA-256),
+	// unpredictable.
+	Nonce []byte   `json:"nonce"`
+	Path  []byte   `json:"path"`
+	Argv  [][]byte `json:"argv"`
+	Env   [][]byte `json:"env"`
+	Cwd   []byte   `json:"cwd"`
 }
 
 func toBytes(ss []string) [][]byte {
@@ -83,7 +87,11 @@ func DefaultSpoolDir() string {
 	return filepath.Join(os.TempDir(), "9harness-"+strconv.Itoa(os.Geteuid()), "launch")
 }
 
-var launchName = regexp.MustCompile(`^[0-9a-f]{32}$`)
+// A launch file is named by the SHA-256 of its content: the name the
+// daemon puts in the host command commits to the content, so a process of
+// the same uid (a sandbox that can write the directory) cannot put a
+// program or an environment of its own in its place.
+var launchName = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ownerOnly checks that fd is a directory owned by uid that no one else
 // may enter or write.
@@ -133,7 +141,11 @@ func (s Spool) open() (int, error) {
 
 // Put writes l to a new launch file and returns its absolute path.
 func (s Spool) Put(l Launch) (string, error) {
-	b, err := json.Marshal(launchFile{Path: []byte(l.Path), Argv: toBytes(l.Argv), Env: toBytes(l.Env), Cwd: []byte(l.Cwd)})
+	nonce := make([]byte, 32)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(launchFile{Nonce: nonce, Path: []byte(l.Path), Argv: toBytes(l.Argv), Env: toBytes(l.Env), Cwd: []byte(l.Cwd)})
 	if err != nil {
 		return "", err
 	}
@@ -145,11 +157,8 @@ func (s Spool) Put(l Launch) (string, error) {
 		return "", fmt.Errorf("launch directory: %w", err)
 	}
 	defer unix.Close(dfd)
-	id := make([]byte, 16)
-	if _, err := rand.Read(id); err != nil {
-		return "", err
-	}
-	name := hex.EncodeToString(id)
+	sum := sha256.Sum256(b)
+	name := hex.EncodeToString(sum[:])
 	fd, err := unix.Openat(dfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("launch file: %w", err)
@@ -234,6 +243,9 @@ func ReadLaunch(path string) (Launch, error) {
 	}
 	if n > maxLaunchFile {
 		return l, fmt.Errorf("%s is larger than %d bytes", path, maxLaunchFile)
+	}
+	if sum := sha256.Sum256(b[:n]); hex.EncodeToString(sum[:]) != name {
+		return l, fmt.Errorf("%s is not the file the daemon wrote (its content does not match its name)", path)
 	}
 	var w launchFile
 	if err := json.Unmarshal(b[:n], &w); err != nil {
