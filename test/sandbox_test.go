@@ -116,23 +116,31 @@ func TestHelperSandboxPeer(t *testing.T) {
 	}
 }
 
+// sandboxSetup starts a fake claude in a fixture home, its environment
+// holding the marker and a zmx session, and a proc helper started by hand.
+func sandboxSetup(t *testing.T) (home string, cl *fakeAgent, helper *daemon, hsock string) {
+	t.Helper()
+	requireRoot(t)
+	home = fixtureHome(t)
+	cwd := filepath.Join(home, "src", "x")
+	must(t, os.MkdirAll(cwd, 0o755))
+	cl = startFake(t, "claude", home, cwd, "FAKE_SESSION=6f4b2d3c-1e5a-4b7c-9d0e-1f2a3b4c5d6e", "ZMX_SESSION=sbx", "ANTHROPIC_API_KEY="+sandboxMarker)
+	waitRegistry(t, home, cl.pid())
+
+	hsock = filepath.Join(t.TempDir(), "proc-helper.sock")
+	helper = launch(t, "--serve-proc-helper", "--unix", hsock)
+	helper.sock = hsock
+	helper.waitReady()
+	return home, cl, helper, hsock
+}
+
 // TestSandboxProcHelper: a real `9harnessd --serve-proc-helper` started by
 // hand answers a real daemon beside it, and nothing else: this test's own
 // binary (another executable), the same in `unshare --user` and
 // `unshare --user --pid` (the owner's uid), and even a real 9harnessd in
 // `unshare --user` get no byte, and the helper logs each refusal.
 func TestSandboxProcHelper(t *testing.T) {
-	requireRoot(t)
-	home := fixtureHome(t)
-	cwd := filepath.Join(home, "src", "x")
-	must(t, os.MkdirAll(cwd, 0o755))
-	cl := startFake(t, "claude", home, cwd, "FAKE_SESSION=6f4b2d3c-1e5a-4b7c-9d0e-1f2a3b4c5d6e", "ZMX_SESSION=sbx", "ANTHROPIC_API_KEY="+sandboxMarker)
-	waitRegistry(t, home, cl.pid())
-
-	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")
-	helper := launch(t, "--serve-proc-helper", "--unix", hsock)
-	helper.sock = hsock
-	helper.waitReady()
+	home, cl, helper, hsock := sandboxSetup(t)
 
 	peers := map[string][]string{"unsandboxed, another executable": nil}
 	for name, wrap := range sandboxes(t) {
@@ -188,17 +196,7 @@ func TestSandboxProcHelper(t *testing.T) {
 // environment, and its write to the zmx file is refused. The same binary
 // outside a sandbox is served the owner's view (the control).
 func TestSandboxDaemon(t *testing.T) {
-	requireRoot(t)
-	home := fixtureHome(t)
-	cwd := filepath.Join(home, "src", "x")
-	must(t, os.MkdirAll(cwd, 0o755))
-	cl := startFake(t, "claude", home, cwd, "FAKE_SESSION=6f4b2d3c-1e5a-4b7c-9d0e-1f2a3b4c5d6e", "ZMX_SESSION=sbx", "ANTHROPIC_API_KEY="+sandboxMarker)
-	waitRegistry(t, home, cl.pid())
-
-	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")
-	helper := launch(t, "--serve-proc-helper", "--unix", hsock)
-	helper.sock = hsock
-	helper.waitReady()
+	home, cl, _, hsock := sandboxSetup(t)
 
 	for _, cfg := range []struct {
 		name    string
