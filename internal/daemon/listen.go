@@ -25,7 +25,13 @@ func ListenUnix(path string, mode os.FileMode) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("%s %s: %w", op, path, err)
 	}
 	for attempt := 0; ; attempt++ {
+		// The socket is made with its final mode: under the process's
+		// umask alone, it would exist, and accept, for a moment with
+		// another mode (a granted uid's connect refused). ListenUnix runs
+		// once, at start, before anything else creates files.
+		old := syscall.Umask(int(^mode & 0o777))
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		syscall.Umask(old)
 		if err == nil {
 			if err := os.Chmod(path, mode); err != nil {
 				l.Close()
