@@ -224,10 +224,27 @@ type Harness interface {
 	Resume(a Agent, env Env) ([]string, error)
 }
 
+// all is the one list of harnesses: every other list (the tree's
+// directories, the daemon's --root names, Scan's pre-filter) derives from it.
 var all = []Harness{claude{}, codex{}, omp{}, pi{}, hermes{}, dsh{}}
 
-// All returns the six harnesses in the order claude, codex, omp, pi, hermes, dsh.
+// All returns the harnesses in the order they are listed.
 func All() []Harness { return slices.Clone(all) }
+
+// Names returns the harnesses' names in the order they are listed.
+func Names() []string {
+	n := make([]string, len(all))
+	for i, h := range all {
+		n[i] = h.Name()
+	}
+	return n
+}
+
+// DefaultRoot is where the harness called name keeps its state under home
+// when nothing says otherwise: $HOME/.NAME.
+func DefaultRoot(name, home string) string {
+	return home + "/." + name
+}
 
 // ByName returns the harness called name, or nil.
 func ByName(name string) Harness {
@@ -340,8 +357,7 @@ func classify(p, parent proc.Proc) (Harness, Kind) {
 func mayBeHarness(argv []string) bool {
 	argv = normArgv(argv)
 	b := base(argv[0])
-	switch b {
-	case "claude", "claude.exe", "codex", "omp", "pi", "hermes", "dsh", "bun":
+	if harnessNames[b] || b == "claude.exe" || b == "bun" {
 		return true
 	}
 	return isNode(b) || isPython(b) || strings.HasPrefix(b, "codex-") ||
@@ -359,7 +375,14 @@ func base(s string) string {
 	return s
 }
 
-var harnessNames = map[string]bool{"claude": true, "codex": true, "omp": true, "pi": true, "hermes": true, "dsh": true}
+// harnessNames is Names as a set, for normArgv.
+var harnessNames = func() map[string]bool {
+	m := make(map[string]bool, len(all))
+	for _, h := range all {
+		m[h.Name()] = true
+	}
+	return m
+}()
 
 // normArgv undoes a process title that was written as one space-separated
 // string over the argv area (process.title on some runtimes): when the whole

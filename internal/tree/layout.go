@@ -2,16 +2,16 @@ package tree
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/saferoot"
 )
 
 // Harnesses are the harnesses 9harness knows, in the order they are listed.
-var Harnesses = []string{"claude", "codex", "omp", "pi", "hermes", "dsh"}
+var Harnesses = harness.Names()
 
 // Config is what the tree is built from.
 type Config struct {
@@ -131,11 +131,11 @@ func New(cfg Config) Dir {
 	)...)
 }
 
-// DefaultRoots returns $HOME/.NAME for every harness.
+// DefaultRoots returns each harness's default root under home.
 func DefaultRoots(home string) map[string]string {
 	m := make(map[string]string, len(Harnesses))
 	for _, h := range Harnesses {
-		m[h] = home + string(os.PathSeparator) + "." + h
+		m[h] = harness.DefaultRoot(h, home)
 	}
 	return m
 }
