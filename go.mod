@@ -9,7 +9,14 @@ require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hugelgupf/p9 v0.4.1
 	github.com/klauspost/compress v1.20.4
+	github.com/ncruces/go-sqlite3 v0.37.0
+	github.com/rivo/uniseg v0.4.7
+	github.com/spf13/pflag v1.1.0
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+require (
+	github.com/ncruces/go-sqlite3-wasm/v6 v6.5.35401 // indirect
+	github.com/ncruces/julianday v1.0.0 // indirect
+	github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
+)

@@ -2,11 +2,16 @@ package harness
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -34,6 +39,11 @@ import (
 // the session id is the last 36 characters of the name before ".jsonl"
 // (the timestamp in front holds dashes too). A rollout is created lazily on
 // the first persisted item, so a fresh codex has no fd and stays unresolved.
+// Since 0.169 a TUI is by default a client of a shared app-server daemon
+// (`codex app-server --managed-daemon`, a Helper by its argv), which holds
+// the rollouts instead: see Resolve and codexDaemonThread for that route.
+// Titles: the thread's row in state_5.sqlite (its name after /rename,
+// else its title, the first user message), read through dbsnap.
 type codex struct{}
 
 func (codex) Name() string { return "codex" }
@@ -204,6 +214,14 @@ func stringField(ln []byte, key string) string {
 }
 
 // Resolve implements Harness.
+//
+// Routes, in order: the rollout the process holds open (fd: Codex without
+// its app-server daemon); the rollout 9harness named when it relaunched the
+// process (relaunch); then, for a TUI of Codex's shared app-server daemon
+// (the default since 0.169: the daemon, not the TUI, holds every rollout,
+// and no file names the TUI's pid or its connection), the thread in the
+// TUI's own argv ("codex resume <id>": argv), else the guarded dir route
+// over state_5.sqlite's threads (codexDaemonThread).
 func (codex) Resolve(env Env, p proc.Proc) Agent {
 	a, _ := start("codex", env, p)
 	if env.Root == nil {
@@ -230,17 +248,42 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	if len(main) == 0 {
 		main = subs // only sub-agent rollouts held: the newest stands for the session
 	}
-	if len(main) == 0 {
-		a.Via = "none (no rollout open yet)"
-		return a
+	var threads []codexThread
+	var rel string
+	switch {
+	case len(main) > 0:
+		newestFirst(main)
+		rel = main[0].rel
+		a.Via = RouteFD
+	default:
+		if t, ok := env.Relaunches.Lookup(p.PID, p.Start); ok && codexRollout.MatchString(t) && codexID(t) != "" {
+			if info, err := env.Root.Stat(t); err == nil && !info.Dir {
+				rel, a.Via = t, RouteRelaunch
+				break
+			}
+		}
+		threads = codexThreads(env.Root)
+		rel, a.Via = codexDaemonThread(env, p, cleanCwd(a.Cwd), threads)
+		if rel == "" {
+			return a
+		}
 	}
-	newestFirst(main)
-	rel := main[0].rel
-	a.Session, a.Transcript, a.Via = codexID(rel), rel, "fd"
+	a.Session, a.Transcript = codexID(rel), rel
 	a.Model, a.Title = codexFacts(env.Root, rel)
-	if t := codexIndexTitle(env.Root, a.Session); t != "" {
-		a.Title = t
+	if threads == nil {
+		threads = codexThreads(env.Root)
 	}
+	var th codexThread
+	for _, t := range threads {
+		if t.id == a.Session {
+			th = t
+		}
+	}
+	a.Model = pick(th.model, a.Model) // the rollout's last turn_context, else the row's
+	// Title precedence: the /rename name (threads.name, else the index
+	// /rename appends to), a thread_name the rollout recorded, then the
+	// thread's title, which Codex sets to its first user message.
+	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
 	a.Agents = codexSubs(env.Root, rel, a.Session, subs, metas)
 	return a
 }
@@ -358,4 +401,232 @@ func (codex) Resume(a Agent, env Env) ([]string, error) {
 		return nil, nothingYet("codex", a, "session "+a.Session+" has no rollout; Codex writes it at the first prompt")
 	}
 	return []string{"codex", "resume", a.Session}, nil
+}
+
+// codexThread is a row of state_5.sqlite's threads table.
+type codexThread struct {
+	id, rel, cwd  string // rel: the rollout, relative to the Codex root
+	title, name   string // title: the first user message; name: the /rename name
+	model, source string
+	created       time.Time
+	sub           bool // a sub-agent's thread
+}
+
+// codexStateDB is Codex's state database (threads, since 0.16x).
+const codexStateDB = "state_5.sqlite"
+
+// codexThreads reads the threads of state_5.sqlite through a dbsnap
+// snapshot (saferoot only, nothing written, a live writer's WAL applied).
+// Missing or unreadable: none.
+func codexThreads(r *saferoot.Root) []codexThread {
+	db, err := dbsnap.Open(r, codexStateDB)
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Columns by name, so an older schema without one of them still
+	// reads: a column it lacks is selected as NULL.
+	cols := map[string]bool{}
+	if rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('threads')`); err == nil {
+		for rows.Next() {
+			var n string
+			if rows.Scan(&n) == nil {
+				cols[n] = true
+			}
+		}
+		rows.Close()
+	}
+	if !cols["id"] || !cols["rollout_path"] || !cols["cwd"] {
+		return nil
+	}
+	col := func(n string) string {
+		if cols[n] {
+			return n
+		}
+		return "NULL"
+	}
+	q := `SELECT id, rollout_path, cwd, ` + col("title") + `, ` + col("name") + `, ` + col("model") + `, ` +
+		col("source") + `, ` + col("created_at_ms") + `, ` + col("created_at") + `, ` + col("agent_path") + `, ` +
+		col("attached_thread_parent_id") + ` FROM threads`
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []codexThread
+	for rows.Next() && len(out) < maxCodexThreads {
+		var id, rp, cwd string
+		var title, name, model, source, agentPath, parent sql.NullString
+		var ms, secs sql.NullInt64
+		if rows.Scan(&id, &rp, &cwd, &title, &name, &model, &source, &ms, &secs, &agentPath, &parent) != nil {
+			continue
+		}
+		t := codexThread{id: id, cwd: cwd, title: title.String, name: name.String, model: model.String, source: source.String}
+		// rollout_path is absolute, in whatever spelling Codex's home had:
+		// the part from sessions/ on is the path under the root.
+		if i := strings.LastIndex(rp, "/sessions/"); i >= 0 {
+			if rel := rp[i+1:]; codexRollout.MatchString(rel) && codexID(rel) == id {
+				t.rel = rel
+			}
+		}
+		switch {
+		case ms.Valid:
+			t.created = time.UnixMilli(ms.Int64)
+		case secs.Valid:
+			t.created = time.Unix(secs.Int64, 0)
+		}
+		t.sub = agentPath.String != "" || parent.String != "" || strings.HasPrefix(strings.TrimSpace(t.source), "{")
+		out = append(out, t)
+	}
+	return out
+}
+
+// maxCodexThreads bounds the rows kept of one snapshot (rule 10): far more
+// threads than one person starts, each row a few hundred bytes here.
+const maxCodexThreads = 100000
+
+// codexStartSlack widens "created since the TUI started". None is needed:
+// /proc's start time is boot time (whole seconds, rounded down) plus
+// ticks, so it is up to a second early and never late, which already errs
+// toward counting a thread as begun since (more ambiguity, never a wrong
+// thread), and toward counting a TUI as a rival.
+const codexStartSlack = 0
+
+// codexResumeID is the thread "codex resume <id>" names in argv, or "".
+func codexResumeID(argv []string) string {
+	if len(argv) < 2 {
+		return ""
+	}
+	args := argv[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if !strings.Contains(a, "=") && codexFlags.value[a] {
+				i++
+			}
+		case a != "resume":
+			return "" // another subcommand, or a prompt
+		default:
+			id := codexFlags.positional(args[i+1:])
+			if isUUID(id) {
+				return id
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// codexDaemonThread is the route from a TUI that holds no rollout (it is a
+// client of Codex's shared app-server daemon) to its thread, and the via
+// that says how it was found.
+//
+// Measured with Codex 0.169.0: nothing on disk or in /proc names the TUI
+// with its thread. The daemon holds every loaded thread's rollout and
+// writer lock; tui-thread-reference-capabilities/<id> is an empty file
+// per thread (its mtime the thread's start, untouched by a resume);
+// logs_2.sqlite keys the TUI's own rows by its pid but gives them no
+// thread id; /proc/net/unix names no peer. So:
+//
+//   - "codex resume <id>" in the TUI's argv names the thread (argv; the
+//     TUI may since have switched threads with /new or /resume, which
+//     nothing shows);
+//   - else the guarded dir route over the threads table: the one thread
+//     of the TUI's cwd created since the TUI started, when no other
+//     Codex TUI in that cwd could have created it. A TUI with several
+//     such threads, or a thread another TUI could own, is ambiguous:
+//     none is chosen and a move is refused. A resumed thread (created
+//     before its TUI) is found only by argv.
+func codexDaemonThread(env Env, p proc.Proc, cwd string, threads []codexThread) (rel, via string) {
+	argv := normArgv(p.Argv)
+	if len(argv) == 0 && env.Procs != nil {
+		argv, _ = env.Procs.Argv(p.PID)
+		argv = normArgv(argv)
+	}
+	if id := codexResumeID(argv); id != "" {
+		for _, t := range threads {
+			if t.id == id && t.rel != "" {
+				if info, err := env.Root.Stat(t.rel); err == nil && !info.Dir {
+					return t.rel, RouteArgv + " (codex resume " + id + ")"
+				}
+			}
+		}
+		return "", RouteNone + " (codex resume " + id + ": no rollout of that thread)"
+	}
+	if len(threads) == 0 {
+		return "", RouteNone + " (no rollout open yet)"
+	}
+	since, ok := started(env, p)
+	if !ok || cwd == "" {
+		return "", RouteNone + " (no rollout open; the process's start or cwd is unknown)"
+	}
+	var cands []codexThread
+	for _, t := range threads {
+		if !t.sub && t.rel != "" && !t.created.IsZero() && !t.created.Before(since.Add(-codexStartSlack)) && sameDir(t.cwd, cwd) {
+			if info, err := env.Root.Stat(t.rel); err == nil && !info.Dir {
+				cands = append(cands, t)
+			}
+		}
+	}
+	switch len(cands) {
+	case 0:
+		return "", RouteNone + " (no rollout open, and no thread of this cwd begun since the process started)"
+	case 1:
+	default:
+		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started; Codex's app-server daemon holds them, not the TUI)"
+	}
+	if other := codexRival(env, p, cwd, cands[0].created); other != 0 {
+		return "", RouteAmbiguous + " (the one thread of this cwd begun since the process started could be codex " + strconv.Itoa(other) + "'s, in the same cwd)"
+	}
+	return cands[0].rel, RouteDir + " (the one thread of this cwd begun since the process started; Codex's app-server daemon holds it, not the TUI)"
+}
+
+// codexRival is another live Codex TUI in cwd, started by created (so it
+// could have created that thread), that neither holds its own rollout nor
+// names its thread in argv: 0 when there is none.
+func codexRival(env Env, p proc.Proc, cwd string, created time.Time) int {
+	if env.Procs == nil {
+		return 0
+	}
+	pids, err := env.Procs.PIDs()
+	if err != nil {
+		return -1 // unknown: as good as a rival
+	}
+	boot, err := env.Procs.BootTime()
+	if err != nil {
+		return -1
+	}
+	for _, pid := range pids {
+		if pid == p.PID {
+			continue
+		}
+		// argv first: only a native codex costs the reads of a Stat.
+		if argv, err := env.Procs.Argv(pid); err != nil || len(argv) == 0 || !codexNative(base(normArgv(argv)[0])) {
+			continue
+		}
+		q, err := env.Procs.Stat(pid)
+		if err != nil || len(q.Argv) == 0 {
+			continue
+		}
+		parent, _ := env.Procs.Stat(q.PPID)
+		if (codex{}).Classify(q, parent) != Session {
+			continue
+		}
+		if qc, err := env.Procs.Cwd(pid); err != nil || !sameDir(cleanCwd(qc), cwd) {
+			continue
+		}
+		if proc.Started(boot, q.Start).After(created.Add(codexStartSlack)) || codexResumeID(normArgv(q.Argv)) != "" {
+			continue
+		}
+		if len(held(env, pid, "sessions/")) > 0 {
+			continue // a TUI that hosts its own app-server holds its rollout
+		}
+		return pid
+	}
+	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // codexNoDaemon makes a Codex TUI host its own app-server instead of the
@@ -146,10 +147,7 @@ func codexWrote(a *agent) (facts, bool) {
 		if f.session != "" {
 			return facts{}, false // two rollouts the agent cannot be told by
 		}
-		f = facts{session: id, transcript: p, model: model}
-		if codexThreadTitles {
-			f.title = prompt // the thread's title in state_5.sqlite
-		}
+		f = facts{session: id, transcript: p, model: model, title: prompt} // the thread's title in state_5.sqlite
 	}
 	if f.session == "" {
 		return f, false
@@ -165,7 +163,7 @@ func codexWrote(a *agent) (facts, bool) {
 			}
 		}
 	}
-	if a.firstPrompt != "" && f.title == "" && codexThreadTitles {
+	if a.firstPrompt != "" && f.title == "" {
 		f.title = a.firstPrompt
 	}
 	return f, true
@@ -176,8 +174,7 @@ func codexWrote(a *agent) (facts, bool) {
 // keeping its flags, and one more prompt.
 func TestCodex(t *testing.T) {
 	t.Parallel()
-	codexAlone(t)
-	w := newWorld(t)
+	w := codexWorld(t)
 	d := w.startDaemon([]*cli{codex}, "--allow-move")
 	cwd := w.cwd("codex")
 	a := codex.start(w, "cx1", cwd, append(append([]string{}, codexNoDaemon...), "-m", "gpt-mock-2")...)
@@ -201,8 +198,7 @@ func TestCodex(t *testing.T) {
 // config.toml and no flag: the move then depends on no flag being kept.
 func TestCodexConfigNoDaemon(t *testing.T) {
 	t.Parallel()
-	codexAlone(t)
-	w := newWorld(t)
+	w := codexWorld(t)
 	w.codexConfig = append(w.codexConfig, "[features]\ndaemon_auto_start = false")
 	d := w.startDaemon([]*cli{codex}, "--allow-move")
 	cwd := w.cwd("codexc")
@@ -219,6 +215,32 @@ func TestCodexConfigNoDaemon(t *testing.T) {
 	moved(t, w, d, a, "cxcmoved")
 }
 
+// TestCodexDefault: Codex as installed, with its shared app-server daemon,
+// which (not the TUI) holds the rollout open: the TUI's facts all the
+// same, the daemon and its pid-update loop never listed, and a move.
+func TestCodexDefault(t *testing.T) {
+	t.Parallel()
+	w := codexWorld(t)
+	d := w.startDaemon([]*cli{codex}, "--allow-move")
+	cwd := w.cwd("codexd")
+	a := codex.start(w, "cxd1", cwd)
+	a.prompt("say hello bravo")
+	f := a.facts()
+	logCodexRequests(t, w)
+	w.waitFor(20*time.Second, nil, "Codex's app-server daemon", func() bool { return len(codexDaemons(w)) > 0 })
+	t.Run("facts", func(t *testing.T) {
+		d.checkFacts(t, "codex", a.pid, cwd, f)
+		d.checkListed(t, map[int]string{a.pid: "codex"})
+		// No file ties the TUI to its thread: the route is the guarded
+		// one (the one thread of its cwd begun since it started), and via
+		// says the daemon holds it.
+		if got, err := d.c.Agent("codex", a.pid); err != nil || !strings.HasPrefix(got.Via, "dir ") || !strings.Contains(got.Via, "daemon") {
+			t.Errorf("/active/codex/%d/via = %q (%v), want the dir route naming the app-server daemon", a.pid, got.Via, err)
+		}
+	})
+	moved(t, w, d, a, "cxdmoved")
+}
+
 // codexDaemons are this test's Codex app-server processes.
 func codexDaemons(w *world) []int {
 	var out []int
@@ -230,8 +252,9 @@ func codexDaemons(w *world) []int {
 	return out
 }
 
-// logCodexRequests says which requests Codex made: research saw a title
-// request with a thread's first prompt; 0.169 did not always send one.
+// logCodexRequests says which requests Codex made: a title request may
+// come with a thread's first prompt or not (Codex 0.169 does not always
+// send one), so the log says which this run saw.
 func logCodexRequests(t *testing.T, w *world) {
 	kinds := map[string]int{}
 	for _, r := range w.mock.Requests() {
@@ -248,13 +271,9 @@ func TestCodexTwoInOneCwd(t *testing.T) {
 		name  string
 		flags []string
 	}{{"no daemon", codexNoDaemon}, {"default", nil}} {
-		if mode.flags == nil && !codexDaemonRoute {
-			continue // TestCodexDefault's file says why
-		}
 		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel()
-			codexAlone(t)
-			w := newWorld(t)
+			w := codexWorld(t)
 			d := w.startDaemon([]*cli{codex})
 			cwd := w.cwd("shared")
 			// One after the other: two TUIs starting the shared daemon at
@@ -275,6 +294,7 @@ func TestCodexTwoInOneCwd(t *testing.T) {
 					t.Errorf("codex/%d: %v", c.ag.pid, err)
 					continue
 				}
+				t.Logf("/active/codex/%d: session %q via %q", c.ag.pid, got.Session, got.Via)
 				switch got.Session {
 				case c.own.session:
 					d.checkFacts(t, "codex", c.ag.pid, cwd, c.own)
@@ -320,4 +340,79 @@ func codexAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+}
+
+// codexWorld is newWorld for a Codex test: alone (codexAlone), and with
+// the app-server daemons Codex started in the scratch HOME stopped by pid
+// before the world's own cleanup.
+func codexWorld(t *testing.T) *world {
+	codexAlone(t)
+	w := newWorld(t)
+	t.Cleanup(func() { stopCodexDaemons(w) })
+	return w
+}
+
+// stopCodexDaemons stops the app-server daemon and its pid-update loop
+// that Codex started for this world, by the pids Codex recorded in
+// ~/.codex/app-server-daemon/{daemon,daemon-updater}.pid: only a process
+// whose start ticks are the recorded ones and whose executable is Codex's
+// copy under the scratch HOME, so never another HOME's daemon and never a
+// reused pid. The world's cleanup then stops anything left by its marker.
+func stopCodexDaemons(w *world) {
+	var pids []int
+	for _, name := range []string{"daemon.pid", "daemon-updater.pid"} {
+		b, err := os.ReadFile(filepath.Join(w.home, ".codex", "app-server-daemon", name))
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			PID      int `json:"pid"`
+			Identity struct {
+				StartTicks int64 `json:"startTicks"`
+			} `json:"processIdentity"`
+		}
+		if json.Unmarshal(b, &rec) != nil || rec.PID <= 1 {
+			continue
+		}
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe")
+		if err != nil || !strings.HasPrefix(exe, filepath.Join(w.home, ".codex", "packages")+"/") {
+			continue
+		}
+		if st, err := procStartTicks(rec.PID); err != nil || st != rec.Identity.StartTicks {
+			continue
+		}
+		pids = append(pids, rec.PID)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if len(pids) > 0 {
+		w.t.Logf("stopped Codex's app-server daemon processes %v", pids)
+	}
+}
+
+// procStartTicks is field 22 of /proc/PID/stat.
+func procStartTicks(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("stat of %d: no comm", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("stat of %d: short", pid)
+	}
+	return strconv.ParseInt(f[19], 10, 64)
 }

@@ -1,0 +1,491 @@
+// Package dbsnap opens a read-only, consistent snapshot of a SQLite database
+// that another program may be writing, without leaving the confinement layer
+// and without writing a byte.
+//
+// Why not open the file with the driver: SQLite opens the database, its -wal
+// and its -shm by path (following links, outside saferoot), and a reader of a
+// WAL database maps and writes the -shm wal-index. The daemon's unit cannot
+// write the agents' homes (ProtectHome=read-only) and must never follow a
+// link an agent swapped in. So the snapshot is made here: the main file and
+// its -wal are read into memory through saferoot (no link followed, no mount
+// crossed, nothing written), the WAL's committed frames are applied by this
+// package (fileformat §4: header magic and checksum, the salts, the
+// cumulative frame checksums, frames up to the last valid commit frame), the
+// header's read/write version bytes are set to 1 (rollback journal) so that
+// the engine looks for no WAL, and the image is opened as an immutable
+// database in memory by github.com/ncruces/go-sqlite3 (pure Go, no cgo: SQLite
+// translated from Wasm by wasm2go) through its "reader" VFS, which opens no
+// other file and takes no lock. Temporary storage is kept in memory.
+//
+// Consistency against a live writer: the -wal header is read first, then the
+// main file, then the whole -wal. A WAL writer changes the main file only in
+// a checkpoint, which copies pages whose newest version is still in the WAL
+// (so the overlay wins), and restarts the WAL only after a complete
+// checkpoint, which rewrites the WAL header (new salts): a header that
+// differs between the first and the last read, a main file whose size, mtime
+// or ctime changed, or a first page that changed, makes the snapshot be taken
+// again. A rollback-journal writer changes the main file in place; a -journal
+// that is not idle makes the snapshot be taken again too.
+package dbsnap
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	sqlite "github.com/ncruces/go-sqlite3/driver"
+	"github.com/ncruces/go-sqlite3/vfs/readervfs"
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// MaxBytes bounds what one snapshot holds in memory: the main file plus its
+// -wal (rule 10, bounded memory). An agent's state database is small (a
+// Codex state_5.sqlite of a thousand threads is a few MB), but opencode keeps
+// every message of every session in its database, which grows for as long as
+// it is used; 256 MiB keeps years of that while still bounding a daemon that
+// may hold a few snapshots at once. WithMaxBytes lowers it per call.
+const MaxBytes = 256 << 20
+
+// attempts is how often a snapshot is taken again when a writer changed the
+// files under the read; the pause between attempts doubles from
+// firstPause. A writer's commit takes milliseconds, so a few attempts
+// spanning tens of milliseconds see a quiet moment.
+const (
+	attempts   = 6
+	firstPause = 2 * time.Millisecond
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	max int64
+}
+
+// WithMaxBytes lowers (or raises) the bound on main file plus -wal.
+func WithMaxBytes(n int64) Option { return func(c *config) { c.max = n } }
+
+// Open returns a read-only snapshot of the SQLite database at rel under
+// root. The snapshot does not change when the file does: open another to
+// see newer rows. Close the DB to free its memory.
+//
+// Errors: NotExist when rel is absent (or a symlink, or not a regular file),
+// Invalid when it is not a SQLite database or exceeds the bound, Busy when a
+// writer kept changing it through every attempt.
+func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
+	const op = "dbsnap.Open"
+	img, err := Image(root, rel, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var nb [16]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return nil, errs.E(op, errs.IO, rel, err)
+	}
+	name := "dbsnap-" + hex.EncodeToString(nb[:])
+	readervfs.Create(name, image(img))
+	// query_only: the engine refuses any write statement itself;
+	// temp_store: sorts and temporary tables stay in memory (the reader VFS
+	// would hand temporary files to the default VFS, on disk).
+	dsn := "file:" + name + "?vfs=reader&mode=ro&_pragma=query_only(1)&_pragma=temp_store(memory)"
+	c, err := (&sqlite.SQLite{}).OpenConnector(dsn)
+	if err != nil {
+		readervfs.Delete(name)
+		return nil, errs.E(op, errs.Other, rel, err)
+	}
+	db := sql.OpenDB(&connector{Connector: c, name: name})
+	// Fail here, not at the caller's first query, when the image is not a
+	// database the engine accepts.
+	if err := db.PingContext(context.Background()); err != nil {
+		db.Close()
+		return nil, errs.E(op, errs.Invalid, rel, err)
+	}
+	return db, nil
+}
+
+// connector forgets the image when the DB is closed (sql.DB.Close calls
+// Close on a connector that has one).
+type connector struct {
+	driver.Connector
+	name string
+}
+
+func (c *connector) Close() error {
+	readervfs.Delete(c.name)
+	return nil
+}
+
+// image is the snapshot as the reader VFS wants it.
+type image []byte
+
+func (b image) ReadAt(p []byte, off int64) (int, error) { return bytes.NewReader(b).ReadAt(p, off) }
+func (b image) Size() (int64, error)                    { return int64(len(b)), nil }
+
+// errChanged: a writer changed the files during the read; read again.
+var errChanged = errors.New("changed during the read")
+
+// Image returns the bytes of the database at rel as of its last commit,
+// with the WAL applied and the header set to rollback-journal mode: a
+// complete database file, for Open or for a caller with its own engine.
+func Image(root *saferoot.Root, rel string, opts ...Option) ([]byte, error) {
+	const op = "dbsnap.Image"
+	cfg := config{max: MaxBytes}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pause := firstPause
+	for i := 0; ; i++ {
+		img, err := read(root, rel, cfg.max)
+		if !errors.Is(err, errChanged) {
+			if err != nil {
+				if errs.KindOf(err) != errs.Other {
+					return nil, err
+				}
+				return nil, errs.E(op, errs.Invalid, rel, err)
+			}
+			return img, nil
+		}
+		if i == attempts-1 {
+			return nil, errs.E(op, errs.Busy, rel, err)
+		}
+		time.Sleep(pause)
+		pause *= 2
+	}
+}
+
+// fileID is what changes when a file is written.
+type fileID struct {
+	dev, ino   uint64
+	size       int64
+	mtime, ctm unix.Timespec
+}
+
+func statID(f *os.File) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctm: st.Ctim}, nil
+}
+
+// read takes one snapshot, or errChanged.
+func read(root *saferoot.Root, rel string, max int64) ([]byte, error) {
+	const op = "dbsnap.read"
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	id1, err := statID(f)
+	if err != nil {
+		return nil, errs.E(op, errs.IO, rel, err)
+	}
+	if id1.size > max {
+		return nil, errs.E(op, errs.Invalid, rel, errors.New("database larger than the bound"))
+	}
+
+	// The -wal, opened once: its header now, all of it after the main file.
+	// A -wal replaced by a link is NotExist here, the same as no -wal; the
+	// check below still catches a header that changed.
+	w, err := root.Open(rel + "-wal")
+	switch {
+	case err == nil:
+		defer w.Close()
+	case errs.Is(err, errs.NotExist):
+		w = nil
+	default:
+		return nil, err
+	}
+	var hdr1 []byte
+	if w != nil {
+		hdr1, err = readAll(w, walHeaderSize)
+		if err != nil {
+			return nil, errs.E(op, errs.IO, rel+"-wal", err)
+		}
+	}
+	if busy, err := journalBusy(root, rel); err != nil || busy {
+		if err != nil {
+			return nil, err
+		}
+		return nil, errChanged
+	}
+
+	main, err := readAll(f, max+1)
+	if err != nil {
+		return nil, errs.E(op, errs.IO, rel, err)
+	}
+	if int64(len(main)) > max {
+		return nil, errs.E(op, errs.Invalid, rel, errors.New("database larger than the bound"))
+	}
+	var wal []byte
+	if w != nil {
+		wal, err = readAll(w, max+1-int64(len(main)))
+		if err != nil {
+			return nil, errs.E(op, errs.IO, rel+"-wal", err)
+		}
+		if int64(len(main))+int64(len(wal)) > max {
+			return nil, errs.E(op, errs.Invalid, rel, errors.New("database and WAL larger than the bound"))
+		}
+	}
+
+	// Unchanged? The main file's identity and first page, the WAL's header,
+	// and no rollback journal in progress.
+	id2, err := statID(f)
+	if err != nil {
+		return nil, errs.E(op, errs.IO, rel, err)
+	}
+	if id1 != id2 || int64(len(main)) != id1.size {
+		return nil, errChanged
+	}
+	// The whole header, or its absence, must be the same: a WAL that was
+	// empty and now is not may have been restarted and checkpointed while
+	// the main file was read.
+	if w != nil && !bytes.Equal(hdr1, wal[:min(len(wal), walHeaderSize)]) {
+		return nil, errChanged
+	}
+	if len(main) >= headerSize {
+		head, err := readAll(f, headerSize)
+		if err != nil {
+			return nil, errs.E(op, errs.IO, rel, err)
+		}
+		if !bytes.Equal(head, main[:headerSize]) {
+			return nil, errChanged
+		}
+	}
+	if busy, err := journalBusy(root, rel); err != nil || busy {
+		if err != nil {
+			return nil, err
+		}
+		return nil, errChanged
+	}
+	img, err := apply(main, wal, max)
+	if err != nil {
+		return nil, errs.E(op, errs.Invalid, rel, err)
+	}
+	return img, nil
+}
+
+// journalBusy reports whether a rollback journal holds a transaction in
+// progress: a -journal whose header is not zeroed (journal_mode DELETE
+// removes it, TRUNCATE empties it, PERSIST zeroes its header when idle).
+func journalBusy(root *saferoot.Root, rel string) (bool, error) {
+	j, err := root.Open(rel + "-journal")
+	if errs.Is(err, errs.NotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer j.Close()
+	b, err := readAll(j, 8)
+	if err != nil {
+		return false, errs.E("dbsnap.journal", errs.IO, rel+"-journal", err)
+	}
+	return !allZero(b), nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// readAll reads f from offset 0, up to n bytes.
+func readAll(f *os.File, n int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		buf.Grow(int(min(fi.Size()+1, n)))
+	}
+	_, err := buf.ReadFrom(io.NewSectionReader(f, 0, n))
+	return buf.Bytes(), err
+}
+
+const (
+	headerSize      = 100 // the database header
+	walHeaderSize   = 32
+	walFrameHdrSize = 24
+)
+
+var sqliteMagic = []byte("SQLite format 3\x00")
+
+// apply returns main with the WAL's committed frames applied and the header
+// set to rollback-journal mode. It may reuse main's memory.
+func apply(main, wal []byte, max int64) ([]byte, error) {
+	if len(main) > 0 {
+		if len(main) < headerSize || !bytes.Equal(main[:16], sqliteMagic) {
+			return nil, errors.New("not a SQLite database")
+		}
+	}
+	frames, pageSize, nPages := walFrames(wal)
+	if nPages > 0 {
+		if len(main) > 0 && dbPageSize(main) != pageSize {
+			return nil, errors.New("WAL page size differs from the database's")
+		}
+		size := int64(nPages) * int64(pageSize)
+		if size > max {
+			return nil, errors.New("database image larger than the bound")
+		}
+		if int64(len(main)) >= size {
+			main = main[:size]
+		} else {
+			main = append(main, make([]byte, int(size)-len(main))...)
+		}
+		for pgno, off := range frames {
+			if pgno > nPages {
+				continue // beyond a commit that shrank the database
+			}
+			dst := int64(pgno-1) * int64(pageSize)
+			copy(main[dst:dst+int64(pageSize)], wal[off:off+pageSize])
+		}
+		if !bytes.Equal(main[:16], sqliteMagic) {
+			return nil, errors.New("not a SQLite database")
+		}
+	}
+	if len(main) >= headerSize {
+		// Rollback-journal mode: the engine opens no -wal and no -shm.
+		main[18], main[19] = 1, 1
+	}
+	return main, nil
+}
+
+// dbPageSize is the page size in a database header (1 means 65536).
+func dbPageSize(main []byte) int {
+	n := int(binary.BigEndian.Uint16(main[16:18]))
+	if n == 1 {
+		return 65536
+	}
+	return n
+}
+
+// walFrames parses a WAL (fileformat §4.1-4.3) and returns, for each page,
+// the offset in wal of its newest frame at or before the last valid commit
+// frame, the page size, and the database size in pages after that commit
+// (0 when no commit is valid: the WAL adds nothing).
+func walFrames(wal []byte) (frames map[uint32]int, pageSize int, nPages uint32) {
+	if len(wal) < walHeaderSize {
+		return nil, 0, 0
+	}
+	magic := binary.BigEndian.Uint32(wal[0:4])
+	var order binary.ByteOrder
+	switch magic {
+	case 0x377f0682:
+		order = binary.LittleEndian
+	case 0x377f0683:
+		order = binary.BigEndian
+	default:
+		return nil, 0, 0
+	}
+	if binary.BigEndian.Uint32(wal[4:8]) != 3007000 {
+		return nil, 0, 0
+	}
+	pageSize = int(binary.BigEndian.Uint32(wal[8:12]))
+	if pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
+		return nil, 0, 0
+	}
+	salt1, salt2 := binary.BigEndian.Uint32(wal[16:20]), binary.BigEndian.Uint32(wal[20:24])
+	s0, s1 := checksum(order, 0, 0, wal[:24])
+	if s0 != binary.BigEndian.Uint32(wal[24:28]) || s1 != binary.BigEndian.Uint32(wal[28:32]) {
+		return nil, 0, 0
+	}
+	// Frames are collected provisionally and kept only up to the last
+	// commit frame: a transaction whose commit frame is missing or torn is
+	// not applied.
+	committed := map[uint32]int{}
+	var pending []struct {
+		pgno uint32
+		off  int
+	}
+	frameSize := walFrameHdrSize + pageSize
+	for off := walHeaderSize; off+frameSize <= len(wal); off += frameSize {
+		fh := wal[off : off+walFrameHdrSize]
+		if binary.BigEndian.Uint32(fh[8:12]) != salt1 || binary.BigEndian.Uint32(fh[12:16]) != salt2 {
+			break
+		}
+		page := wal[off+walFrameHdrSize : off+frameSize]
+		s0, s1 = checksum(order, s0, s1, fh[:8])
+		s0, s1 = checksum(order, s0, s1, page)
+		if s0 != binary.BigEndian.Uint32(fh[16:20]) || s1 != binary.BigEndian.Uint32(fh[20:24]) {
+			break
+		}
+		pgno := binary.BigEndian.Uint32(fh[0:4])
+		if pgno == 0 {
+			break
+		}
+		pending = append(pending, struct {
+			pgno uint32
+			off  int
+		}{pgno, off + walFrameHdrSize})
+		if commit := binary.BigEndian.Uint32(fh[4:8]); commit != 0 {
+			for _, p := range pending {
+				committed[p.pgno] = p.off
+			}
+			pending = pending[:0]
+			nPages = commit
+		}
+	}
+	if nPages == 0 {
+		return nil, 0, 0
+	}
+	return committed, pageSize, nPages
+}
+
+// checksum is the WAL checksum (fileformat §4.3) of b, a multiple of 8
+// bytes, continuing from s0, s1; words are read in the byte order the WAL
+// header's magic names.
+func checksum(order binary.ByteOrder, s0, s1 uint32, b []byte) (uint32, uint32) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		s0 += order.Uint32(b[i:]) + s1
+		s1 += order.Uint32(b[i+4:]) + s0
+	}
+	return s0, s1
+}
+
+// Version identifies the state of a database and its -wal: equal Versions
+// mean equal snapshots, so a caller can keep what it derived from one. The
+// zero FileVersion stands for an absent -wal.
+type Version struct {
+	DB, WAL FileVersion
+}
+
+// FileVersion is what changes when a file is replaced or written.
+type FileVersion struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime int64 // nanoseconds since the epoch
+}
+
+func fileVersion(i saferoot.Info) FileVersion {
+	return FileVersion{Dev: i.Dev, Ino: i.Ino, Size: i.Size, Mtime: i.Mtime.UnixNano(), Ctime: i.Ctime.UnixNano()}
+}
+
+// Stat returns the Version of the database at rel: a Stat of the file and
+// of its -wal, through saferoot.
+func Stat(root *saferoot.Root, rel string) (Version, error) {
+	db, err := root.Stat(rel)
+	if err != nil {
+		return Version{}, err
+	}
+	v := Version{DB: fileVersion(db)}
+	wal, err := root.Stat(rel + "-wal")
+	switch {
+	case err == nil:
+		v.WAL = fileVersion(wal)
+	case !errs.Is(err, errs.NotExist):
+		return Version{}, err
+	}
+	return v, nil
+}
