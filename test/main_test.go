@@ -47,7 +47,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building the fake harness: %v\n%s", err, out)
 		return 1
 	}
-	for _, name := range []string{"claude", "codex", "omp", "pi", "hermes"} {
+	for _, name := range []string{"claude", "codex", "omp", "pi", "hermes", "gemini"} {
 		if err := os.Link(fake, filepath.Join(dir, name)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

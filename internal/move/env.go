@@ -12,6 +12,12 @@ func scrub(env []string) []string {
 		case k == "ZMX_SESSION", k == "TMUX", k == "TMUX_PANE", k == "STY", strings.HasPrefix(k, "ZELLIJ"),
 			strings.HasPrefix(k, "LISTEN_"), k == "NOTIFY_SOCKET":
 			continue
+		// What a parent set for this one child: node's IPC channel (an fd
+		// the relaunch does not have: node fails on it), and Gemini CLI's
+		// mark of its relaunched child (the resumed gemini relaunches
+		// itself as a user's does, with its memory flags).
+		case k == "NODE_CHANNEL_FD", k == "NODE_CHANNEL_SERIALIZATION_MODE", k == "GEMINI_CLI_NO_RELAUNCH":
+			continue
 		}
 		out = append(out, kv)
 	}

@@ -27,6 +27,9 @@ var wanted = map[string]bool{
 	"HERMES_HOME":          true, // hermes-agent
 	"DSH_HOME":             true, // DeepSeek Harness
 	"GEMINI_DIR":           true, // Gemini CLI
+	// Gemini CLI's relaunched child (and a gemini that never relaunches)
+	// has it: it tells the agent from its launcher.
+	"GEMINI_CLI_NO_RELAUNCH": true,
 }
 
 // Wanted returns the names of the variables the tree reads of an agent,

@@ -1,7 +1,7 @@
 // Command fakeharness stands in for a real harness in tests. It behaves as
 // the harness named by its own argv[0] basename (copy or link it as
 // "claude", "codex", ...), writing the on-disk state the real one writes
-// (shapes from shared/research/harness-formats.md), then waits for a signal.
+// (the shapes of the samples in testdata/home), then waits for a signal.
 //
 //	claude [--resume SID]   writes $HOME/.claude/sessions/<pid>.json with
 //	                        its real procStart (field 22) and a transcript
@@ -33,6 +33,14 @@
 //	                        as hermes_cli/active_sessions.py does; releases
 //	                        it on exit. No state.db is written.
 //
+//	gemini [--resume|-r SID]
+//	                        as Gemini CLI: without GEMINI_CLI_NO_RELAUNCH a
+//	                        launcher that relaunches itself with it set and
+//	                        ignores SIGTERM; the child maps the cwd to its
+//	                        basename in $HOME/.gemini/projects.json and
+//	                        writes tmp/<slug>/chats/session-<minute>-<id8>.jsonl
+//	                        (no fd); resuming, it writes nothing
+//
 // Environment: FAKE_SESSION (the session id to use when not resuming),
 // FAKE_RECORD (a file to which it appends one JSON line: argv, cwd, env,
 // pid), FAKE_IGNORE_TERM=1 (ignore SIGTERM), FAKE_CHILD (a \x1f-separated
@@ -42,6 +50,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -127,6 +136,13 @@ func run(name string, args []string) error {
 			return err
 		}
 		cleanup = c
+	case "gemini":
+		if os.Getenv("GEMINI_CLI_NO_RELAUNCH") == "" {
+			return geminiLaunch(args)
+		}
+		if err := gemini(home, physicalWd(), sid, flagValue(args, "--resume", "-r")); err != nil {
+			return err
+		}
 	default:
 		// A process that only looks like the harness (argv/comm) and
 		// writes nothing: the "no registry" shape.
@@ -545,6 +561,70 @@ func pi(home, cwd, sid, sessionArg string) error {
 		}, exchange(mc, "fix the build", now)...)
 	}
 	for _, l := range lines {
+		if err := appendLine(path, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// geminiLaunch is Gemini CLI's launcher: it relaunches itself (same argv)
+// as a child with GEMINI_CLI_NO_RELAUNCH=true, ignores SIGINT, SIGTERM and
+// SIGHUP as the real one does, and exits with the child's status.
+func geminiLaunch(args []string) error {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	child := exec.Command(self, args...)
+	child.Args[0] = os.Args[0]
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+	child.Env = append(os.Environ(), "GEMINI_CLI_NO_RELAUNCH=true")
+	err = child.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		os.Exit(max(ee.ExitCode(), 1))
+	}
+	return err
+}
+
+// gemini is Gemini CLI's relaunched child: it maps the cwd to a slug in
+// projects.json (its basename) and writes tmp/<slug>/chats/
+// session-<UTC minute>-<sid[:8]>.jsonl: the metadata line at start, then
+// one exchange. With --resume <sid> it writes nothing (as 0.61.0 does
+// until the next prompt).
+func gemini(home, cwd, sid, resume string) error {
+	root := filepath.Join(home, ".gemini")
+	slug := strings.ToLower(filepath.Base(cwd))
+	if err := os.MkdirAll(filepath.Join(root, "tmp", slug, "chats"), 0o755); err != nil {
+		return err
+	}
+	reg, _ := json.Marshal(map[string]any{"projects": map[string]string{cwd: slug}})
+	if err := os.WriteFile(filepath.Join(root, "projects.json"), reg, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "tmp", slug, ".project_root"), []byte(cwd), 0o644); err != nil {
+		return err
+	}
+	if resume != "" {
+		if m, _ := filepath.Glob(filepath.Join(root, "tmp", slug, "chats", "session-*-"+resume[:min(8, len(resume))]+".jsonl")); len(m) == 1 {
+			return nil
+		}
+		return fmt.Errorf("Error resuming session: Invalid session identifier %q", resume)
+	}
+	if sid == "" {
+		sid = uuidv7()
+	}
+	now := time.Now()
+	sum := sha256.Sum256([]byte(cwd))
+	path := filepath.Join(root, "tmp", slug, "chats", "session-"+strings.ReplaceAll(isoMillis(now)[:16], ":", "-")+"-"+sid[:8]+".jsonl")
+	ts := isoMillis(now)
+	for _, l := range []string{
+		jsonLine(obj{"sessionId", sid, "projectHash", hex.EncodeToString(sum[:]), "startTime", ts, "lastUpdated", ts, "kind", "main"}),
+		jsonLine(obj{"id", randHex(16), "timestamp", ts, "type", "user", "content", []any{map[string]string{"text": "fix the build"}}}),
+		jsonLine(obj{"$set", map[string]string{"lastUpdated": ts}}),
+		jsonLine(obj{"id", randHex(16), "timestamp", ts, "type", "gemini", "content", "done", "model", "gemini-2.5-pro"}),
+	} {
 		if err := appendLine(path, l); err != nil {
 			return err
 		}
