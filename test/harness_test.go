@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"errors"
+	nharness "github.com/9harness/9harness/internal/harness"
 	"net"
 	"os"
 	"os/exec"
@@ -66,11 +67,11 @@ func fixtureHome(t testing.TB) string {
 	return dst
 }
 
-// rootArgs pins every harness root to the fixture home.
+// rootArgs points every harness root at the fixture home.
 func rootArgs(home string) []string {
 	var a []string
-	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
-		a = append(a, "--root", h+"="+filepath.Join(home, "."+h))
+	for _, h := range nharness.Names() {
+		a = append(a, "--root", h+"="+nharness.DefaultRoot(h, home, ""))
 	}
 	return a
 }

@@ -1,11 +1,11 @@
-// Command 9harnessd serves a read-only 9P2000.L view of AI coding-agent
-// harness state (Claude Code, Codex, omp, pi, hermes, dsh) over a unix socket.
+// Command 9harnessd serves a read-only 9P view (9P2000.L and plain 9P2000)
+// of AI coding-agent harness state over a unix socket; the harnesses are
+// those of internal/harness.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -19,8 +19,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/pflag"
+
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/daemon"
+	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/sockpath"
 	"github.com/9harness/9harness/internal/tree"
@@ -30,12 +33,22 @@ import (
 // version is set at link time (-ldflags "-X main.version=...").
 var version = "dev"
 
+// Exit statuses, as 9harness's: 0 ok, 1 an error, 2 a usage error.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usage is the help; its verbs are the default socket, the harnesses'
+// names and their directories in the tree, all derived, never listed here.
 const usage = `usage: 9harnessd [flags]
 
-9harnessd serves the on-disk state of your AI coding agents (Claude Code,
-Codex, omp, pi, hermes, dsh) as a read-only 9P2000.L file tree on a unix
-socket. Only processes of your own uid are answered; credential-shaped
-files are never listed or read; symlinks are never followed.
+9harnessd serves the on-disk state of your AI coding agents (%[2]s)
+as a read-only file tree on a unix socket, in 9P2000.L and in plain 9P2000
+(the client picks by its version message). Only processes of your own uid
+are answered; credential-shaped files are never listed or read; symlinks
+are never followed.
 
 Who may do what (decided from the kernel's SO_PEERCRED, never from 9P):
   read    the daemon's own uid, plus --allow-uid and --allow-group grants
@@ -48,20 +61,85 @@ Where it listens (first that applies):
   --unix PATH       listen on PATH
   --name NAME       listen on $XDG_RUNTIME_DIR/9p/NAME
   (systemd)         sockets handed over by socket activation (LISTEN_FDS)
-  (default)         %s
+  (default)         %[1]s
 
 Flags:
-`
+  --unix PATH       listen on the unix socket at PATH
+  --name NAME       listen on $XDG_RUNTIME_DIR/9p/NAME instead of .../harness
+  --fd N            serve exactly one connection already open on
+                    descriptor N
+  --root NAME=PATH  pin a harness root (repeatable; default $HOME/.NAME),
+                    resolved once at start; mounts beneath a root are never
+                    crossed, unless given as NAME=PATH,xdev. NAME is one of
+                    %[2]s
+  --max-conns N     refuse connections beyond N at once (default %[3]d)
+  --msize BYTES     largest 9P message size granted, 4096..4194304
+                    (default %[4]d)
+  --allow-uid USER  also let USER (a name or uid) read the tree (repeatable)
+  --allow-group GROUP
+                    also let members of GROUP (a name or gid) read the tree
+                    (repeatable)
+  --allow-move      allow the daemon's own uid to move agents (the one
+                    write; off by default)
+  --polkit          also ask the system's polkitd (action
+                    %[5]s) before any move
+  --audit WHERE     where refusals and moves are recorded: auto (the
+                    journal if reachable, else stderr; the default),
+                    journal or stderr
+  --idle-exit DURATION
+                    exit after DURATION (such as 10m) with no connection and
+                    no move in flight (default 0: never); systemd
+                    reactivates on the next connection
+  --proc DIR        the process table to read (default /proc; for tests)
+  --proc-helper SOCK
+                    read agents' cwd, environment and descriptors, and other
+                    users' credentials, through the proc helper at SOCK (for
+                    a daemon in a user namespace: see 9harness-proc.service)
+  --serve-proc-helper
+                    be the proc helper instead of the daemon, on --unix PATH
+                    or the socket systemd hands over
+  --host-path PATH  where a move finds tmux and zmx: a PATH-style list
+                    (default: the daemon's own PATH; never the agent's)
+  --resume-path PATH
+                    where a move finds a harness's program when the agent's
+                    executable does not name it (node-based pi, Codex): a
+                    PATH-style list (default: the daemon's own PATH)
+  --quiet           log only refusals and errors
+  --version         print the version and exit
+  -h, --help        this text
 
-const footer = `
 Look at it:
   9harness ls /                 list the tree (9harness -s PATH for another socket)
   diodls -s SOCKET -a / /       the same with diod's independent client
 
-The tree: /pid /uptime /claude/{projects,history,skills} /codex/{sessions,
-session-index,history} /omp /pi /hermes /dsh /skills/{claude,codex,omp}.
+The tree:
+  /pid /uptime      the daemon's pid and how long it has run
+  /active/HARNESS/PID/
+                    one directory per live agent: its facts (cwd, title,
+                    status, zmx, tmux, ...) and the session it writes
+%[6]s
 A harness whose directory does not exist is simply absent.
+
+Exit status: 0 on success (and after --help or --version); 1 when it cannot
+serve (the socket cannot be made, a root cannot be opened); 2 for a usage
+error, with one line on standard error.
 `
+
+// helpText fills usage in.
+func helpText() string {
+	names := harness.Names()
+	var dirs strings.Builder
+	line := "  /HARNESS/         each harness's state, as its root holds it:"
+	for _, n := range names {
+		if len(line)+len(n)+3 > 76 {
+			dirs.WriteString(line + "\n")
+			line = "                   "
+		}
+		line += " /" + n + "/"
+	}
+	dirs.WriteString(line + "\n  /skills/          the skills of the harnesses that have them")
+	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String())
+}
 
 // rootFlags collects --root NAME=PATH.
 type rootFlags map[string]string
@@ -74,6 +152,8 @@ func (r rootFlags) String() string {
 	sort.Strings(s)
 	return strings.Join(s, ",")
 }
+
+func (r rootFlags) Type() string { return "NAME=PATH" }
 
 func (r rootFlags) Set(v string) error {
 	name, path, ok := strings.Cut(v, "=")
@@ -99,12 +179,9 @@ func (r rootFlags) Set(v string) error {
 	return nil
 }
 
-// idList collects repeatable --allow-uid/--allow-group values, names or
-// numbers, resolved after parsing.
+// idList is the values of --allow-uid or --allow-group, names or numbers,
+// resolved after parsing.
 type idList []string
-
-func (l *idList) String() string     { return strings.Join(*l, ",") }
-func (l *idList) Set(v string) error { *l = append(*l, v); return nil }
 
 func (l idList) resolve(lookup func(string) (string, error)) ([]uint32, error) {
 	var out []uint32
@@ -163,74 +240,109 @@ func clientPath() string {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "--exec-env" {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is a command line that cannot be served as given.
+type usageError struct{ error }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == "--exec-env" {
 		// The launcher a move runs in the new session: it never returns
 		// unless the relaunch cannot be exec'd.
-		err := move.ExecEnv(os.Args[2])
-		fmt.Fprintf(os.Stderr, "9harnessd --exec-env: %v\n", err)
-		os.Exit(127)
+		err := move.ExecEnv(args[1])
+		fmt.Fprintf(stderr, "9harnessd --exec-env: %v\n", err)
+		return 127
 	}
-	cfg, err := parse(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "9harnessd: %v\n", err)
-		os.Exit(2)
-	}
-	if cfg == nil { // --version
-		return
+	cfg, err := parse(args, stdout)
+	var ue usageError
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		io.WriteString(stdout, helpText())
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "9harnessd: %v (try '9harnessd --help')\n", ue.error)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "9harnessd: %v\n", err)
+		return exitError
+	case cfg == nil: // --version
+		return exitOK
 	}
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := daemon.Run(ctx, *cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "9harnessd: %v\n", err)
-		os.Exit(1)
+		fmt.Fprintf(stderr, "9harnessd: %v\n", err)
+		return exitError
 	}
+	return exitOK
+}
+
+// flagError says what is wrong with a flag, naming it as it was typed.
+func flagError(err error) error {
+	var ne *pflag.NotExistError
+	var ve *pflag.ValueRequiredError
+	var ie *pflag.InvalidValueError
+	switch {
+	case errors.As(err, &ne):
+		if group := ne.GetSpecifiedShortnames(); group != "" {
+			return fmt.Errorf("unknown flag -%s", group) // 9harnessd has no short flags to combine
+		}
+		return fmt.Errorf("unknown flag --%s", ne.GetSpecifiedName())
+	case errors.As(err, &ve):
+		return fmt.Errorf("flag --%s needs a value", ve.GetFlag().Name)
+	case errors.As(err, &ie):
+		return fmt.Errorf("--%s %s: %v", ie.GetFlag().Name, ie.GetValue(), ie.Unwrap())
+	}
+	return err
 }
 
 // parse turns the command line into a Config. It returns (nil, nil) when it
-// has answered the command itself (--version).
-func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
-	fs := flag.NewFlagSet("9harnessd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// has answered the command itself (--version, on stdout), pflag.ErrHelp for
+// --help, and a usageError for a command line it cannot serve as given.
+func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
+	fs := pflag.NewFlagSet("9harnessd", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	roots := rootFlags{}
-	unixPath := fs.String("unix", "", "listen on the unix socket at `PATH`")
-	name := fs.String("name", "", "listen on $XDG_RUNTIME_DIR/9p/`NAME` instead of .../harness")
-	fd := fs.Int("fd", -1, "serve exactly one connection already open on descriptor `N`")
-	fs.Var(roots, "root", "pin a harness root: `NAME=PATH` (repeatable; default $HOME/.NAME), resolved once at start; mounts beneath a root are never crossed, unless given as NAME=PATH,xdev")
-	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "refuse connections beyond `N` at once")
-	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "largest 9P message size granted, in `bytes` (4096..4194304)")
-	var allowUIDs, allowGroups idList
-	fs.Var(&allowUIDs, "allow-uid", "also let `USER` (a name or uid) read the tree (repeatable)")
-	fs.Var(&allowGroups, "allow-group", "also let members of `GROUP` (a name or gid) read the tree (repeatable)")
-	allowMove := fs.Bool("allow-move", false, "allow the daemon's own uid to move agents (the one write; off by default)")
-	usePolkit := fs.Bool("polkit", false, "also ask the system's polkitd (action "+authz.PolkitAction+") before any move")
-	auditTo := fs.String("audit", "auto", "where refusals and moves are recorded: `auto` (the journal if reachable, else stderr), journal, stderr")
-	idleExit := fs.Duration("idle-exit", 0, "exit after `DURATION` with no connection and no move in flight (0: never); systemd reactivates on the next connection")
-	procRoot := fs.String("proc", "/proc", "the process table to read (`DIR`; for tests)")
-	procHelper := fs.String("proc-helper", "", "read agents' cwd, environment and descriptors, and other users' credentials, through the proc helper at `SOCK` (for a daemon in a user namespace: see 9harness-proc.service)")
-	serveProcHelper := fs.Bool("serve-proc-helper", false, "be the proc helper instead of the daemon, on --unix PATH or the socket systemd hands over")
-	hostPath := fs.String("host-path", "", "where a move finds tmux and zmx: a `PATH`-style list (default: the daemon's own PATH; never the agent's)")
-	resumePath := fs.String("resume-path", "", "where a move finds a harness's program when the agent's executable does not name it (node-based pi, Codex): a `PATH`-style list (default: the daemon's own PATH)")
-	quiet := fs.Bool("quiet", false, "log only refusals and errors")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, usage, sockpath.Default())
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, footer)
-	}
+	unixPath := fs.String("unix", "", "")
+	name := fs.String("name", "", "")
+	fd := fs.Int("fd", -1, "")
+	fs.Var(roots, "root", "")
+	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "")
+	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "")
+	var allowUIDs, allowGroups []string
+	fs.StringArrayVar(&allowUIDs, "allow-uid", nil, "")
+	fs.StringArrayVar(&allowGroups, "allow-group", nil, "")
+	allowMove := fs.Bool("allow-move", false, "")
+	usePolkit := fs.Bool("polkit", false, "")
+	auditTo := fs.String("audit", "auto", "")
+	idleExit := fs.Duration("idle-exit", 0, "")
+	procRoot := fs.String("proc", "/proc", "")
+	procHelper := fs.String("proc-helper", "", "")
+	serveProcHelper := fs.Bool("serve-proc-helper", false, "")
+	hostPath := fs.String("host-path", "", "")
+	resumePath := fs.String("resume-path", "", "")
+	quiet := fs.Bool("quiet", false, "")
+	showVersion := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{flagError(err)}
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	if *showVersion {
-		fmt.Fprintln(os.Stdout, "9harnessd", buildversion.String(version))
+		fmt.Fprintln(stdout, "9harnessd", buildversion.String(version))
 		return nil, nil
+	}
+	switch *auditTo {
+	case "auto", "journal", "stderr":
+	default:
+		return nil, usageError{fmt.Errorf("--audit %s: want auto, journal or stderr", *auditTo)}
 	}
 	n := 0
 	for _, set := range []bool{*unixPath != "", *name != "", *fd >= 0} {
@@ -239,30 +351,30 @@ func parse(args []string, stderr io.Writer) (*daemon.Config, error) {
 		}
 	}
 	if n > 1 {
-		return nil, errors.New("--unix, --name and --fd are alternatives: give at most one")
+		return nil, usageError{errors.New("--unix, --name and --fd are alternatives: give at most one")}
 	}
 	if *serveProcHelper && (*name != "" || *fd >= 0 || *procHelper != "" || *allowMove || len(allowUIDs)+len(allowGroups) > 0) {
-		return nil, errors.New("--serve-proc-helper takes only --unix, --idle-exit, --proc and --quiet")
+		return nil, usageError{errors.New("--serve-proc-helper takes only --unix, --idle-exit, --proc and --quiet")}
 	}
 	if *msize < 4096 || *msize > 4<<20 {
-		return nil, fmt.Errorf("--msize %d: must be between 4096 and 4194304", *msize)
+		return nil, usageError{fmt.Errorf("--msize %d: must be between 4096 and 4194304", *msize)}
 	}
 	if *maxConns < 1 {
-		return nil, fmt.Errorf("--max-conns %d: must be at least 1", *maxConns)
+		return nil, usageError{fmt.Errorf("--max-conns %d: must be at least 1", *maxConns)}
 	}
-	uids, err := allowUIDs.resolve(lookupUser)
+	uids, err := idList(allowUIDs).resolve(lookupUser)
 	if err != nil {
-		return nil, fmt.Errorf("--allow-uid: %w", err)
+		return nil, usageError{fmt.Errorf("--allow-uid: %w", err)}
 	}
-	gids, err := allowGroups.resolve(lookupGroup)
+	gids, err := idList(allowGroups).resolve(lookupGroup)
 	if err != nil {
-		return nil, fmt.Errorf("--allow-group: %w", err)
+		return nil, usageError{fmt.Errorf("--allow-group: %w", err)}
 	}
 	home, err := os.UserHomeDir()
 	if err != nil && len(roots) < len(tree.Harnesses) {
 		return nil, fmt.Errorf("no home directory for the default roots (%v); pass --root NAME=PATH", err)
 	}
-	all := tree.DefaultRoots(home)
+	all := tree.DefaultRoots(home, os.Getenv("XDG_DATA_HOME"))
 	xdev := map[string]bool{}
 	for k, v := range roots {
 		all[k], xdev[k] = strings.CutSuffix(v, ",xdev")

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -55,7 +54,8 @@ type Config struct {
 	// ServeProcHelper makes this process the proc helper instead of the
 	// daemon: it answers on --unix PATH or on the socket systemd hands over.
 	ServeProcHelper bool
-	// HostPath is where a move finds tmux and zmx, ResumePath where it
+	// HostPath is where a move (and the tmux file's lookup of the
+	// agent's session) finds tmux and zmx, ResumePath where a move
 	// finds a resume binary the agent's executable does not name; "" =
 	// the daemon's own PATH. Never the agent's.
 	HostPath, ResumePath string
@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if cfg.Logf == nil {
 			continue
 		}
-		explicit := userHome == "" || p != filepath.Join(userHome, "."+name)
+		explicit := userHome == "" || p != harness.DefaultRoot(name, userHome, os.Getenv("XDG_DATA_HOME"))
 		switch {
 		case err != nil:
 			cfg.Logf("root %s: %v: not served", name, err)
@@ -204,7 +204,14 @@ func Run(ctx context.Context, cfg Config) error {
 	for name, r := range roots {
 		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches}
 	}
-	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid()}
+	// Host binaries (tmux, zmx) come from the daemon's own configuration,
+	// never from an agent's environment (rule 7).
+	hostPath := cfg.HostPath
+	if hostPath == "" {
+		hostPath = os.Getenv("PATH")
+	}
+	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid(),
+		Sessions: move.TmuxSessions{Procs: procs, UID: uint32(os.Getuid()), HostPath: hostPath}}
 	policy := &authz.Policy{Owner: uint32(os.Getuid()), AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
 	if cfg.Polkit {
 		policy.Polkit = &authz.Polkit{}
@@ -222,10 +229,6 @@ func Run(ctx context.Context, cfg Config) error {
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("--allow-move: the daemon's own executable (the move's launcher): %w", err)
-		}
-		hostPath := cfg.HostPath
-		if hostPath == "" {
-			hostPath = os.Getenv("PATH")
 		}
 		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
 			HostPath: hostPath, ResumePath: cfg.ResumePath, Spool: move.Spool{Dir: move.DefaultSpoolDir()}, Self: []string{self, "--exec-env"}}

@@ -6,7 +6,8 @@
 //
 // One file per harness: claude.go, codex.go, omp.go, pi.go, hermes.go,
 // dsh.go. The formats they read are the ones the harnesses really write
-// today (shared/research/harness-formats.md), not the seed design's.
+// (samples in testdata/home, checked against the real CLIs by test/realcli),
+// because a format guessed from documentation is wrong on the first update.
 //
 // Two rules hold throughout. Every harness file is read through the
 // harness's saferoot.Root with a relative path, never by os.Open on a
@@ -67,7 +68,8 @@ type Env struct {
 
 // Relaunches records, for each process 9harness itself started to resume
 // a session, the transcript it named in that process's argv: pid and start
-// time → transcript (relative to the harness root). It is the route for a
+// time → transcript (relative to the harness root), or the session id for
+// a harness that keeps no transcript file (opencode). It is the route for a
 // harness whose resumed process shows nothing of its session (pi hides its
 // argv, holds no fd and writes nothing until its next answer): the daemon
 // named the file, so the record is the corroboration, not a guess.
@@ -226,7 +228,7 @@ type Harness interface {
 
 // all is the one list of harnesses: every other list (the tree's
 // directories, the daemon's --root names, Scan's pre-filter) derives from it.
-var all = []Harness{claude{}, codex{}, omp{}, pi{}, hermes{}, dsh{}}
+var all = []Harness{claude{}, codex{}, omp{}, pi{}, hermes{}, dsh{}, gemini{}, opencode{}}
 
 // All returns the harnesses in the order they are listed.
 func All() []Harness { return slices.Clone(all) }
@@ -241,8 +243,17 @@ func Names() []string {
 }
 
 // DefaultRoot is where the harness called name keeps its state under home
-// when nothing says otherwise: $HOME/.NAME.
-func DefaultRoot(name, home string) string {
+// when nothing says otherwise: $HOME/.NAME, except opencode's, which
+// follows the XDG base directories: xdgDataHome/opencode when
+// xdgDataHome ($XDG_DATA_HOME, as opencode itself reads it) is absolute,
+// else $HOME/.local/share/opencode.
+func DefaultRoot(name, home, xdgDataHome string) string {
+	if name == "opencode" {
+		if filepath.IsAbs(xdgDataHome) {
+			return filepath.Join(xdgDataHome, "opencode")
+		}
+		return home + "/.local/share/opencode"
+	}
 	return home + "/." + name
 }
 
@@ -323,10 +334,16 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 			p.Argv = argv
 			parent := proc.Proc{PID: p.PPID, Argv: argvOf(p.PPID)}
 			h, k := classify(p, parent)
-			if k != Session {
+			pr, promotes := h.(promoter)
+			if k != Session && (k != Helper || !promotes) {
 				continue
 			}
 			if p.UID, err = t.UID(pid); err != nil || p.UID != uid {
+				continue
+			}
+			// A launcher-shaped process whose environment says it is
+			// the agent (one environ read, for that harness only).
+			if k == Helper && !pr.Promote(p, func(n string) (string, bool) { return t.Getenv(pid, n) }) {
 				continue
 			}
 			found[i] = &Found{Harness: h.Name(), Proc: p}
@@ -339,6 +356,14 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		}
 	}
 	return out, nil
+}
+
+// promoter is a harness whose launcher and agent can share one command
+// line (Gemini CLI relaunches itself with its own argv): Classify calls
+// such a process a Helper, and Promote, given the process's environment
+// (only the variables proc.Wanted names), says it is the agent after all.
+type promoter interface {
+	Promote(p proc.Proc, getenv func(string) (string, bool)) bool
 }
 
 // classify asks the harnesses in order; the first that says Session or
@@ -357,7 +382,7 @@ func classify(p, parent proc.Proc) (Harness, Kind) {
 func mayBeHarness(argv []string) bool {
 	argv = normArgv(argv)
 	b := base(argv[0])
-	if harnessNames[b] || b == "claude.exe" || b == "bun" {
+	if harnessNames[b] || b == "claude.exe" || b == "opencode.exe" || b == "bun" {
 		return true
 	}
 	return isNode(b) || isPython(b) || strings.HasPrefix(b, "codex-") ||

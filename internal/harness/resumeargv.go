@@ -58,15 +58,28 @@ var keeps = map[string][]keep{
 		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
 		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
 	},
+	"gemini": {
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--approval-mode"}, emit: "--approval-mode", value: true, max: 64, ok: word},
+		{names: []string{"-y", "--yolo"}, emit: "--yolo"},
+		{names: []string{"-s", "--sandbox"}, emit: "--sandbox"},
+		{names: []string{"--include-directories"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
+	},
 	"omp": { // omp's command line is pi's
 		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
 		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+	},
+	"opencode": {
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--agent"}, emit: "--agent", value: true, max: 64, ok: word},
+		{names: []string{"--auto"}, emit: "--auto"},
+		{names: []string{"--pure"}, emit: "--pure"},
 	},
 }
 
 // valueFlags is, per harness, the flags that take a value, so that a
 // dropped flag's value is skipped with it and never read as a flag.
-var valueFlags = map[string]flags{"claude": claudeFlags, "codex": codexFlags, "pi": piFlags, "omp": piFlags}
+var valueFlags = map[string]flags{"claude": claudeFlags, "codex": codexFlags, "pi": piFlags, "omp": piFlags, "gemini": geminiFlags, "opencode": opencodeFlags}
 
 // Bounds of what a resume keeps in all: beyond them the rest is dropped.
 const (

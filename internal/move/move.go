@@ -29,6 +29,7 @@ package move
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -519,8 +520,9 @@ func (m *Mover) stay() time.Duration {
 // inside the new session, that resolves to the same session by a route
 // other than its own argv (verifiedRoute), and still does StayAlive
 // later. The process the launcher became is noted in the relaunch record
-// when the relaunch named the session's file, so that a harness that
-// shows nothing of its session (a quiet pi) resolves by that route. It
+// when the relaunch named the session's file or its id, so that a harness
+// that shows nothing of its session (a quiet pi, a resumed gemini, which
+// writes nothing until its next prompt) resolves by that route. It
 // returns the pid and the route.
 func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath string, hostEnv []string, agent harness.Agent, file string, argv []string) (int, string, error) {
 	session := agent.Session
@@ -535,9 +537,11 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 	launched, launchedGone := 0, false
 	for {
 		if launched == 0 {
-			if launched = m.Spool.Started(file); launched != 0 && namesFile(argv) {
+			if launched = m.Spool.Started(file); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
 				if p, err := m.Procs.Stat(launched); err == nil {
-					r.Env.Relaunches.Note(p.PID, p.Start, agent.Transcript)
+					// A harness with no transcript file (opencode) is
+					// recorded by its session id.
+					r.Env.Relaunches.Note(p.PID, p.Start, cmp.Or(agent.Transcript, agent.Session))
 				}
 			}
 		}

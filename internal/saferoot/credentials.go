@@ -335,6 +335,9 @@ func (r *Root) atSlug(rel string) bool {
 func (r *Root) CheckRel(rel string) error { return r.checkRel("saferoot.CheckRel", rel) }
 
 func (r *Root) checkRel(op, rel string) error {
+	if r.storeLeaf(rel) {
+		return nil // a Store view's own store (store.go)
+	}
 	return checkRelAt(op, rel, r.atSlug)
 }
 

@@ -26,13 +26,13 @@
 //
 // The root itself is looked up anew by each operation, so a root that is
 // deleted and recreated, or that appears after start-up, keeps working (a
-// pinned fd of the root would serve a deleted directory forever). The
-// daemon's roots are pinned (pin.go): the directory holding each root is
+// held fd of the root would serve a deleted directory forever). The
+// daemon's roots are anchored (pin.go): the directory holding each root is
 // opened once at start (an Anchor: $HOME for the default roots) and the
 // root is its entry there, opened by name with no symlink followed and no
 // mount crossed, so a root replaced by a link while the daemon runs is
 // NotExist, never followed; a root that is a link or a mount point at
-// start is resolved once, then (Pinner.Pin). New makes an unpinned root,
+// start is resolved once, then (Pinner.Pin). New makes an unanchored root,
 // whose path is opened, following links, by every operation: for tests and
 // tools that have no start to pin at.
 package saferoot
@@ -51,20 +51,22 @@ import (
 
 // Root is a directory named by configuration. Everything beneath it is
 // resolved with no symlink ever followed and no mount crossed. The root
-// itself is either pinned (anchor set: its entry name in a directory opened
-// at start, opened with no link followed) or, made by New, its path opened
+// itself is never held open: it is either anchored (anchor set: its entry
+// name in a directory held open from start, opened from there by each
+// operation with no link followed) or, made by New, its path opened
 // normally by each operation.
 type Root struct {
 	path   string
 	noOat2 bool
 	xdev   bool // CrossMounts: mounts beneath the root are served
 
-	anchor *Anchor  // nil: unpinned (New)
+	anchor *Anchor  // nil: unanchored (New)
 	name   string   // the root's entry in anchor
 	mnt    mountKey // nonzero: the root was a mount point at start; that mount is served
 	dead   bool     // Pin could not resolve it: never exists
 
 	slugs slugDirs // see SetSlugDirs (credentials.go)
+	store bool     // a Store view (store.go): its stores open too
 }
 
 // Option configures a Root.
@@ -74,8 +76,8 @@ type Option func(*Root)
 // (for tests, and to exercise the path old kernels take).
 func WithoutOpenat2() Option { return func(r *Root) { r.noOat2 = true } }
 
-// New returns the unpinned Root at path. It touches nothing: the path is
-// opened, following links, by each operation. The daemon pins its roots
+// New returns the unanchored Root at path. It touches nothing: the path is
+// opened, following links, by each operation. The daemon anchors its roots
 // instead (Pinner.Pin, Anchor.Root).
 func New(path string, opts ...Option) *Root {
 	r := &Root{path: path}
@@ -278,9 +280,11 @@ func (r *Root) notDirKind(rootfd int, rel string) errs.Kind {
 	return errs.NotExist
 }
 
-// openRoot opens the root afresh. A pinned root is its entry in the anchor,
-// with no link followed and no mount crossed (a mount point at start: that
-// same mount); an unpinned one is its path, following links.
+// openRoot opens the root afresh, on every operation: only the anchor's fd
+// is held, never the root's, so a root deleted and made again is served. An
+// anchored root is its entry in the anchor, with no link followed and no
+// mount crossed (a mount point at start: that same mount); an unanchored
+// one is its path, following links.
 func (r *Root) openRoot() (int, error) {
 	switch {
 	case r.dead:

@@ -18,11 +18,13 @@ import (
 //	omp     agent/sessions/<-src-x or --home-u-src-x-->/<ts>_<id>.jsonl
 //	pi      agent/sessions/<--home-u-src-x-->/<ts>_<id>.jsonl
 //	dsh     sessions/<--home-u-src-x-->/session-<id>/session.jsonl.zstd
+//	gemini  tmp/<x or x-1>/chats/session-<minute>-<id8>.jsonl
 var slugDirs = map[string][]string{
 	"claude": {"projects"},
 	"omp":    {"agent/sessions"},
 	"pi":     {"agent/sessions"},
 	"dsh":    {"sessions"},
+	"gemini": {"tmp"},
 }
 
 // The grantee view: what a peer that is not the owner (a uid granted with
@@ -42,6 +44,8 @@ var slugDirs = map[string][]string{
 //	/hermes   sessions/, state.db (+ -wal, -shm: sessions and messages),
 //	          runtime/active_sessions.json (the live session index), skills/
 //	/dsh      sessions/, storages/workspace.json (the session index)
+//	/gemini   tmp/ (the chats), projects (projects.json), as for the owner
+//	/opencode storage/{session,message,part}/ (pre-1.2 sessions), as for the owner
 //	/skills   claude/, codex/, omp/
 //
 // /claude and /codex are the same in both views: the owner's already mirrors

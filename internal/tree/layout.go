@@ -15,7 +15,9 @@ var Harnesses = harness.Names()
 
 // Config is what the tree is built from.
 type Config struct {
-	// Roots maps a harness name to its pinned root. A harness with no entry
+	// Roots maps a harness name to its root, anchored by saferoot (only the
+	// directory holding it is held open; the root is opened from there, with
+	// no link followed, by every operation). A harness with no entry
 	// has no mirrors; one whose directory is missing has none until it appears.
 	Roots map[string]*saferoot.Root
 	PID   int
@@ -38,6 +40,8 @@ type Config struct {
 //	/claude/{projects/,history,skills/}
 //	/codex/{sessions/,session-index,history}
 //	/omp/ /pi/ (each harness's agent directory) /hermes/ /dsh/ (whole roots)
+//	/gemini/{tmp/,projects}
+//	/opencode/storage/{session/,message/,part/}
 //	/skills/{claude,codex,omp}/
 func New(cfg Config) Dir {
 	now := cfg.Now
@@ -127,15 +131,36 @@ func New(cfg Config) Dir {
 		whole("pi", "pi", "agent"),
 		whole("hermes", "hermes", ""),
 		whole("dsh", "dsh", ""),
+		// Gemini CLI: the chats (tmp/<slug>/chats/…) and the slug map;
+		// never the root whole (oauth_creds.json, settings.json, the
+		// history/ shadow git repos of the projects' files).
+		dir("gemini", "gemini",
+			at("tmp", "gemini", "tmp", wantDir),
+			at("projects", "gemini", "projects.json", wantFile),
+		),
+		// opencode: only the JSON sessions and messages of its pre-1.2
+		// storage/ tree. Its sessions now live in opencode.db, which
+		// also holds the account's tokens: the credential table hides
+		// it, and /active serves only what is derived from it. Never
+		// the root whole (auth.json, snapshot/ git copies of the
+		// projects' files, storage/session_share/ share secrets).
+		dir("opencode", "opencode",
+			Child{Name: "storage", Make: fixed(NewStatic("/opencode/storage", start,
+				at("session", "opencode", "storage/session", wantDir),
+				at("message", "opencode", "storage/message", wantDir),
+				at("part", "opencode", "storage/part", wantDir),
+			))},
+		),
 		Child{Name: "skills", Make: fixed(skills)},
 	)...)
 }
 
-// DefaultRoots returns each harness's default root under home.
-func DefaultRoots(home string) map[string]string {
+// DefaultRoots returns each harness's default root under home
+// (harness.DefaultRoot).
+func DefaultRoots(home, xdgDataHome string) map[string]string {
 	m := make(map[string]string, len(Harnesses))
 	for _, h := range Harnesses {
-		m[h] = harness.DefaultRoot(h, home)
+		m[h] = harness.DefaultRoot(h, home, xdgDataHome)
 	}
 	return m
 }

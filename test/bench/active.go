@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/9harness/9harness/internal/harness"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -64,8 +65,8 @@ func activeCells(ours, tmp string) *activeRun {
 		fmt.Printf("/active: fixture table of %d processes (%d agents) in %s\n", n, agents, procDirs[i])
 		sock := filepath.Join(dir, fmt.Sprintf("fixture%d.sock", n))
 		args := []string{"--unix", sock, "--quiet", "--proc", procDirs[i]}
-		for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
-			args = append(args, "--root", h+"="+filepath.Join(home, "."+h))
+		for _, h := range harness.Names() {
+			args = append(args, "--root", h+"="+harness.DefaultRoot(h, home, ""))
 		}
 		daemons = append(daemons, start(fmt.Sprintf("9harnessd (fixture table, %d processes)", n), sock, ours, args...))
 		fixSock[n] = sock
@@ -79,8 +80,8 @@ func activeCells(ours, tmp string) *activeRun {
 	}
 	liveSock := filepath.Join(dir, "live.sock")
 	args := []string{"--unix", liveSock, "--quiet"}
-	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
-		args = append(args, "--root", h+"="+filepath.Join(empty, "."+h))
+	for _, h := range harness.Names() {
+		args = append(args, "--root", h+"="+harness.DefaultRoot(h, empty, ""))
 	}
 	daemons = append(daemons, start("9harnessd (live table)", liveSock, ours, args...))
 

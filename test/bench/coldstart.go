@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/9harness/9harness/internal/harness"
 	"io"
 	"net"
 	"os"
@@ -98,7 +99,7 @@ func coldStart(e *env) *coldRun {
 	dir := filepath.Join(e.tmp, "coldstart")
 	hello := buildHello(dir)
 	var ourArgs []string
-	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes", "dsh"} {
+	for _, h := range harness.Names() {
 		ourArgs = append(ourArgs, "--root", h+"=/nonexistent/9harness-bench")
 	}
 	ourArgs = append([]string{"--quiet"}, ourArgs...)

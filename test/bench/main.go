@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/9harness/9harness/internal/harness"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -288,12 +289,14 @@ func run() int {
 	return 0
 }
 
-// ourArgs serves the data directory as the dsh root (the other five roots
+// ourArgs serves the data directory as the dsh root (the other roots
 // pointed at a nonexistent path) on sock.
 func (e *env) ourArgs(sock string) []string {
 	args := []string{"--unix", sock, "--quiet"}
-	for _, h := range []string{"claude", "codex", "omp", "pi", "hermes"} {
-		args = append(args, "--root", h+"=/nonexistent/9harness-bench")
+	for _, h := range harness.Names() {
+		if h != "dsh" {
+			args = append(args, "--root", h+"=/nonexistent/9harness-bench")
+		}
 	}
 	return append(args, "--root", "dsh="+e.data)
 }
@@ -363,7 +366,7 @@ func machine(ours string) string {
 		diodV = strings.TrimSpace(string(out))
 	}
 	oursV := "unknown"
-	if out, err := exec.Command(ours, "-version").CombinedOutput(); err == nil {
+	if out, err := exec.Command(ours, "--version").CombinedOutput(); err == nil {
 		oursV = strings.TrimSpace(string(out))
 	}
 	return fmt.Sprintf("%s, %s, nproc %d, memory %s, %s, diod %s, %s, %s",

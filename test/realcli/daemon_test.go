@@ -3,6 +3,7 @@ package realcli
 import (
 	"bytes"
 	"fmt"
+	"github.com/9harness/9harness/internal/harness"
 	"io"
 	"net"
 	"os"
@@ -37,8 +38,8 @@ func (w *world) startDaemon(clis []*cli, extra ...string) *daemon {
 	w.t.Helper()
 	d := &daemon{w: w, sock: filepath.Join(w.dir, "harness.sock"), stderr: &syncBuffer{}, done: make(chan error, 1)}
 	args := []string{"--unix", d.sock, "--audit", "stderr"}
-	for _, h := range []string{"claude", "codex", "pi"} {
-		args = append(args, "--root", h+"="+filepath.Join(w.home, "."+h))
+	for _, h := range harness.Names() {
+		args = append(args, "--root", h+"="+harness.DefaultRoot(h, w.home, ""))
 	}
 	d.cmd = exec.Command(bin("9harnessd"), append(args, extra...)...)
 	// pi's and Codex's programs are node scripts: the Node in use first.

@@ -160,8 +160,14 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case strings.HasSuffix(req.URL.Path, "/v1/chat/completions"):
 		r.API = "chat"
 		r.Kind = "turn"
+		// opencode's title request: its title agent's system prompt.
+		if bytes.Contains(body, []byte("You are a title generator")) {
+			r.Kind = "title"
+		}
 		r = m.answer(r)
 		m.chat(w, r)
+	case strings.HasPrefix(req.URL.Path, "/v1beta/models/"):
+		m.gemini(w, req, r) // mock_gemini.go
 	default:
 		m.answer(r)
 		http.NotFound(w, req)

@@ -1,0 +1,385 @@
+package harness
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/9harness/9harness/internal/dbsnap"
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/proc"
+)
+
+// opencode is sst/opencode (npm opencode-ai; root $XDG_DATA_HOME/opencode,
+// by default ~/.local/share/opencode).
+//
+// Processes: one native (Bun-compiled) process, argv[0] "opencode" (the
+// npm package's bin/opencode.exe, linked as node_modules/.bin/opencode), or
+// "opencode.exe" when started by that name. Older npm packages started a
+// node wrapper (node …/opencode-ai/bin/opencode) that spawned the native
+// binary: the wrapper is a Helper and its native child the session. The
+// subcommands that are not an interactive agent (serve, web, acp, attach,
+// mcp, models, session, db, …) are helpers; "opencode run" is an agent at
+// work with a session of its own, like "codex exec".
+//
+// Storage: one SQLite database, opencode.db (WAL), holds every session
+// (table session: id, parent_id, directory, title, model JSON,
+// time_created, time_updated in ms) and message (data JSON: role,
+// modelID, …). It also holds the account's access and refresh tokens
+// (tables account, control_account, credential), so the credential table
+// hides it from the tree: it is read only here, through the root's Store
+// view, as a snapshot (dbsnap), and only derived facts are served. There is
+// no transcript file: Transcript stays empty. A session row exists only
+// once the first prompt is sent.
+//
+// pid → session: opencode keeps no per-process record. Its one log file
+// (log/opencode.log) is shared by every process and tags lines with a
+// random run id, never a pid; its lock files (~/.local/state/opencode/
+// locks/*.lock/meta.json) name a pid but no session; the process holds the
+// database open, which every opencode does. So the route is a heuristic,
+// and Via says so: a session whose directory is the process's cwd, that was
+// written since the process started, and that it could have begun (created
+// since it started) or been started with (--session ID, --continue). One
+// such session resolves (via "dir (heuristic: …)"); two or more, or one
+// that another live opencode in the same cwd could equally have written,
+// are never guessed between (via "ambiguous", facts absent, a move
+// refused). A process that has written nothing since it started (a fresh
+// TUI, or one just resumed by a move) resolves only to a session its argv
+// names (via argv), or, when 9harness itself started it with that session
+// (Env.Relaunches, keyed by pid and start time, holding the session id),
+// via relaunch.
+type opencode struct{}
+
+func (opencode) Name() string { return "opencode" }
+
+var (
+	opencodeFlags = flags{
+		value: set("--log-level", "--port", "--hostname", "--mdns-domain", "--cors", "-m", "--model",
+			"-s", "--session", "--prompt", "--agent", "--replay-limit"),
+	}
+	// Subcommands that are not an interactive agent session.
+	opencodeHelperWords = set("completion", "acp", "mcp", "attach", "debug", "providers", "auth",
+		"agent", "upgrade", "uninstall", "serve", "web", "models", "stats", "export", "import",
+		"github", "session", "plugin", "plug", "db", "help")
+)
+
+// opencodeNative reports whether b, an argv[0] basename, is the native binary.
+func opencodeNative(b string) bool { return b == "opencode" || b == "opencode.exe" }
+
+// opencodeWrapper reports whether argv is an npm node wrapper of opencode.
+func opencodeWrapper(argv []string) bool {
+	if len(argv) < 2 || !isNode(base(argv[0])) {
+		return false
+	}
+	script, _ := interpScript(argv[1:])
+	return opencodeNative(base(script)) && strings.Contains(script, "opencode")
+}
+
+// Classify implements Harness.
+func (opencode) Classify(p, parent proc.Proc) Kind {
+	if len(p.Argv) == 0 {
+		return None
+	}
+	argv := normArgv(p.Argv)
+	if opencodeWrapper(argv) {
+		return Helper // its native child is the session
+	}
+	if !opencodeNative(base(argv[0])) {
+		return None
+	}
+	if len(parent.Argv) > 0 && opencodeNative(base(normArgv(parent.Argv)[0])) {
+		return Helper // spawned by an opencode
+	}
+	args := argv[1:]
+	if hasFlag(args, "-h", "--help", "-v", "--version") {
+		return Helper
+	}
+	if opencodeHelperWords[opencodeFlags.positional(args)] {
+		return Helper
+	}
+	return Session
+}
+
+// ocSession is one root session row of opencode.db.
+type ocSession struct {
+	ID, Dir, Title, Model string
+	Created, Updated      int64 // ms since the epoch
+}
+
+// ocProc is what the pairing knows of one live opencode process.
+type ocProc struct {
+	PID      int
+	Start    int64  // ms since the epoch
+	Session  string // the session its argv names (--session), "" if none
+	Continue bool   // started with --continue: it may have taken any older session
+}
+
+// ocSlack is how far a session's times may precede a process's start and
+// still be its own: the start from /proc has a 10 ms tick, and the two
+// clocks are read apart.
+const ocSlack = 1000
+
+// mayOwn reports whether q could have written s: s was written since q
+// started, and q began s, or was started with it.
+func (q ocProc) mayOwn(s ocSession) bool {
+	if s.Updated < q.Start-ocSlack {
+		return false
+	}
+	return s.Created >= q.Start-ocSlack || s.ID == q.Session || q.Continue
+}
+
+// ocPair pairs self with its session among sessions (the root sessions of
+// self's cwd, plus the one its argv names), given the other live opencode
+// processes in the same cwd, which peers lists (called only when one
+// session is left: listing them costs a scan of the process table). It
+// returns the session ("" when none is chosen) and Via.
+func ocPair(self ocProc, peers func() []ocProc, sessions []ocSession) (string, string) {
+	var mine []ocSession
+	for _, s := range sessions {
+		if self.mayOwn(s) {
+			mine = append(mine, s)
+		}
+	}
+	switch len(mine) {
+	case 0:
+		if self.Session != "" && slices.ContainsFunc(sessions, func(s ocSession) bool { return s.ID == self.Session }) {
+			return self.Session, RouteArgv + " (nothing written since the process started; the session its --session names)"
+		}
+		return "", RouteNone + " (no session in the cwd written since the process started)"
+	case 1:
+	default:
+		return "", fmt.Sprintf("%s (%d sessions in the cwd written since the process started)", RouteAmbiguous, len(mine))
+	}
+	s := mine[0]
+	for _, q := range peers() {
+		if q.PID != self.PID && q.mayOwn(s) {
+			return "", fmt.Sprintf("%s (opencode pid %d in the same cwd could have written session %s too)", RouteAmbiguous, q.PID, s.ID)
+		}
+	}
+	return s.ID, RouteDir + " (heuristic: the one session in the cwd written since the process started)"
+}
+
+// ocArgs reads what a process's argv says of its session.
+func ocArgs(p *ocProc, argv []string) {
+	args := agentArgs(argv)
+	if v, ok := flagValue(args, "-s", "--session"); ok && safeArg(v) {
+		p.Session = v
+	}
+	p.Continue = hasFlag(args, "-c", "--continue")
+}
+
+// ocMaxSessions bounds the rows read for one cwd: far more than the
+// sessions written since any one process started (more than that is
+// ambiguous whichever are read).
+const ocMaxSessions = 1024
+
+// Resolve implements Harness.
+func (opencode) Resolve(env Env, p proc.Proc) Agent {
+	a, _ := start("opencode", env, p)
+	if env.Root == nil {
+		return a
+	}
+	st, ok := started(env, p)
+	if !ok {
+		a.Via = "none (no boot time to compare the sessions' times with)"
+		return a
+	}
+	self := ocProc{PID: p.PID, Start: st.UnixMilli()}
+	ocArgs(&self, a.Argv)
+	cwd := cleanCwd(a.Cwd)
+	if cwd == "" {
+		a.Via = "none (cwd unknown)"
+		return a
+	}
+	db, err := dbsnap.Open(env.Root.Store(), "opencode.db")
+	if errs.Is(err, errs.NotExist) {
+		a.Via = "none (no opencode.db)"
+		return a
+	}
+	if err != nil {
+		a.Via = "none (opencode.db could not be read: " + errs.KindOf(err).String() + ")"
+		return a
+	}
+	defer db.Close()
+	sessions, err := ocSessions(db, cwd, self.Start-ocSlack, self.Session)
+	if err != nil {
+		a.Via = "none (opencode.db has no session table this harness knows)"
+		return a
+	}
+	id, via := ocPair(self, func() []ocProc { return ocPeers(env, p, cwd) }, sessions)
+	// A process 9harness itself started with --session ID (a move) is
+	// quiet until its next answer, so the heuristic finds nothing; the
+	// daemon's own record names its session, as for pi. The record is
+	// keyed by pid and start time, and holds the session id.
+	if r, ok := env.Relaunches.Lookup(p.PID, p.Start); ok && r == self.Session && (id == "" || id == r) &&
+		!strings.HasPrefix(via, RouteAmbiguous) && slices.ContainsFunc(sessions, func(s ocSession) bool { return s.ID == r }) {
+		id, via = r, RouteRelaunch+" (9harness resumed this session in this process)"
+	}
+	a.Via = via
+	if id == "" {
+		return a
+	}
+	a.Session = id
+	for _, s := range sessions {
+		if s.ID == id {
+			a.Title = cleanTitle(s.Title)
+			a.Model = ocMessageModel(db, id)
+			if a.Model == "" {
+				a.Model = ocModelID(s.Model)
+			}
+		}
+	}
+	a.Agents = ocSubs(db, id)
+	return a
+}
+
+// ocMaxSubs bounds the sub-agent sessions listed for one session.
+const ocMaxSubs = 64
+
+// ocSubs lists the sub-agents of session id: the sessions its task tool
+// began (parent_id), each named by its agent ("general", "explore"), else
+// its title. They have no transcript file.
+func ocSubs(db *sql.DB, id string) []Sub {
+	rows, err := db.Query(`SELECT id, COALESCE(agent, ''), title, COALESCE(model, '') FROM session
+		WHERE parent_id = ? ORDER BY time_created, id LIMIT ?`, id, ocMaxSubs)
+	if err != nil {
+		return nil
+	}
+	type child struct{ id, agent, title, model string }
+	var kids []child
+	for rows.Next() {
+		var c child
+		if rows.Scan(&c.id, &c.agent, &c.title, &c.model) == nil {
+			kids = append(kids, c)
+		}
+	}
+	rows.Close()
+	var subs []Sub
+	var ids []string
+	for _, c := range kids {
+		name := componentName(pick(c.title, c.agent))
+		if name == "" {
+			name = componentName(c.id)
+		}
+		model := ocMessageModel(db, c.id)
+		if model == "" {
+			model = ocModelID(c.model)
+		}
+		subs = append(subs, Sub{Name: name, Model: model})
+		ids = append(ids, c.id)
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	return uniqueSubs(subs, ids)
+}
+
+// ocSessions reads the root sessions of dir written since the time since
+// (ms; newest first, bounded) and the session named, wherever it is and
+// whenever it was written. The directory is compared here, not in SQL:
+// opencode may record the cwd under a spelling through a symlink (its
+// $PWD), which sameDir resolves.
+func ocSessions(db *sql.DB, dir string, since int64, named string) ([]ocSession, error) {
+	rows, err := db.Query(`SELECT id, directory, title, COALESCE(model, ''), time_created, time_updated
+		FROM session WHERE (parent_id IS NULL AND time_updated >= ?) OR id = ?
+		ORDER BY id = ? DESC, time_updated DESC LIMIT ?`, since, named, named, ocMaxSessions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ocSession
+	for rows.Next() {
+		var s ocSession
+		if err := rows.Scan(&s.ID, &s.Dir, &s.Title, &s.Model, &s.Created, &s.Updated); err != nil {
+			return nil, err
+		}
+		if safeArg(s.ID) && (s.ID == named || sameDir(s.Dir, dir)) {
+			out = append(out, s)
+		}
+	}
+	return out, rows.Err()
+}
+
+// ocMessageModel is the model of the session's newest message that names
+// one: an assistant's modelID (the model that answered), or a user
+// message's model.modelID (the model it was sent to).
+func ocMessageModel(db *sql.DB, id string) string {
+	rows, err := db.Query(`SELECT data FROM message WHERE session_id = ?
+		ORDER BY time_created DESC, id DESC LIMIT 16`, id)
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data []byte
+		if rows.Scan(&data) != nil {
+			return ""
+		}
+		var m struct {
+			Role    string `json:"role"`
+			ModelID string `json:"modelID"`
+			Model   struct {
+				ModelID string `json:"modelID"`
+			} `json:"model"`
+		}
+		if json.Unmarshal(data, &m) != nil {
+			continue
+		}
+		if m := pick(m.Model.ModelID, m.ModelID); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+// ocModelID reads a session row's model column, {"id":…,"providerID":…}.
+func ocModelID(raw string) string {
+	var m struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal([]byte(raw), &m) != nil {
+		return ""
+	}
+	return m.ID
+}
+
+// ocPeers lists the other live opencode sessions of the same uid whose cwd
+// is cwd: the processes that could have written the same sessions.
+func ocPeers(env Env, self proc.Proc, cwd string) []ocProc {
+	if env.Procs == nil {
+		return nil
+	}
+	found, err := Scan(env.Procs, self.UID, map[int]bool{self.PID: true})
+	if err != nil {
+		return nil
+	}
+	boot, err := env.Procs.BootTime()
+	if err != nil {
+		return nil
+	}
+	var out []ocProc
+	for _, f := range found {
+		if f.Harness != "opencode" {
+			continue
+		}
+		c, err := env.Procs.Cwd(f.Proc.PID)
+		if err != nil || cleanCwd(c) != cwd {
+			continue
+		}
+		q := ocProc{PID: f.Proc.PID, Start: proc.Started(boot, f.Proc.Start).UnixMilli()}
+		ocArgs(&q, f.Proc.Argv)
+		out = append(out, q)
+	}
+	return out
+}
+
+// Resume implements Harness: opencode --session <id>, in the session's
+// cwd. An ambiguous or unresolved agent is refused: its session is absent.
+func (opencode) Resume(a Agent, env Env) ([]string, error) {
+	if !strings.HasPrefix(a.Session, "ses_") || !safeArg(a.Session) {
+		return nil, unresolved("opencode", a)
+	}
+	return []string{"opencode", "--session", a.Session}, nil
+}
