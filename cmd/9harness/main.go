@@ -5,7 +5,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
@@ -31,7 +31,9 @@ const usage = `usage: 9harness [-s SOCKET] COMMAND [ARGS]
        9harness [-s SOCKET] relay
 
 Read the 9harnessd tree: the on-disk state of your AI coding agents, on this
-machine or, through ssh, on another. Flags come before the command.
+machine or, through ssh, on another. Flags go anywhere: before the command
+or after it, among its operands, up to a "--" (what follows it is an
+operand even if it starts with -); short flags combine (ls -la).
 
 Commands:
   ps [--json] [--watch] [--harness NAME]...
@@ -56,7 +58,8 @@ Commands:
   help [COMMAND]    this text, or one command's (also: 9harness COMMAND --help)
 
 Flags:
-  -s SOCKET         the daemon's socket (default %s);
+  -s, --socket SOCKET
+                    the daemon's socket (default %s);
                     with --ssh, the daemon's socket on the remote host
   --aname NAME      the tree to attach (default /): 9harnessd serves one
                     tree and ignores it; another 9P2000.L server, such as
@@ -72,7 +75,8 @@ Remote:
                     [user@]host, a Host of ~/.ssh/config, ssh://user@host:port.
                     ssh never prompts (use a key or an agent); if it fails,
                     the error is its exit status and its last line.
-  --ssh-opt OPTION  pass -o OPTION to ssh; repeatable; ssh_config(5) syntax:
+  --ssh-opt OPTION
+                    pass -o OPTION to ssh; repeatable; ssh_config(5) syntax:
                     Port=2222, IdentityFile=~/.ssh/work, ProxyJump=bastion.
                     They precede 9harness's own options, so they win.
   --ssh-cmd CMD     the remote command (default "9harness relay"), for a
@@ -94,18 +98,29 @@ Examples:
   ssh -N -L /tmp/build1.sock:/run/user/1000/9p/harness alice@build1 &
   9harness -s /tmp/build1.sock ls /
 
-Exit status: 0 on success; 1 when the daemon cannot be reached or an
-operation fails, with one line on standard error saying why; 2 for a usage
-error.
+Exit status, the same for every command:
+  0    success
+  1    an error, or a refusal with nothing changed (a move: the agent
+       untouched); one line on standard error says why
+  2    a usage error: a bad flag, operand or combination
+  3    partial: some hosts or agents did not answer (the rest is printed)
+  4    a move failed after the agent was stopped; the line says how to
+       resume it by hand
+  124  a timeout ran out
+
+Shell completions for bash, zsh and fish complete commands, flags, tree
+paths, agents (HARNESS/PID) and ssh hosts.
 `
 
-const lsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ls [-l] [PATH...]
+const lsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ls [-la] [PATH...]
 
 List each directory of the tree (default /); a directory's name ends in /.
 A file lists as itself.
 
 Options:
-  -l          long listing: mode, size, mtime and name
+  -l, --long  long listing: mode, size, mtime and name
+  -a, --all   accepted for the habit of ls -la: nothing is hidden anyway
+              (the tree has no dot files to hide)
   -h, --help  this text
 
 Examples:
@@ -117,6 +132,9 @@ const catHelp = `usage: 9harness [-s SOCKET | --ssh DEST] cat PATH...
 
 Write each file of the tree to standard output, in order.
 
+Options:
+  -h, --help  this text
+
 Examples:
   9harness cat /active/claude/345104/title
   9harness cat /codex/history | tail
@@ -125,6 +143,9 @@ Examples:
 const statHelp = `usage: 9harness [-s SOCKET | --ssh DEST] stat PATH...
 
 Print the type, mode, size, mtime and qid of each path of the tree.
+
+Options:
+  -h, --help  this text
 
 Example:
   9harness stat /claude/history
@@ -136,29 +157,93 @@ Join standard input and output to the daemon's socket (the default one, or
 -s SOCKET), byte for byte, until either side closes. It is the far end of
 9harness --ssh DEST, which runs "ssh DEST 9harness relay"; it is not for
 reading the tree yourself. Its errors go to standard error only.
+
+Options:
+  -s, --socket SOCKET
+              the daemon's socket
+  -h, --help  this text
 `
-
-// sshOpts collects repeated --ssh-opt flags.
-type sshOpts []string
-
-func (o *sshOpts) String() string     { return strings.Join(*o, " ") }
-func (o *sshOpts) Set(v string) error { *o = append(*o, v); return nil }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// globals is how to reach the daemon: its socket, or ssh to a relay.
+// globals is how to reach the daemon: its socket, or ssh to a relay. Its
+// flags are accepted before the command and, through flagSet, after it.
 type globals struct {
-	sock  string
-	aname string      // what the local socket's session attaches
-	ssh   *client.SSH // nil: the local socket
+	flags      *pflag.FlagSet
+	cmd        string
+	sock       string
+	aname      string // what the local socket's session attaches
+	sshDest    string // "": the local socket
+	sshOptions []string
+	sshCmd     string
+}
+
+func newGlobals() *globals {
+	g := &globals{}
+	fs := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
+	fs.StringVarP(&g.sock, "socket", "s", sockpath.Default(), "")
+	fs.StringVar(&g.sshDest, "ssh", "", "")
+	// StringArray, not StringSlice: an ssh option may hold a comma.
+	fs.StringArrayVar(&g.sshOptions, "ssh-opt", nil, "")
+	fs.StringVar(&g.sshCmd, "ssh-cmd", client.DefaultRelayCommand, "")
+	fs.StringVar(&g.aname, "aname", "/", "")
+	fs.Bool("version", false, "")
+	g.flags = fs
+	return g
+}
+
+// flagSet is a command's FlagSet, holding the global flags too, so that
+// `9harness ls / -s SOCK` means what `9harness -s SOCK ls /` does.
+func (g *globals) flagSet(cmd string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
+	fs.AddFlagSet(g.flags)
+	return fs
+}
+
+// check validates the global flags once the command's own are parsed; a
+// problem is a usage error, printed, with status exitUsage.
+func (g *globals) check(stderr io.Writer) (*client.SSH, int) {
+	if g.sshDest == "" && (g.flags.Changed("ssh-opt") || g.flags.Changed("ssh-cmd")) {
+		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
+		return nil, exitUsage
+	}
+	if g.flags.Changed("aname") && (g.sshDest != "" || g.cmd == "mount") {
+		fmt.Fprintln(stderr, "9harness: --aname is for ls, cat and stat on a local socket, not with --ssh or mount")
+		return nil, exitUsage
+	}
+	if g.sshDest == "" {
+		return nil, exitOK
+	}
+	s := client.SSH{Dest: g.sshDest, Options: g.sshOptions, Command: g.sshCmd}
+	if g.flags.Changed("socket") {
+		s.Socket = g.sock
+	}
+	if _, err := s.Argv(); err != nil {
+		fmt.Fprintf(stderr, "9harness: %v\n", err)
+		return nil, exitUsage
+	}
+	return &s, exitOK
+}
+
+// localOnly refuses --ssh for a command that works on this machine only.
+func (g *globals) localOnly(stderr io.Writer, why string) bool {
+	if !g.remote() {
+		return true
+	}
+	fmt.Fprintf(stderr, "9harness: %s\n", why)
+	return false
 }
 
 // dial reaches the daemon; the error is one line that says what to do.
 func (g *globals) dial() (*client.Client, error) {
-	if g.ssh != nil {
-		return client.DialSSH(*g.ssh)
+	if g.remote() {
+		s, _ := g.check(io.Discard)
+		if s == nil {
+			return nil, errors.New("bad --ssh flags")
+		}
+		return client.DialSSH(*s)
 	}
 	c, err := client.DialAname(g.sock, g.aname)
 	if sockpath.IsUntrusted(err) {
@@ -176,72 +261,51 @@ func (g *globals) dial() (*client.Client, error) {
 // connect is dial for a command: on failure it prints the line and gives
 // the exit status.
 func (g *globals) connect(stderr io.Writer) (*client.Client, int) {
+	if _, status := g.check(stderr); status != exitOK {
+		return nil, status
+	}
 	c, err := g.dial()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness: %v\n", err)
-		return nil, 1
+		return nil, exitError
 	}
-	return c, 0
+	return c, exitOK
 }
 
 // remote tells whether the tree is another machine's.
-func (g *globals) remote() bool { return g.ssh != nil }
+func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": mountHelp,
+	"ps": psHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("9harness", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	sock := fs.String("s", sockpath.Default(), "the daemon's `SOCKET`")
-	sshDest := fs.String("ssh", "", "reach the daemon on `DEST` through ssh")
-	var sshOptions sshOpts
-	fs.Var(&sshOptions, "ssh-opt", "pass -o `OPTION` to ssh (repeatable)")
-	sshCmd := fs.String("ssh-cmd", client.DefaultRelayCommand, "the remote `COMMAND`")
-	aname := fs.String("aname", "/", "the tree to `ATTACH`")
-	showVersion := fs.Bool("version", false, "print the version")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	g := newGlobals()
+	top := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
+	top.AddFlagSet(g.flags)
+	// The command's own FlagSet parses everything after its name.
+	top.SetInterspersed(false)
+	top.SetOutput(io.Discard)
+	top.Usage = func() {}
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, usage, sockpath.Default())
-			return 0
+			return exitOK
 		}
-		fmt.Fprintf(stderr, "9harness: %v (try 9harness --help)\n", err)
-		return 2
+		fmt.Fprintf(stderr, "9harness: %s (try '9harness --help')\n", flagError(err, args))
+		return exitUsage
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *showVersion {
+	if g.flags.Changed("version") {
 		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
-		return 0
+		return exitOK
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintf(stderr, usage, sockpath.Default())
-		return 2
+	if top.NArg() == 0 {
+		fmt.Fprintln(stderr, "9harness: no command given (try '9harness --help')")
+		return exitUsage
 	}
-	if *sshDest == "" && (set["ssh-opt"] || set["ssh-cmd"]) {
-		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
-		return 2
-	}
-	if set["aname"] && (*sshDest != "" || fs.Arg(0) == "mount") {
-		fmt.Fprintln(stderr, "9harness: --aname is for ls, cat and stat on a local socket, not with --ssh or mount")
-		return 2
-	}
-	g := &globals{sock: *sock, aname: *aname}
-	if *sshDest != "" {
-		s := client.SSH{Dest: *sshDest, Options: sshOptions, Command: *sshCmd}
-		if set["s"] {
-			s.Socket = *sock
-		}
-		if _, err := s.Argv(); err != nil {
-			fmt.Fprintf(stderr, "9harness: %v\n", err)
-			return 2
-		}
-		g.ssh = &s
-	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	cmd, rest := top.Arg(0), top.Args()[1:]
+	g.cmd = cmd
 	switch cmd {
 	case "ps":
 		return runPs(g, rest, stdout, stderr)
@@ -249,39 +313,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runMove(g, rest, stdout, stderr)
 	case "ls", "cat", "stat":
 		return runRead(g, cmd, rest, stdout, stderr)
-	case "mount", "umount":
-		if g.remote() {
-			fmt.Fprintf(stderr, "9harness: %s works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)\n", cmd)
-			return 2
-		}
-		if cmd == "mount" {
-			return runMount(rest, stdout, stderr, *sock)
-		}
-		return runUmount(rest, stdout, stderr)
+	case "mount":
+		return runMount(g, rest, stdout, stderr)
+	case "umount":
+		return runUmount(g, rest, stdout, stderr)
 	case "relay":
-		if g.remote() {
-			fmt.Fprintln(stderr, "9harness: relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)")
-			return 2
-		}
-		return relay(*sock, rest, stdin, stdout, stderr)
+		return relay(g, rest, stdin, stdout, stderr)
+	case "__complete": // for the shell completions; not in the help
+		return runComplete(g, rest, stdout, stderr)
 	case "help":
 		if len(rest) == 0 {
 			fmt.Fprintf(stdout, usage, sockpath.Default())
-			return 0
-		}
-		if len(rest) == 1 && (rest[0] == "mount" || rest[0] == "umount") {
-			return runMount([]string{"-h"}, stdout, stdout, *sock)
+			return exitOK
 		}
 		h, ok := helps[rest[0]]
 		if !ok || len(rest) > 1 {
-			fmt.Fprintf(stderr, "9harness help: no command %q (try 9harness --help)\n", strings.Join(rest, " "))
-			return 2
+			fmt.Fprintf(stderr, "9harness help: no command %q (try '9harness --help')\n", strings.Join(rest, " "))
+			return exitUsage
 		}
 		io.WriteString(stdout, h)
-		return 0
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "9harness: unknown command %q (try 9harness --help)\n", cmd)
-		return 2
+		fmt.Fprintf(stderr, "9harness: unknown command %q (try '9harness --help')\n", cmd)
+		return exitUsage
 	}
 }
 
@@ -289,46 +343,72 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // operands too (up to "--"). It returns the operands, or ok false with the
 // exit status: 0 after printing help to stdout for -h/--help, 2 after one
 // line on stderr for a bad flag.
-func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (operands []string, status int, ok bool) {
+func parseFlags(fs *pflag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (operands []string, status int, ok bool) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(stdout, helps[fs.Name()])
-			return nil, 0, false
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "9harness %s: %v (try 9harness %s --help)\n", fs.Name(), err, fs.Name())
-			return nil, 2, false
-		}
-		left := fs.Args()
-		if !interspersed || len(left) == 0 {
-			return append(operands, left...), 0, true
-		}
-		if i := len(args) - len(left); i > 0 && args[i-1] == "--" {
-			return append(operands, left...), 0, true
-		}
-		operands = append(operands, left[0])
-		args = left[1:]
+	fs.SetInterspersed(interspersed)
+	err := fs.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		io.WriteString(stdout, helps[fs.Name()])
+		return nil, exitOK, false
 	}
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness %s: %s (try '9harness %s --help')\n", fs.Name(), flagError(err, args), fs.Name())
+		return nil, exitUsage, false
+	}
+	if fs.Changed("version") {
+		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
+		return nil, exitOK, false
+	}
+	return fs.Args(), exitOK, true
+}
+
+// flagError says what is wrong with a flag, naming it as it was typed.
+func flagError(err error, args []string) string {
+	var ne *pflag.NotExistError
+	var ve *pflag.ValueRequiredError
+	var ie *pflag.InvalidValueError
+	switch {
+	case errors.As(err, &ne):
+		if group := ne.GetSpecifiedShortnames(); group != "" {
+			// pflag gives the letters from the unknown one on; the word
+			// typed is the argument that ends with them.
+			for _, a := range args {
+				if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, group) {
+					return fmt.Sprintf("unknown flag -%c in %s", group[0], a)
+				}
+			}
+			return fmt.Sprintf("unknown flag -%c", group[0])
+		}
+		return "unknown flag --" + ne.GetSpecifiedName()
+	case errors.As(err, &ve):
+		if group := ve.GetSpecifiedShortnames(); group != "" {
+			return fmt.Sprintf("flag -%c needs a value", ve.GetSpecifiedName()[0])
+		}
+		return "flag --" + ve.GetSpecifiedName() + " needs a value"
+	case errors.As(err, &ie):
+		return fmt.Sprintf("invalid value %q for --%s: %v", ie.GetValue(), ie.GetFlag().Name, ie.Unwrap())
+	}
+	return err.Error()
 }
 
 // runRead is ls, cat and stat: one operation per path.
 func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) int {
 	var long bool
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs := g.flagSet(cmd)
 	if cmd == "ls" {
-		fs.BoolVar(&long, "l", false, "long listing")
+		fs.BoolVarP(&long, "long", "l", false, "")
+		// ls hides nothing; -a is there for the hands that type ls -la.
+		fs.BoolP("all", "a", false, "")
 	}
-	rest, status, ok := parseFlags(fs, args, false, stdout, stderr)
+	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) == 0 {
 		if cmd != "ls" {
-			fmt.Fprintf(stderr, "9harness %s: no path given (try 9harness %s --help)\n", cmd, cmd)
-			return 2
+			fmt.Fprintf(stderr, "9harness %s: no path given (try '9harness %s --help')\n", cmd, cmd)
+			return exitUsage
 		}
 		rest = []string{"/"}
 	}
@@ -338,25 +418,30 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 	}
 	defer c.Close()
 
-	status = 0
+	out := newErrWriter(stdout)
+	status = exitOK
 	for _, p := range rest {
 		var err error
 		switch cmd {
 		case "ls":
-			err = ls(c, p, long, stdout)
+			err = ls(c, p, long, out)
 		case "cat":
-			err = cat(c, p, stdout)
+			err = cat(c, p, out)
 		case "stat":
-			err = stat(c, p, stdout)
+			err = stat(c, p, out)
+		}
+		if out.report(stderr, cmd) {
+			// Nothing more can be written either.
+			return exitError
 		}
 		if err != nil {
 			if te := c.TransportError(); te != nil {
 				// The transport is gone: no later path can succeed.
-				fmt.Fprintf(stderr, "9harness %s %s: %v\n", cmd, p, te)
-				return 1
+				fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, te)
+				return exitError
 			}
-			fmt.Fprintf(stderr, "9harness %s %s: %v\n", cmd, p, describe(err))
-			status = 1
+			fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, describe(err))
+			status = exitError
 		}
 	}
 	return status
@@ -365,28 +450,29 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 // relay is the remote end of --ssh: standard input and output joined to
 // the daemon's socket. See client.Relay for why the daemon rightly sees
 // the relay's own uid (the ssh user's) and nothing more.
-func relay(sock string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	rf := flag.NewFlagSet("relay", flag.ContinueOnError)
-	rf.StringVar(&sock, "s", sock, "the daemon's `SOCKET`")
-	rest, status, ok := parseFlags(rf, args, false, stdout, stderr)
+func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	rest, status, ok := parseFlags(g.flagSet("relay"), args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
+	if !g.localOnly(stderr, "relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)") {
+		return exitUsage
+	}
 	if len(rest) != 0 {
-		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q\n", rest[0])
-		return 2
+		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q (try '9harness relay --help')\n", rest[0])
+		return exitUsage
 	}
 	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 		fmt.Fprintln(stderr, "9harness relay: standard output is a terminal; relay carries 9P for ssh (9harness --ssh HOST ...), not for reading")
-		return 2
+		return exitUsage
 	}
 	// A reader that hangs up is the end of the relay, not a fatal signal.
 	signal.Ignore(syscall.SIGPIPE)
-	if err := client.Relay(sock, stdin, stdout); err != nil {
+	if err := client.Relay(g.sock, stdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "9harness relay: %v\n", err)
-		return 1
+		return exitError
 	}
-	return 0
+	return exitOK
 }
 
 func isTerminal(f *os.File) bool {

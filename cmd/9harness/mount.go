@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,10 +44,25 @@ package fuse3), which must be setuid root, with /dev/fuse readable and
 writable by you (the distribution's udev rule makes it 0666).
 
 umount: unmount DIR (a 9harness mount only): umount(2) as root, else
-fusermount3 -u DIR.
+fusermount3 -u DIR (see 9harness umount --help).
 
-  -f   stay in the foreground
-  -d   log every FUSE request to standard error (implies -f)
+A directory where a 9harness mount already is is refused: unmount it first.
+
+Options:
+  -f, --foreground  stay in the foreground
+  -d, --debug       log every FUSE request to standard error (implies -f)
+  -h, --help        this text
+`
+
+// umountHelp is umount's own, for umount --help.
+const umountHelp = `usage: 9harness umount DIR
+
+Unmount the 9harness mount on DIR (a 9harness mount only: another file
+system there is refused): umount(2) as root, else fusermount3 -u DIR. A
+mount that a process still uses is busy and stays.
+
+Options:
+  -h, --help  this text
 `
 
 // notifyEnv names the descriptor on which a background mount process
@@ -57,31 +71,48 @@ fusermount3 -u DIR.
 const notifyEnv = "NINEHARNESS_MOUNT_NOTIFY_FD"
 
 // runMount is `9harness mount [-f] DIR`.
-func runMount(args []string, stdout, stderr io.Writer, sock string) int {
-	fl := flag.NewFlagSet("mount", flag.ContinueOnError)
-	fg := fl.Bool("f", false, "stay in the foreground")
-	debug := fl.Bool("d", false, "log every FUSE request (implies -f)")
-	if status, ok := parseMountFlags(fl, args, stdout, stderr); !ok {
+func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
+	fl := g.flagSet("mount")
+	fg := fl.BoolP("foreground", "f", false, "")
+	debug := fl.BoolP("debug", "d", false, "")
+	ops, status, ok := parseFlags(fl, args, true, stdout, stderr)
+	if !ok {
 		return status
 	}
-	if fl.NArg() != 1 {
-		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount [-f] DIR (try 9harness mount --help)")
-		return 2
+	if !g.localOnly(stderr, "mount works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)") {
+		return exitUsage
 	}
-	dir, err := filepath.Abs(fl.Arg(0))
+	if _, status := g.check(stderr); status != exitOK {
+		return status
+	}
+	if len(ops) != 1 {
+		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount [-f] DIR (try '9harness mount --help')")
+		return exitUsage
+	}
+	sock := g.sock
+	dir, err := filepath.Abs(ops[0])
 	if err == nil {
 		sock, err = filepath.Abs(sock)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return 1
+		return exitError
+	}
+	// A second mount would hide the first under it, still served, until
+	// both were unmounted one by one. Asked of the mount table before any
+	// stat, which a mount whose server died answers with ENOTCONN.
+	if mp, err := mountPath(dir); err == nil {
+		if ours, err := isOurMount(mp); err == nil && ours {
+			fmt.Fprintf(stderr, "9harness mount: %s: a 9harness mount is already there (9harness umount %s first)\n", mp, client.ShellQuote(mp))
+			return exitError
+		}
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", pathErr(err))
-		return 1
+		return exitError
 	} else if !fi.IsDir() {
-		fmt.Fprintf(stderr, "9harness mount: %s is not a directory\n", dir)
-		return 1
+		fmt.Fprintf(stderr, "9harness mount: %s: not a directory\n", dir)
+		return exitError
 	}
 	if !*fg && !*debug {
 		return mountBackground(dir, sock, stdout, stderr)
@@ -96,12 +127,12 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return 1
+		return exitError
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return 1
+		return exitError
 	}
 	cmd := exec.Command(exe, "-s", sock, "mount", "-f", dir)
 	cmd.Env = append(os.Environ(), notifyEnv+"=3")
@@ -114,7 +145,7 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 	if err != nil {
 		r.Close()
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return 1
+		return exitError
 	}
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(r); got <- b }()
@@ -125,7 +156,7 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 		cmd.Process.Kill()
 		cmd.Wait()
 		fmt.Fprintf(stderr, "9harness mount: not mounted after 30 s; gave up\n")
-		return 1
+		return exitError
 	}
 	r.Close()
 	text := strings.TrimSuffix(string(out), "\n")
@@ -135,14 +166,14 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 		}
 		cmd.Process.Release()
 		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
-		return 0
+		return exitOK
 	}
 	cmd.Wait()
 	if text == "" {
 		text = "9harness mount: the mount process exited: " + cmd.ProcessState.String()
 	}
 	fmt.Fprintln(stderr, text)
-	return 1
+	return exitError
 }
 
 // mountForeground mounts and serves until the mount is gone.
@@ -156,11 +187,11 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	c, err := client.Dial(sock)
 	if errors.Is(err, client.ErrUnanswered) {
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n", sock, err)
-		return 1
+		return exitError
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: cannot reach the daemon at %s: %v\n  (start it with 9harnessd, or systemctl --user start 9harness.socket)\n", sock, unwrapSyscall(err))
-		return 1
+		return exitError
 	}
 	defer c.Close()
 	lost := make(chan error, 1)
@@ -171,7 +202,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
-		return 1
+		return exitError
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -196,7 +227,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	status := 0
 	select {
 	case <-done: // unmounted from outside: 9harness umount, fusermount3 -u
-		return 0
+		return exitOK
 	case <-sigs:
 	case err := <-lost:
 		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", sock, err, dir)
@@ -208,7 +239,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
 		if err := detachMount(dir); err != nil {
 			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
-			return 1
+			return exitError
 		}
 	}
 	return status
@@ -253,44 +284,30 @@ func runFusermount(args ...string) error {
 	return nil
 }
 
-// parseMountFlags parses the flags of mount or umount: --help prints the
-// help on stdout; a bad flag is a usage error.
-func parseMountFlags(fl *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	fl.SetOutput(io.Discard)
-	fl.Usage = func() {}
-	err := fl.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		io.WriteString(stdout, mountHelp)
-		return 0, false
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness %s: %v (try 9harness %s --help)\n", fl.Name(), err, fl.Name())
-		return 2, false
-	}
-	return 0, true
-}
-
 // runUmount is `9harness umount DIR`.
-func runUmount(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("umount", flag.ContinueOnError)
-	if status, ok := parseMountFlags(fl, args, stdout, stderr); !ok {
+func runUmount(g *globals, args []string, stdout, stderr io.Writer) int {
+	ops, status, ok := parseFlags(g.flagSet("umount"), args, true, stdout, stderr)
+	if !ok {
 		return status
 	}
-	if fl.NArg() != 1 {
-		fmt.Fprintln(stderr, "9harness umount: expected one directory: 9harness umount DIR (try 9harness umount --help)")
-		return 2
+	if !g.localOnly(stderr, "umount works on this machine; it takes no --ssh") {
+		return exitUsage
 	}
-	dir, err := mountPath(fl.Arg(0))
+	if len(ops) != 1 {
+		fmt.Fprintln(stderr, "9harness umount: expected one directory: 9harness umount DIR (try '9harness umount --help')")
+		return exitUsage
+	}
+	dir, err := mountPath(ops[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
-		return 1
+		return exitError
 	}
 	if ok, err := isOurMount(dir); err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
-		return 1
+		return exitError
 	} else if !ok {
-		fmt.Fprintf(stderr, "9harness umount: %s is not a 9harness mount\n", dir)
-		return 1
+		fmt.Fprintf(stderr, "9harness umount: %s: not a 9harness mount\n", dir)
+		return exitError
 	}
 	if os.Geteuid() == 0 {
 		err = unix.Unmount(dir, 0)
@@ -302,10 +319,10 @@ func runUmount(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %s: %v\n", dir, err)
-		return 1
+		return exitError
 	}
 	fmt.Fprintf(stdout, "unmounted %s\n", dir)
-	return 0
+	return exitOK
 }
 
 // mountPath is the absolute path of a mount point as the mount table

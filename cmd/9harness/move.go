@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,7 +58,7 @@ Examples:
 `
 
 func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("move", flag.ContinueOnError)
+	fs := g.flagSet("move")
 	useTmux := fs.Bool("tmux", false, "")
 	ops, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
@@ -67,17 +66,23 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(ops) != 2 {
 		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
-		return 2
+		return exitUsage
 	}
 	harness, pid, ok := parseAgent(ops[0])
 	if !ok {
 		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
-		return 2
+		return exitUsage
 	}
 	name := ops[1]
 	host, attach := "zmx", "zmx attach "+client.ShellQuote(name)
 	if *useTmux {
 		host, attach = "tmux", "tmux attach -t "+client.ShellQuote(name)
+	}
+	// Checked here as well as by the daemon: a name it would refuse is a
+	// usage error, said before anything is printed or asked.
+	if err := checkSessionName(name, host); err != nil {
+		fmt.Fprintf(stderr, "9harness move: %v (try '9harness move --help')\n", err)
+		return exitUsage
 	}
 	agent := harness + "/" + strconv.Itoa(pid)
 	file := client.AgentDir(harness, pid) + "/" + host
@@ -91,10 +96,10 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	// (the file is writable only then).
 	if _, a, err := c.Stat(file); err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return 1
+		return exitError
 	} else if a.Mode.Permissions()&0o200 == 0 {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(linux.EROFS, c, agent, host, name))
-		return 1
+		return exitError
 	}
 	if host == "tmux" {
 		// A move stays on the agent's own tmux server, which the tmux file
@@ -106,7 +111,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	f, err := openHostFile(c, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return 1
+		return exitError
 	}
 	defer f.Close()
 	done := make(chan error, 1)
@@ -141,23 +146,23 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 			if err == nil {
 				printAttach()
 				fmt.Fprintf(stdout, "moved %s into %s session %s\n", agent, host, name)
-				return 0
+				return exitOK
 			}
 			reason := readReason(f)
 			switch {
 			case strings.HasPrefix(reason, reasonFailed):
 				fmt.Fprintf(stderr, "9harness move: the move failed after the agent was stopped: %s\n", strings.TrimPrefix(reason, reasonFailed))
-				return 4
+				return exitMoveFailed
 			case strings.HasPrefix(reason, reasonRefused):
 				fmt.Fprintf(stderr, "9harness move: refused: %s\n", strings.TrimPrefix(reason, reasonRefused))
-				return 1
+				return exitError
 			}
 			// A daemon that leaves no reason: say what the errno means.
 			fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
 			if e, ok := errors.AsType[linux.Errno](err); ok && e == linux.EIO {
-				return 4
+				return exitMoveFailed
 			}
-			return 1
+			return exitError
 		}
 	}
 }
@@ -281,6 +286,31 @@ func moveError(err error, c *client.Client, agent, host, name string) string {
 		return "the move failed after the agent was stopped: journalctl -t 9harnessd shows how to resume it by hand"
 	}
 	return fmt.Sprintf("the move failed: %v", syscall.Errno(e))
+}
+
+// checkSessionName is the daemon's rule for a session name (move.ValidName,
+// and tmux's Check: no '.' or ':'), kept here so that the client need not
+// link the daemon's move package; a test holds the two to the same answers.
+func checkSessionName(name, host string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%s is not a valid session name: %s", shownName(name), why)
+	}
+	switch {
+	case name == "" || name == "." || name == ".." || len(name) > 100:
+		return bad("use 1 to 100 letters, digits, '.', '_' and '-', not . or ..")
+	case name[0] == '-':
+		return bad("it cannot start with '-' (the host would take it for a flag)")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return bad("use letters, digits, '.', '_' and '-'")
+		}
+	}
+	if host == "tmux" && strings.ContainsAny(name, ".:") {
+		return bad("tmux takes '.' in a name for a separator; use letters, digits, '_' and '-'")
+	}
+	return nil
 }
 
 // shownName is the name as typed, quoted when it would not read as one

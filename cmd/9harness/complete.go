@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+// completeTimeout bounds a completion's wait for the daemon: a shell that
+// waits longer than this for a Tab is worse than no candidates.
+const completeTimeout = 3 * time.Second
+
+// runComplete is the hidden `9harness __complete KIND [PREFIX]` that the
+// shell completions in packaging/completions call for the candidates only
+// the daemon or the user's files know, one a line, those that start with
+// PREFIX:
+//
+//	agents     HARNESS/PID of each live agent (for move)
+//	harnesses  the harnesses of the tree's /active (for ps --harness)
+//	paths      the entries of PREFIX's directory in the tree, a directory's
+//	           with a trailing / (for ls, cat, stat)
+//	hosts      ssh hosts: the Host lines of ~/.ssh/config (no patterns) and
+//	           the lines of $XDG_CONFIG_HOME/9harness/hosts (for --ssh)
+//	flags      the flags of the command PREFIX (the global ones if
+//	           PREFIX is empty), read from its help, which says every flag
+//	           it takes
+//
+// The global flags (-s, --ssh, ...) reach the daemon the line names. It
+// prints nothing on stderr: a failure is no candidates and exit 1.
+func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
+	ops, status, ok := parseFlags(g.flagSet("__complete"), args, true, stdout, io.Discard)
+	if !ok {
+		return status
+	}
+	if len(ops) < 1 || len(ops) > 2 {
+		return exitUsage
+	}
+	kind, prefix := ops[0], ""
+	if len(ops) == 2 {
+		prefix = ops[1]
+	}
+	var list func() ([]string, error)
+	switch kind {
+	case "flags":
+		text, ok := helps[prefix]
+		if prefix == "" {
+			text, ok = usage, true
+		}
+		if !ok {
+			return exitUsage
+		}
+		for _, f := range helpFlags(text) {
+			fmt.Fprintln(stdout, f)
+		}
+		return exitOK
+	case "hosts":
+		list = func() ([]string, error) { return sshHosts(), nil }
+	case "agents", "harnesses", "paths":
+		list = func() ([]string, error) {
+			if _, st := g.check(io.Discard); st != exitOK {
+				return nil, fmt.Errorf("bad flags")
+			}
+			c, err := g.dial()
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			switch kind {
+			case "agents":
+				return agentNames(c)
+			case "harnesses":
+				return c.Harnesses()
+			}
+			return treeEntries(c, prefix)
+		}
+	default:
+		return exitUsage
+	}
+	type result struct {
+		names []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		names, err := list()
+		done <- result{names, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(completeTimeout):
+		return exitError
+	}
+	if r.err != nil {
+		return exitError
+	}
+	out := newErrWriter(stdout)
+	for _, n := range r.names {
+		if strings.HasPrefix(n, prefix) {
+			fmt.Fprintln(out, n)
+		}
+	}
+	if out.Err() != nil {
+		return exitError
+	}
+	return exitOK
+}
+
+// agentNames lists HARNESS/PID from the directory names of /active alone,
+// reading no agent's facts.
+func agentNames(c *client.Client) ([]string, error) {
+	hs, err := c.Harnesses()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hs {
+		ents, err := c.ReadDir(client.ActiveRoot + "/" + h)
+		if err != nil {
+			continue // gone meanwhile, or not a directory
+		}
+		for _, e := range ents {
+			if e.Name != "." && e.Name != ".." {
+				out = append(out, h+"/"+e.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// treeEntries lists the directory that prefix is in (the part up to its
+// last /; / if it has none), each entry spelled as prefix's directory
+// part plus its name, so that the shell can match it against prefix.
+func treeEntries(c *client.Client, prefix string) ([]string, error) {
+	dir, spelled := "/", ""
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		spelled = prefix[:i+1]
+		dir = spelled
+	}
+	ents, err := c.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.Name == "." || e.Name == ".." {
+			continue
+		}
+		n := spelled + e.Name
+		if e.QID.Type&p9.TypeDir != 0 {
+			n += "/"
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// sshHosts is the hosts of ~/.ssh/config's Host lines, without patterns
+// (*, ?, !), and of $XDG_CONFIG_HOME/9harness/hosts (default
+// ~/.config/9harness/hosts: one host a line, # comments), sorted, once
+// each. A file that is missing adds nothing.
+func sshHosts() []string {
+	home, _ := os.UserHomeDir()
+	seen := map[string]bool{}
+	if home != "" {
+		forLines(filepath.Join(home, ".ssh", "config"), func(line string) {
+			f := strings.Fields(line)
+			if len(f) < 2 || !strings.EqualFold(f[0], "host") {
+				return
+			}
+			for _, h := range f[1:] {
+				if !strings.ContainsAny(h, "*?!") {
+					seen[h] = true
+				}
+			}
+		})
+	}
+	conf := os.Getenv("XDG_CONFIG_HOME")
+	if conf == "" && home != "" {
+		conf = filepath.Join(home, ".config")
+	}
+	if conf != "" {
+		forLines(filepath.Join(conf, "9harness", "hosts"), func(line string) {
+			if f := strings.Fields(line); len(f) > 0 {
+				seen[f[0]] = true
+			}
+		})
+	}
+	out := make([]string, 0, len(seen))
+	for h := range seen {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// forLines calls fn with each line of the file at path, its comment (from
+// #) and surrounding blanks removed, skipping empty ones.
+func forLines(path string, fn func(string)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line != "" {
+			fn(line)
+		}
+	}
+}
+
+// helpFlags is the flags a help text lists: its lines that start with two
+// spaces and a dash ("  -l, --long  text", "  --json  text") hold them,
+// up to the first word that is not one.
+func helpFlags(text string) []string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "  -") {
+			continue
+		}
+		for _, w := range strings.Fields(line) {
+			w = strings.TrimSuffix(w, ",")
+			if !strings.HasPrefix(w, "-") {
+				break
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}

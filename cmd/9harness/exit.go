@@ -1,0 +1,18 @@
+package main
+
+// The exit statuses of 9harness, one table for every command (the EXIT
+// STATUS of 9harness(1)); scripts branch on them, so a number never
+// changes its meaning.
+const (
+	exitOK    = 0 // done
+	exitError = 1 // an error or a refusal, and nothing was changed (a move: the agent untouched)
+	exitUsage = 2 // a usage error: a bad flag, operand or combination
+	// exitPartial: some hosts or agents did not answer; what the others
+	// said was printed.
+	exitPartial = 3
+	// exitMoveFailed: a move failed after the agent was stopped; the
+	// message says how to resume it by hand.
+	exitMoveFailed = 4
+	// exitTimeout: wait --timeout ran out, the status timeout(1) gives.
+	exitTimeout = 124
+)
