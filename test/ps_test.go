@@ -8,14 +8,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hugelgupf/p9/linux"
+	"github.com/rivo/uniseg"
 )
 
 // psEnv is a daemon on a fixture home with two real agents: a Claude-shaped
@@ -292,7 +293,9 @@ func TestPsHarnessFilter(t *testing.T) {
 	}
 }
 
-// psTmux is a private tmux server for running the client on a terminal.
+// psTmux is a private tmux server for running the client on a terminal:
+// its own socket in the test's directory, no configuration file, killed
+// at the end through that socket.
 type psTmux struct {
 	t    *testing.T
 	sock string
@@ -308,7 +311,7 @@ func newPsTmux(t *testing.T) *psTmux {
 
 func (p *psTmux) run(args ...string) string {
 	p.t.Helper()
-	cmd := exec.Command("tmux", append([]string{"-S", p.sock}, args...)...)
+	cmd := exec.Command("tmux", append([]string{"-S", p.sock, "-f", "/dev/null"}, args...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "TERM=xterm-256color"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -321,63 +324,217 @@ func (p *psTmux) run(args ...string) string {
 // the pane comes back longer than the pane.
 func (p *psTmux) screen(target string) []string {
 	p.t.Helper()
-	lines := strings.Split(strings.TrimRight(p.run("capture-pane", "-p", "-J", "-t", target), "\n"), "\n")
+	return p.capture(target, "-J")
+}
+
+// rows is what the pane shows, one screen row per line: a line that
+// wrapped takes two.
+func (p *psTmux) rows(target string) []string {
+	p.t.Helper()
+	return p.capture(target)
+}
+
+func (p *psTmux) capture(target string, flags ...string) []string {
+	p.t.Helper()
+	args := append(append([]string{"capture-pane", "-p"}, flags...), "-t", target)
+	lines := strings.Split(strings.TrimRight(p.run(args...), "\n"), "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return lines
 }
 
-// TestPsTerminalWidth: on a terminal the table fits its width, TITLE and
-// CWD giving way first (marked with …); on a wide one nothing is cut.
+// Titles for the terminal test: emoji (🚀 and ✅ take two cells, as the
+// hand-written width table did not know), CJK, and a combining mark.
+const (
+	psClaudeTitle = "🚀 ship the release ✅ then fix 日本語のタイトル and the cafe\u0301 menu, all of it today"
+	psCodexTitle  = "修复构建 ✅ 🚀 and the flaky 测试 in the retry queue that fails on Mondays"
+)
+
+// setTitles gives the agents the emoji titles, as a user renaming the
+// session would: a custom-title line appended to the Claude transcript,
+// a thread name in Codex's session index.
+func (e *psEnv) setTitles(t *testing.T) {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(e.home, ".claude", "projects", "*", psClaudeSID+".jsonl"))
+	if len(m) != 1 {
+		t.Fatalf("the fake claude's transcript: %q", m)
+	}
+	line, _ := json.Marshal(map[string]string{"type": "custom-title", "customTitle": psClaudeTitle, "sessionId": psClaudeSID})
+	f, err := os.OpenFile(m[0], os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write(append(line, '\n'))
+	must(t, err)
+	must(t, f.Close())
+	line, _ = json.Marshal(map[string]string{"id": psCodexSID, "thread_name": psCodexTitle, "updated_at": time.Now().UTC().Format(time.RFC3339)})
+	must(t, os.WriteFile(filepath.Join(e.home, ".codex", "session_index.jsonl"), append(line, '\n'), 0o644))
+	c := e.d.client()
+	eventually(t, func() bool {
+		t1, _ := readField(c, e.dir("claude", e.claude)+"/title")
+		t2, _ := readField(c, e.dir("codex", e.codex)+"/title")
+		return t1 == psClaudeTitle && t2 == psCodexTitle
+	}, "the emoji titles under /active")
+}
+
+// TestPsTerminalWidth: in a real tmux the table fits the pane: no row
+// wraps (each agent is on one screen row, as wide as the pane at most,
+// emoji and CJK counted as two cells), TITLE keeps 24 cells at 80 and 120
+// columns, and on a wide pane nothing is cut.
 func TestPsTerminalWidth(t *testing.T) {
 	e := newPsEnv(t)
+	e.setTitles(t)
 	tm := newPsTmux(t)
-	for _, width := range []int{60, 200} {
+	for _, width := range []int{60, 80, 120, 200} {
 		name := "w" + strconv.Itoa(width)
 		script := fmt.Sprintf("HOME=%s %s -s %s ps; echo \"[exit $?]\"; exec sleep 600", e.home, bin("9harness"), e.d.sock)
 		tm.run("new-session", "-d", "-s", name, "-x", strconv.Itoa(width), "-y", "40", "/bin/sh", "-c", script)
 		var lines []string
 		eventually(t, func() bool {
-			lines = tm.screen(name)
+			lines = tm.rows(name)
 			return contains(lines, "[exit 0]")
 		}, "ps to finish in a "+name+" pane")
-		var table []string
-		for _, l := range lines {
-			if l == "[exit 0]" {
-				break
-			}
-			table = append(table, l)
-		}
-		if len(table) < 3 || !strings.HasPrefix(table[0], "HARNESS") {
-			t.Fatalf("%d columns: no table:\n%s", width, strings.Join(lines, "\n"))
-		}
-		for _, l := range table {
-			if n := utf8.RuneCountInString(l); n > width {
-				t.Errorf("%d columns: a line of %d: %q", width, n, l)
-			}
-		}
+		table := lines[:slices.Index(lines, "[exit 0]")]
 		screen := strings.Join(table, "\n")
 		t.Logf("%d columns:\n%s", width, screen)
-		cl, cx := psRowOf(table, e.claude.pid()), psRowOf(table, e.codex.pid())
-		if cl == nil || cx == nil || cl[0] != "claude" || cx[0] != "codex" {
-			t.Fatalf("%d columns: rows missing:\n%s", width, screen)
+		if len(table) < 3 || !strings.HasPrefix(table[0], "HARNESS") {
+			t.Fatalf("%d columns: no table:\n%s", width, screen)
 		}
-		title := "fake claude " + strconv.Itoa(e.claude.pid())
-		cwd := "~/src/" + filepath.Base(e.cwd)
-		row := strings.Join(cl, " ")
-		switch width {
-		case 60:
-			if !strings.Contains(row, "…") || strings.Contains(row, title) || strings.Contains(row, cwd) {
-				t.Errorf("60 columns: the claude row keeps its whole title and directory: %q", row)
+		// A row that wrapped takes two screen rows, which tmux joins
+		// again with -J. (The daemon lists every agent of the uid, so
+		// other tests' agents may have rows too.)
+		joined := tm.screen(name)
+		if j := joined[:slices.Index(joined, "[exit 0]")]; len(j) != len(table) {
+			t.Errorf("%d columns: %d screen rows hold %d lines: a row wrapped:\n%s", width, len(table), len(j), screen)
+		}
+		for _, l := range table {
+			if n := uniseg.StringWidth(l); n > width {
+				t.Errorf("%d columns: a row of %d cells: %q", width, n, l)
 			}
-			if !strings.Contains(row, "zmx:work") {
-				t.Errorf("60 columns: the claude row lost its fixed columns: %q", row)
+		}
+		// TITLE is the last column: its cells are the row's past the
+		// header's TITLE.
+		at := strings.Index(table[0], "TITLE")
+		if at < 0 {
+			t.Fatalf("%d columns: no TITLE column:\n%s", width, screen)
+		}
+		at = uniseg.StringWidth(table[0][:at])
+		for _, r := range []struct {
+			h     string
+			a     *fakeAgent
+			title string
+		}{{"claude", e.claude, psClaudeTitle}, {"codex", e.codex, psCodexTitle}} {
+			var rows []string
+			for _, l := range table {
+				if f := strings.Fields(l); len(f) > 1 && f[1] == strconv.Itoa(r.a.pid()) {
+					rows = append(rows, l)
+				}
 			}
-		case 200:
-			if !strings.HasSuffix(row, title) || !strings.Contains(row, cwd) || strings.Contains(row, "…") {
-				t.Errorf("200 columns: the claude row was shortened: %q", row)
+			if len(rows) != 1 || !strings.HasPrefix(rows[0], r.h+" ") {
+				t.Errorf("%d columns: %s %d has rows %q, want one:\n%s", width, r.h, r.a.pid(), rows, screen)
+				continue
 			}
+			shown := cellsFrom(rows[0], at)
+			cells := uniseg.StringWidth(shown)
+			// The first 10 characters are whole at any width.
+			if prefix := string([]rune(r.title)[:10]); !strings.HasPrefix(shown, prefix) {
+				t.Errorf("%d columns: TITLE %q does not start with %q", width, shown, prefix)
+			}
+			switch {
+			case width >= 200:
+				if shown != r.title {
+					t.Errorf("%d columns: TITLE %q, want it whole: %q", width, shown, r.title)
+				}
+			case width >= 80:
+				// 24 cells; the last may stay empty before a wide character.
+				if cells < 23 || width >= 120 && cells < 24 {
+					t.Errorf("%d columns: TITLE has %d cells, want 24: %q", width, cells, shown)
+				}
+			}
+		}
+		if width < 200 && !strings.Contains(screen, "…") {
+			t.Errorf("%d columns: nothing was cut:\n%s", width, screen)
+		}
+	}
+}
+
+// cellsFrom is what s shows from cell at on.
+func cellsFrom(s string, at int) string {
+	state, n := -1, 0
+	for s != "" && n < at {
+		var w int
+		_, s, w, state = uniseg.FirstGraphemeClusterInString(s, state)
+		n += w
+	}
+	return s
+}
+
+// TestPsOutputs: -q prints what move takes, --format a line per agent
+// from the template, --no-header and --sort/--reverse shape the table,
+// and a write error is one line on stderr with exit 1. The daemon lists
+// every agent of the uid, so only this test's agents' lines are compared.
+func TestPsOutputs(t *testing.T) {
+	e := newPsEnv(t)
+	cl, cx := strconv.Itoa(e.claude.pid()), strconv.Itoa(e.codex.pid())
+	ours := func(out string) string {
+		var keep []string
+		for _, l := range strings.SplitAfter(out, "\n") {
+			if strings.Contains(l, cl) || strings.Contains(l, cx) {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "")
+	}
+	quiet := regexp.MustCompile(`^([a-z]+/[0-9]+\n)*$`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-q"}, "claude/" + cl + "\ncodex/" + cx + "\n"},
+		{[]string{"--quiet", "--reverse"}, "codex/" + cx + "\nclaude/" + cl + "\n"},
+		{[]string{"-q", "--harness", "codex"}, "codex/" + cx + "\n"},
+		{[]string{"--format", "{{.harness}} {{.pid}} {{.via}} [{{.status}}] {{.zmx}}"},
+			"claude " + cl + " registry [busy] work\ncodex " + cx + " fd [] \n"},
+		{[]string{"--format={{.session}} {{.pid}}", "-r"}, psCodexSID + " " + cx + "\n" + psClaudeSID + " " + cl + "\n"},
+	} {
+		out, errs, code := e.ps(t, append([]string{"ps"}, tc.args...)...)
+		if code != 0 || errs != "" || ours(out) != tc.want {
+			t.Errorf("ps %q: exit %d, stderr %q, stdout %q, want %q", tc.args, code, errs, out, tc.want)
+		}
+		if !strings.HasPrefix(tc.args[0], "--format") && !quiet.MatchString(out) {
+			t.Errorf("ps %q: %q is not HARNESS/PID lines", tc.args, out)
+		}
+	}
+	// --sort pid orders by pid; --no-header drops the header.
+	out, _, _ := e.ps(t, "ps", "--sort", "pid", "--no-header")
+	var pids []int
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		pid, err := strconv.Atoi(strings.Fields(l)[1])
+		if err != nil {
+			t.Fatalf("ps --sort pid --no-header: line %q:\n%s", l, out)
+		}
+		pids = append(pids, pid)
+	}
+	if !sort.IntsAreSorted(pids) || !slices.Contains(pids, e.claude.pid()) || !slices.Contains(pids, e.codex.pid()) {
+		t.Errorf("ps --sort pid --no-header:\n%s", out)
+	}
+	// A bad template is a usage error, before the daemon is asked.
+	_, errs, code := e.ps(t, "ps", "--format", "{{.nosuch}}")
+	if code != 2 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "nosuch") {
+		t.Errorf("ps --format '{{.nosuch}}': exit %d, stderr %q", code, errs)
+	}
+	// ps > /dev/full: the write fails, and says so.
+	for _, args := range [][]string{{"ps"}, {"ps", "--json"}, {"ps", "-q"}} {
+		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+		must(t, err)
+		cmd := exec.Command(bin("9harness"), append([]string{"-s", e.d.sock}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + e.home}
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &stderr
+		err = cmd.Run()
+		full.Close()
+		ee, _ := err.(*exec.ExitError)
+		if ee == nil || ee.ExitCode() != 1 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "write error: no space left on device") {
+			t.Errorf("9harness %q > /dev/full: %v, stderr %q; want exit 1 and the write error", args, err, stderr.String())
 		}
 	}
 }
@@ -458,7 +615,7 @@ func TestPsMoveHelp(t *testing.T) {
 		if contains(args, "move") {
 			want = append(want, "move [--tmux] HARNESS/PID NAME", "--allow-move", "attach with:")
 		} else {
-			want = append(want, "ps [--json] [--watch] [--harness NAME]", "HARNESS", "TITLE")
+			want = append(want, "ps [-qrv] [--json | --format TEMPLATE]", "HARNESS", "TITLE", "VIA, AGE, ZMX/TMUX, STATUS, CWD")
 		}
 		for _, w := range want {
 			if !strings.Contains(out, w) {
@@ -467,7 +624,7 @@ func TestPsMoveHelp(t *testing.T) {
 		}
 	}
 	out, _, code := run9harness(t, nil, "--help")
-	for _, w := range []string{"ps [--json] [--watch] [--harness NAME]", "move [--tmux] HARNESS/PID NAME", "help [COMMAND]", "relay [-s SOCKET]", "--ssh DEST"} {
+	for _, w := range []string{"\n  ps [", "move [--tmux] HARNESS/PID NAME", "help [COMMAND]", "\n  relay ", "--ssh DEST"} {
 		if code != 0 || !strings.Contains(out, w) {
 			t.Errorf("9harness --help (exit %d) lacks %q", code, w)
 		}

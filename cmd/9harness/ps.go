@@ -1,29 +1,34 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"text/template"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/rivo/uniseg"
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
 )
 
-const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [--json] [--watch] [--harness NAME]...
+const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
+           [--sort KEY] [--no-header] [--no-trunc] [--watch]
+           [--harness NAME]...
 
 List the live AI coding agents, one row per agent, sorted by harness, then
-pid, as the daemon's /active tree shows them:
+pid (or as --sort says), as the daemon's /active tree shows them:
 
   HARNESS   claude, codex, omp, pi, hermes or dsh
   PID       the agent's process id
@@ -31,45 +36,86 @@ pid, as the daemon's /active tree shows them:
   STATUS    what the harness itself publishes (Claude: busy, idle, ...)
   CWD       its working directory, your $HOME shown as ~ (not with --ssh)
   ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME
-  VIA       how its session was found: registry, fd, dir, transcript, none
+  VIA       how its session was found, in one word: registry, fd, dir,
+            argv, transcript, none or ambiguous; with -v, the daemon's
+            whole note on it
   TITLE     the session's title, where the harness records one
 
-A fact the daemon does not know is shown as -. On a terminal the table is
-fitted to its width, shortening TITLE first, then CWD, then VIA (each
-marked with …); written to a pipe or a file, nothing is shortened
-(9harness ps | cat shows every row whole).
+A fact the daemon does not know is shown as -. Control characters in a
+value are shown as ?.
+
+On a terminal the table is fitted to its width, emoji and East Asian
+characters counted as the two cells they take. Width is given up first by
+VIA (only -v's note; a route word stays whole), then by CWD (which keeps
+its end), then by TITLE, each marked with …. When the table does not fit
+with TITLE at 24 cells and CWD at 12 (below about 100 columns), whole
+columns are left out, in this order:
+
+  VIA, AGE, ZMX/TMUX, STATUS, CWD
+
+HARNESS, PID and TITLE always stay. Written to a pipe or a file, or with
+--no-trunc, nothing is shortened or left out (9harness ps | cat shows every
+row whole).
 
 Options:
-  --json          print one JSON array with an object per agent, every fact
-                  the tree has: harness, pid, ppid, started (unix seconds),
-                  cwd, name, title, session, model, via, status, zmx, tmux,
-                  transcript (the transcript's path in the tree) and agents
-                  (the names of its sub-agents). A fact the daemon does not
-                  know is left out; zmx and tmux are always there, "" when
-                  the agent is in no such session.
-  --harness NAME  only the agents of harness NAME; repeatable, or a comma
-                  separated list (--harness claude,codex)
-  --watch         redraw the table every second, like watch(1), until
-                  Ctrl-C; standard output must be a terminal
-  -h, --help      this text
+  --json             print one JSON array with an object per agent, every
+                     fact the tree has: harness, pid, ppid, started (unix
+                     seconds), cwd, name, title, session, model, via,
+                     status, zmx, tmux, transcript (the transcript's path in
+                     the tree) and agents (the names of its sub-agents). A
+                     fact the daemon does not know is left out; zmx and
+                     tmux are always there, "" when the agent is in no such
+                     session.
+  --format TEMPLATE  print one line per agent from the Go text/template
+                     TEMPLATE, over the --json fields by their JSON names
+                     ({{.harness}}, {{.pid}}, {{.title}}, ...); a fact the
+                     daemon does not know is "" (0 for numbers), and control
+                     characters are shown as ?. A template that does not
+                     parse or names no such field is a usage error.
+  -q, --quiet        print only each agent's HARNESS/PID, one per line: the
+                     name 9harness move takes
+  --sort KEY         order the agents by KEY: harness (the default: by
+                     harness, then pid), pid, age (youngest first), cwd,
+                     title or status (alphabetical); ties go by harness,
+                     then pid, and a fact the daemon does not know sorts last
+  -r, --reverse      reverse the order, whatever the key
+  -v, --wide         VIA shows the daemon's whole note, not only its first word
+  --no-header        leave out the header line
+  --no-trunc         on a terminal too, shorten nothing and leave no column
+                     out (a long row wraps)
+  --harness NAME     only the agents of harness NAME; repeatable, or a comma
+                     separated list (--harness claude,codex)
+  --watch            redraw the table every second, like watch(1), until
+                     Ctrl-C; standard output must be a terminal; not with
+                     --json, --format or -q
+  -h, --help         this text
+
+Exit status: 0 when listed; 1 when the daemon cannot be reached or the
+output cannot be written, with one line on standard error; 2 for a usage
+error (a bad flag, sort key or template).
 
 Examples:
   9harness ps
-  9harness ps --harness codex
+  9harness ps --harness codex --sort age
   9harness ps --watch --harness claude
   9harness --ssh build1 ps
-  9harness ps --json | jq -r '.[] | "\(.harness)/\(.pid) \(.session)"'
+  9harness ps -q --harness claude
+  9harness ps --format '{{.harness}}/{{.pid}} {{.session}}'
   9harness ps --json | jq -r '.[] | select(.zmx == "" and .tmux == "") | .cwd'
 `
 
 type psOptions struct {
-	json, watch bool
-	harnesses   []string
+	json, watch, quiet bool
+	wide, reverse      bool
+	noHeader, noTrunc  bool
+	sortKey            string
+	format             *template.Template
+	harnesses          []string
 }
 
 func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	var o psOptions
-	fs := flag.NewFlagSet("ps", flag.ContinueOnError)
+	fs := g.flagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
 	fs.Func("harness", "", func(v string) error {
@@ -80,17 +126,44 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "")
+	fs.BoolVarP(&o.reverse, "reverse", "r", false, "")
+	fs.BoolVarP(&o.wide, "wide", "v", false, "")
+	fs.BoolVar(&o.noHeader, "no-header", false, "")
+	fs.BoolVar(&o.noTrunc, "no-trunc", false, "")
+	fs.Func("sort", "", func(v string) error {
+		if _, ok := psSortKeys[v]; !ok {
+			return fmt.Errorf("no sort key %q (harness, pid, age, cwd, title, status)", v)
+		}
+		o.sortKey = v
+		return nil
+	})
+	fs.Func("format", "", func(v string) error {
+		t, err := psTemplate(v)
+		o.format = t
+		return err
+	})
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "9harness ps: unexpected argument %q (try 9harness ps --help)\n", rest[0])
-		return 2
+		fmt.Fprintf(stderr, "9harness ps: unexpected argument %q (try '9harness ps --help')\n", rest[0])
+		return exitUsage
 	}
-	if o.json && o.watch {
-		fmt.Fprintln(stderr, "9harness ps: --json and --watch do not go together")
-		return 2
+	var outputs []string
+	for _, f := range []string{"json", "format", "quiet"} {
+		if fs.Changed(f) {
+			outputs = append(outputs, "--"+f)
+		}
+	}
+	if len(outputs) > 1 {
+		fmt.Fprintf(stderr, "9harness ps: %s do not go together\n", strings.Join(outputs, " and "))
+		return exitUsage
+	}
+	if o.watch && len(outputs) > 0 {
+		fmt.Fprintf(stderr, "9harness ps: --watch draws the table; %s does not go with it\n", outputs[0])
+		return exitUsage
 	}
 	term, _ := stdout.(*os.File)
 	if term != nil && !isTerminal(term) {
@@ -98,7 +171,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.watch && term == nil {
 		fmt.Fprintln(stderr, "9harness ps: --watch redraws a terminal, and standard output is not one")
-		return 2
+		return exitUsage
 	}
 	home := ""
 	if !g.remote() {
@@ -115,35 +188,143 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	agents, err := c.Agents(o.harnesses...)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness ps: %v\n", describe(err))
-		return 1
+		return exitError
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
+	sortAgents(agents, o.sortKey, o.reverse)
+	var b bytes.Buffer
+	switch {
+	case o.json:
+		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(agents); err != nil {
 			fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-			return 1
+			return exitError
 		}
-		return 0
+	case o.quiet:
+		for _, a := range agents {
+			fmt.Fprintf(&b, "%s/%d\n", printable(a.Harness), a.PID)
+		}
+	case o.format != nil:
+		for _, a := range agents {
+			if err := o.format.Execute(&b, psFields(a)); err != nil {
+				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
+				return exitUsage
+			}
+			b.WriteByte('\n')
+		}
+	default:
+		lay := psLayout{wide: o.wide, noHeader: o.noHeader}
+		if term != nil && !o.noTrunc {
+			lay.width, _ = termSize(term)
+		}
+		for _, l := range psTable(agents, time.Now(), home, lay) {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
 	}
-	width := 0
-	if term != nil {
-		width, _ = termSize(term)
+	if _, err := stdout.Write(b.Bytes()); err != nil {
+		fmt.Fprintf(stderr, "9harness ps: write error: %v\n", unwrapSyscall(err))
+		return exitError
 	}
-	var b strings.Builder
-	for _, l := range psTable(agents, time.Now(), home, width) {
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	if _, err := io.WriteString(stdout, b.String()); err != nil {
-		return 1
-	}
-	return 0
+	return exitOK
 }
 
-// The columns, and which of them give way on a narrow terminal: first
-// TITLE, then CWD, then VIA, each down to its minimum width.
+// psTemplate parses a --format template. It is run once over an agent
+// with every field set, so that a template naming a field --json does not
+// have fails here, as a usage error, even when no agent is listed.
+func psTemplate(text string) (*template.Template, error) {
+	t, err := template.New("format").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	sample := client.Agent{
+		Harness: "claude", PID: 1, PPID: 1, Started: 1, Cwd: "/", Name: "x", Title: "x",
+		Session: "x", Model: "x", Via: "x", Status: "x", Zmx: "x", Tmux: "x", Transcript: "x",
+		Agents: []string{"x"},
+	}
+	if err := t.Execute(io.Discard, psFields(sample)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// psFields is an agent for --format: every field --json can show, by its
+// JSON name, present even when the daemon does not know it, and made
+// printable, since each agent is one line.
+func psFields(a client.Agent) map[string]any {
+	m := map[string]any{}
+	v := reflect.ValueOf(a)
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		switch f := v.Field(i).Interface().(type) {
+		case string:
+			m[name] = printable(f)
+		case []string:
+			s := make([]string, len(f))
+			for j, x := range f {
+				s[j] = printable(x)
+			}
+			m[name] = s
+		default:
+			m[name] = f
+		}
+	}
+	return m
+}
+
+// psSortKeys compares two agents by each --sort key; ties fall to harness,
+// then pid, in sortAgents.
+var psSortKeys = map[string]func(a, b client.Agent) int{
+	"harness": func(a, b client.Agent) int { return 0 },
+	"pid":     func(a, b client.Agent) int { return cmp.Compare(a.PID, b.PID) },
+	// The youngest first (the smallest AGE); an unknown start
+	// (0) is the oldest.
+	"age": func(a, b client.Agent) int {
+		return knownFirst(a.Started > 0, b.Started > 0, cmp.Compare(b.Started, a.Started))
+	},
+	"cwd":    func(a, b client.Agent) int { return compareKnown(a.Cwd, b.Cwd) },
+	"title":  func(a, b client.Agent) int { return compareKnown(a.Title, b.Title) },
+	"status": func(a, b client.Agent) int { return compareKnown(a.Status, b.Status) },
+}
+
+// sortAgents orders agents by key ("" is harness), then harness, then pid;
+// reverse reverses the whole order.
+func sortAgents(agents []client.Agent, key string, reverse bool) {
+	by := psSortKeys[key]
+	if by == nil {
+		by = psSortKeys["harness"]
+	}
+	slices.SortStableFunc(agents, func(a, b client.Agent) int {
+		return cmp.Or(by(a, b), cmp.Compare(a.Harness, b.Harness), cmp.Compare(a.PID, b.PID))
+	})
+	if reverse {
+		slices.Reverse(agents)
+	}
+}
+
+// compareKnown orders strings with the empty one (a fact the daemon does
+// not know) last.
+func compareKnown(a, b string) int {
+	return knownFirst(a != "", b != "", strings.Compare(a, b))
+}
+
+func knownFirst(aKnown, bKnown bool, c int) int {
+	switch {
+	case aKnown && !bKnown:
+		return -1
+	case !aKnown && bKnown:
+		return 1
+	case !aKnown:
+		return 0
+	}
+	return c
+}
+
+// The columns, left to right.
 const (
 	colHarness = iota
 	colPID
@@ -158,79 +339,144 @@ const (
 
 var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATUS", "CWD", "ZMX/TMUX", "VIA", "TITLE"}
 
-var shrinkOrder = []struct{ col, min int }{{colTitle, 5}, {colCwd, 6}, {colVia, 4}}
+// psDropOrder is the order in which whole columns are left out when the
+// table cannot fit a terminal even with every column at its floor: the
+// least use for telling agents apart or acting on one goes first. VIA is
+// a diagnostic; AGE rarely decides anything; ZMX/TMUX says where to
+// attach, which move's HARNESS/PID also reaches; STATUS (busy, idle) says
+// whether an agent wants you; CWD with TITLE says which agent is which.
+// HARNESS and PID (the agent's name) and TITLE are never left out. A new
+// column takes its place in this list by the same measure.
+var psDropOrder = []int{colVia, colAge, colHost, colStatus, colCwd}
+
+// psShrink is who gives up width, in order, and down to what. The first
+// three are the floors that decide whether a column must be dropped: VIA
+// first (a route word is at most 10 cells, so only -v's note shrinks),
+// then CWD, then TITLE, which keeps its width longest. The last two apply
+// only when the columns that stay cannot fit at their floors.
+var psShrink = []struct{ col, min int }{
+	{colVia, 10}, {colCwd, 12}, {colTitle, 24},
+	{colCwd, 6}, {colTitle, 5},
+}
 
 const colGap = "  "
 
+// psLayout is how the table is drawn.
+type psLayout struct {
+	width    int  // fit every line into this many cells; 0: do not fit
+	wide     bool // VIA's whole note, not its first word
+	noHeader bool
+}
+
 // psTable renders the agents as lines: a header and a row per agent.
-// width > 0 fits every line into that many columns.
-func psTable(agents []client.Agent, now time.Time, home string, width int) []string {
+func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []string {
 	rows := [][nCols]string{psHeader}
 	for _, a := range agents {
-		rows = append(rows, psRow(a, now, home))
+		rows = append(rows, psRow(a, now, home, lay.wide))
 	}
-	var w [nCols]int
-	for _, r := range rows {
-		for i, cell := range r {
-			w[i] = max(w[i], textWidth(cell))
-		}
-	}
-	if width > 0 {
-		total := len(colGap) * (nCols - 1)
-		for _, x := range w {
-			total += x
-		}
-		for _, s := range shrinkOrder {
-			if total <= width {
-				break
-			}
-			if w[s.col] > s.min {
-				cut := min(total-width, w[s.col]-s.min)
-				w[s.col] -= cut
-				total -= cut
-			}
-		}
+	w, show := psWidths(rows, lay.width)
+	last := colTitle
+	if lay.noHeader {
+		rows = rows[1:]
 	}
 	out := make([]string, 0, len(rows))
 	for _, r := range rows {
 		var b strings.Builder
+		first := true
 		for i, cell := range r {
-			if i > 0 {
+			if !show[i] {
+				continue
+			}
+			if !first {
 				b.WriteString(colGap)
 			}
-			switch i {
-			case colCwd:
+			first = false
+			if i == colCwd {
 				cell = clipFront(cell, w[i])
-			default:
+			} else {
 				cell = clipEnd(cell, w[i])
 			}
-			pad := strings.Repeat(" ", w[i]-textWidth(cell))
+			pad := strings.Repeat(" ", max(w[i]-textWidth(cell), 0))
 			switch {
 			case i == colPID || i == colAge:
 				b.WriteString(pad + cell)
-			case i == nCols-1:
+			case i == last:
 				b.WriteString(cell)
 			default:
 				b.WriteString(cell + pad)
 			}
 		}
 		line := strings.TrimRight(b.String(), " ")
-		if width > 0 {
+		if lay.width > 0 {
 			// What the columns cannot give up is cut at the edge.
-			line = clipEnd(line, width)
+			line = clipEnd(line, lay.width)
 		}
 		out = append(out, line)
 	}
 	return out
 }
 
-func psRow(a client.Agent, now time.Time, home string) [nCols]string {
+// psWidths gives each column its width and says which are shown. With
+// width 0 every column is shown whole; else columns are dropped in
+// psDropOrder until the rest fit at their floors, then VIA, CWD and TITLE
+// give up width in psShrink's order until the table fits.
+func psWidths(rows [][nCols]string, width int) (w [nCols]int, show [nCols]bool) {
+	for i := range show {
+		show[i] = true
+	}
+	for _, r := range rows {
+		for i, cell := range r {
+			w[i] = max(w[i], textWidth(cell))
+		}
+	}
+	if width <= 0 {
+		return w, show
+	}
+	total := func(w [nCols]int) int {
+		n, cols := 0, 0
+		for i, x := range w {
+			if show[i] {
+				n += x
+				cols++
+			}
+		}
+		return n + len(colGap)*(cols-1)
+	}
+	floor := w
+	for _, s := range psShrink[:3] {
+		floor[s.col] = min(floor[s.col], s.min)
+	}
+	for _, c := range psDropOrder {
+		if total(floor) <= width {
+			break
+		}
+		show[c] = false
+	}
+	over := total(w) - width
+	for _, s := range psShrink {
+		if over <= 0 {
+			break
+		}
+		if show[s.col] && w[s.col] > s.min {
+			cut := min(over, w[s.col]-s.min)
+			w[s.col] -= cut
+			over -= cut
+		}
+	}
+	return w, show
+}
+
+func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string {
 	var host []string
 	if a.Zmx != "" {
 		host = append(host, "zmx:"+a.Zmx)
 	}
 	if a.Tmux != "" {
 		host = append(host, "tmux:"+a.Tmux)
+	}
+	via := a.Via
+	if !wide {
+		via = routeWord(via)
 	}
 	r := [nCols]string{
 		a.Harness,
@@ -239,7 +485,7 @@ func psRow(a client.Agent, now time.Time, home string) [nCols]string {
 		a.Status,
 		shortHome(a.Cwd, home),
 		strings.Join(host, ","),
-		a.Via,
+		via,
 		a.Title,
 	}
 	for i, v := range r {
@@ -249,6 +495,15 @@ func psRow(a client.Agent, now time.Time, home string) [nCols]string {
 		r[i] = printable(v)
 	}
 	return r
+}
+
+// routeWord is the first word of a via note, "registry (2 leases on this
+// pid; ...)": the route by which the session was found.
+func routeWord(via string) string {
+	if f := strings.Fields(via); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // age is the time since started: 45s, 12m, 3h, 2d.
@@ -286,48 +541,45 @@ func shortHome(p, home string) string {
 }
 
 // printable keeps a value from steering the terminal: control characters
-// (a title is whatever the harness stored) become '?', and whitespace a
-// space.
+// (a title is whatever the harness stored) and the bidirectional controls
+// that would reorder the rest of the line become '?', and line breaks and
+// tabs a space.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
-		case r == '\t' || r == '\n' || r == '\r':
+		case r == '\t' || r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029:
 			return ' '
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return '?'
+		case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
 			return '?'
 		}
 		return r
 	}, s)
 }
 
-// runeWidth is the columns a rune takes on a terminal: 0 for combining
-// marks, 2 for East Asian wide and fullwidth characters and most emoji,
-// else 1.
-func runeWidth(r rune) int {
-	switch {
-	case unicode.Is(unicode.Mn, r), unicode.Is(unicode.Me, r), r == 0x200b, r == 0x200d:
-		return 0
-	case r >= 0x1100 && r <= 0x115f, r >= 0x2e80 && r <= 0x303e, r >= 0x3041 && r <= 0x33ff,
-		r >= 0x3400 && r <= 0x4dbf, r >= 0x4e00 && r <= 0x9fff, r >= 0xa000 && r <= 0xa4cf,
-		r >= 0xac00 && r <= 0xd7a3, r >= 0xf900 && r <= 0xfaff, r >= 0xfe30 && r <= 0xfe4f,
-		r >= 0xff00 && r <= 0xff60, r >= 0xffe0 && r <= 0xffe6, r >= 0x1f300 && r <= 0x1f64f,
-		r >= 0x1f900 && r <= 0x1f9ff, r >= 0x20000 && r <= 0x3fffd:
-		return 2
-	}
-	return 1
-}
+// textWidth is the cells s takes on a terminal, by grapheme cluster:
+// emoji and East Asian wide characters take 2, combining marks and the
+// rest of a joined emoji sequence nothing.
+func textWidth(s string) int { return uniseg.StringWidth(s) }
 
-func textWidth(s string) int {
-	n := 0
-	for _, r := range s {
-		n += runeWidth(r)
+// clusters splits s into grapheme clusters (what a terminal draws as one
+// character) and their widths.
+func clusters(s string) (cs []string, ws []int) {
+	state := -1
+	for s != "" {
+		var c string
+		var w int
+		c, s, w, state = uniseg.FirstGraphemeClusterInString(s, state)
+		cs, ws = append(cs, c), append(ws, w)
 	}
-	return n
+	return cs, ws
 }
 
 const ellipsis = "…"
 
-// clipEnd fits s into w columns, ending it with … when it is cut.
+// clipEnd fits s into w cells, ending it with … when it is cut; a
+// grapheme cluster is never split.
 func clipEnd(s string, w int) string {
 	if textWidth(s) <= w {
 		return s
@@ -335,17 +587,20 @@ func clipEnd(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
+	cs, ws := clusters(s)
+	var b strings.Builder
 	n := 0
-	for i, r := range s {
-		if n+runeWidth(r) > w-1 {
-			return s[:i] + ellipsis
+	for i, c := range cs {
+		if n+ws[i] > w-1 {
+			break
 		}
-		n += runeWidth(r)
+		b.WriteString(c)
+		n += ws[i]
 	}
-	return s
+	return strings.TrimRight(b.String(), " ") + ellipsis
 }
 
-// clipFront fits s into w columns keeping its end (a path's last
+// clipFront fits s into w cells keeping its end (a path's last
 // components say the most), starting it with … when it is cut.
 func clipFront(s string, w int) string {
 	if textWidth(s) <= w {
@@ -354,16 +609,13 @@ func clipFront(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	n := 0
-	for i := len(s); i > 0; {
-		r, size := utf8.DecodeLastRuneInString(s[:i])
-		if n+runeWidth(r) > w-1 {
-			return ellipsis + s[i:]
-		}
-		n += runeWidth(r)
-		i -= size
+	cs, ws := clusters(s)
+	n, i := 0, len(cs)
+	for i > 0 && n+ws[i-1] <= w-1 {
+		i--
+		n += ws[i]
 	}
-	return s
+	return ellipsis + strings.Join(cs[i:], "")
 }
 
 // termSize is the terminal's columns and rows; 80x24 when unknown.
@@ -439,7 +691,12 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 				c = nil
 			}
 		} else {
-			lines = append(lines, psTable(r.agents, now, home, cols)...)
+			sortAgents(r.agents, o.sortKey, o.reverse)
+			lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
+			if o.noTrunc {
+				lay.width = 0 // each line is still cut at the edge below
+			}
+			lines = append(lines, psTable(r.agents, now, home, lay)...)
 		}
 		clock := now.Format("15:04:05")
 		if pad := cols - textWidth(title) - len(clock); pad >= 1 {

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+var psNow = time.Unix(1_800_000_000, 0)
+
+// psAgents are agents whose titles hold emoji, CJK, a combining mark and
+// a ZWJ sequence, and whose via notes are long, as the daemon writes them.
+func psAgents() []client.Agent {
+	return []client.Agent{
+		{Harness: "claude", PID: 345104, Started: psNow.Add(-3 * time.Hour).Unix(), Status: "busy",
+			Cwd: "/home/u/src/a-project-directory-with-a-rather-long-name", Zmx: "work",
+			Via:   "registry (transcript under another project dir)",
+			Title: "🚀 ship the release ✅ then 日本語のタイトルを直す and the rest"},
+		{Harness: "codex", PID: 61034, Started: psNow.Add(-90 * time.Second).Unix(),
+			Cwd: "/home/u/src/x", Via: "fd",
+			Title: "修复构建 👨‍👩‍👧 family cafe\u0301 🇫🇷 ❤️ and a long tail of words"},
+		{Harness: "hermes", PID: 155574, Started: psNow.Add(-50 * time.Hour).Unix(), Status: "idle",
+			Cwd: "/home/u", Via: "registry (2 leases on this pid; the most recently updated)"},
+		{Harness: "omp", PID: 71500, Cwd: "/srv/build/tree", Tmux: "rescued", Via: "dir",
+			Title: "Wire the retry queue"},
+	}
+}
+
+func TestTextWidth(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want int
+	}{
+		{"abc", 3},
+		{"🚀", 2},
+		{"✅", 2},
+		{"日本語", 6},
+		{"한국어", 6},
+		{"ｆｕｌｌ", 8},
+		{"cafe\u0301", 4},   // e + combining acute
+		{"👨‍👩‍👧", 2},        // one ZWJ sequence
+		{"🇫🇷", 2},           // a flag: two regional indicators
+		{"❤️", 2},           // U+2764 with VS16: emoji presentation
+		{"👍🏽", 2},           // skin tone modifier
+		{"a\u200bb", 2},     // zero width space
+		{"…", 1},            // the ellipsis the table cuts with
+		{"🚀 ship ✅ 日本", 15}, // 2+1+4+1+2+1+4
+	} {
+		if got := textWidth(tc.s); got != tc.want {
+			t.Errorf("textWidth(%q) = %d, want %d", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		s     string
+		w     int
+		end   string // clipEnd
+		front string // clipFront
+	}{
+		{"abcdef", 6, "abcdef", "abcdef"},
+		{"abcdef", 4, "abc…", "…def"},
+		{"abcdef", 0, "", ""},
+		{"日本語", 5, "日本…", "…本語"},
+		{"日本語", 4, "日…", "…語"}, // a wide character does not fit the last cell: one cell less
+		{"🚀🚀🚀", 4, "🚀…", "…🚀"},
+		{"a👨‍👩‍👧b", 3, "a…", "…b"}, // the ZWJ sequence is not split
+		{"a👨‍👩‍👧bc", 4, "a👨‍👩‍👧…", "…bc"},
+		{"ab👨‍👩‍👧c", 4, "ab…", "…👨‍👩‍👧c"},
+		{"cafe\u0301s", 5, "cafe\u0301s", "cafe\u0301s"},
+		{"cafe\u0301s", 4, "caf…", "…fe\u0301s"}, // the mark stays on its e
+		{"e\u0301e\u0301e\u0301", 2, "e\u0301…", "…e\u0301"},
+		{"x🇫🇷🇫🇷", 4, "x🇫🇷…", "…🇫🇷"},
+	} {
+		if got := clipEnd(tc.s, tc.w); got != tc.end {
+			t.Errorf("clipEnd(%q, %d) = %q, want %q", tc.s, tc.w, got, tc.end)
+		}
+		if got := clipFront(tc.s, tc.w); got != tc.front {
+			t.Errorf("clipFront(%q, %d) = %q, want %q", tc.s, tc.w, got, tc.front)
+		}
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain 🚀 日本", "plain 🚀 日本"},
+		{"a\tb\nc\rd", "a b c d"},
+		{"\x1b]0;pwned\x07title", "?]0;pwned?title"},
+		{"\x1b[2Jx\x7f\u0085", "?[2Jx??"},
+		{"abc\u202edef\u2066", "abc?def?"}, // bidi controls would reorder the line
+		{"👨‍👩‍👧", "👨‍👩‍👧"},                 // the ZWJ stays
+	} {
+		if got := printable(tc.in); got != tc.want {
+			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRouteWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"registry (2 leases on this pid; the most recently updated)": "registry",
+		"none (no rollout open yet)":                                 "none",
+		"fd":                                                         "fd",
+		"":                                                           "",
+	} {
+		if got := routeWord(in); got != want {
+			t.Errorf("routeWord(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// psColumns is the headers a table shows, and where (in cells) TITLE
+// starts.
+func psColumns(header string) (cols []string, titleAt int) {
+	i := strings.Index(header, "TITLE")
+	return strings.Fields(header), textWidth(header[:i])
+}
+
+// TestPsLayout: at each width every line fits, columns go in
+// psDropOrder only, TITLE keeps 24 cells from 100 columns up (and at 80
+// for these agents), and with no width nothing is cut or left out.
+func TestPsLayout(t *testing.T) {
+	agents := psAgents()
+	for _, wide := range []bool{false, true} {
+		for _, tc := range []struct {
+			width int
+			gone  []string // the columns left out
+		}{
+			{60, []string{"VIA", "AGE", "ZMX/TMUX", "STATUS"}},
+			{80, []string{"VIA", "AGE"}},
+			{100, nil},
+			{120, nil},
+			{200, nil},
+			{0, nil},
+		} {
+			name := strconv.Itoa(tc.width)
+			if wide {
+				name += "/wide"
+			}
+			lines := psTable(agents, psNow, "/home/u", psLayout{width: tc.width, wide: wide})
+			if len(lines) != len(agents)+1 {
+				t.Fatalf("%s: %d lines, want %d", name, len(lines), len(agents)+1)
+			}
+			text := strings.Join(lines, "\n")
+			cols, titleAt := psColumns(lines[0])
+			var gone []string
+			for _, c := range psDropOrder {
+				if !slices.Contains(cols, psHeader[c]) {
+					gone = append(gone, psHeader[c])
+				}
+			}
+			if !slices.Equal(gone, tc.gone) {
+				t.Errorf("%s: columns left out %q, want %q:\n%s", name, gone, tc.gone, text)
+			}
+			for i, l := range lines {
+				if tc.width > 0 && textWidth(l) > tc.width {
+					t.Errorf("%s: line %d is %d cells wide:\n%s", name, i, textWidth(l), text)
+				}
+				if i == 0 {
+					continue
+				}
+				a := agents[i-1]
+				if f := strings.Fields(l); len(f) < 2 || f[0] != a.Harness || f[1] != strconv.Itoa(a.PID) {
+					t.Errorf("%s: row %d %q is not %s %d", name, i, l, a.Harness, a.PID)
+				}
+				title := psRow(a, psNow, "", wide)[colTitle]
+				got := textWidth(l) - titleAt
+				want := textWidth(title)
+				if tc.width > 0 && want > 24 {
+					// A wide character that does not fit TITLE's last
+					// cell leaves it empty.
+					want = 23
+				}
+				if got < want {
+					t.Errorf("%s: %s's TITLE has %d cells, want %d or more:\n%s", name, a.Harness, got, want, text)
+				}
+			}
+			if tc.width == 0 || tc.width == 200 && !wide {
+				if strings.Contains(text, ellipsis) {
+					t.Errorf("%s: something was cut:\n%s", name, text)
+				}
+				for _, a := range agents {
+					if !strings.Contains(text, a.Title) {
+						t.Errorf("%s: title %q not whole:\n%s", name, a.Title, text)
+					}
+				}
+			}
+			// The route word, or with -v the whole note.
+			if slices.Contains(cols, "VIA") {
+				note := agents[2].Via
+				if wide != strings.Contains(text, note) && tc.width == 0 {
+					t.Errorf("%s: whole via note shown %v, want %v:\n%s", name, !wide, wide, text)
+				}
+				if !wide && strings.Contains(text, "(2 leases") {
+					t.Errorf("%s: the via note is shown without -v:\n%s", name, text)
+				}
+			}
+		}
+	}
+}
+
+// TestPsLayoutPriority: width is taken from VIA first, then CWD, and
+// TITLE last; a narrow terminal drops columns in psDropOrder, one at a
+// time, never one out of turn; TITLE keeps 24 cells down to 42 columns
+// (HARNESS, PID and TITLE).
+func TestPsLayoutPriority(t *testing.T) {
+	a := psAgents()[0]
+	a.Title = strings.Repeat("🚀", 40) // 80 cells
+	rows := [][nCols]string{psHeader, psRow(a, psNow, "/home/u", true)}
+	var natural [nCols]int
+	for _, r := range rows {
+		for i, c := range r {
+			natural[i] = max(natural[i], textWidth(c))
+		}
+	}
+	gone := 0
+	for width := 250; width >= 30; width-- {
+		w, show := psWidths(rows, width)
+		total, shown := 0, 0
+		for i := range w {
+			if show[i] {
+				total += w[i]
+				shown++
+			}
+		}
+		if total += 2 * (shown - 1); total > width && width >= 42 {
+			t.Errorf("%d: the columns take %d cells", width, total)
+		}
+		// Dropped columns are a prefix of psDropOrder, and it only grows
+		// as the terminal narrows.
+		n := 0
+		for n < len(psDropOrder) && !show[psDropOrder[n]] {
+			n++
+		}
+		for _, c := range psDropOrder[n:] {
+			if !show[c] {
+				t.Errorf("%d: %s left out before %s", width, psHeader[c], psHeader[psDropOrder[n]])
+			}
+		}
+		if n < gone {
+			t.Errorf("%d: a column came back on a narrower terminal", width)
+		}
+		gone = n
+		for _, c := range []int{colHarness, colPID, colTitle} {
+			if !show[c] {
+				t.Errorf("%d: %s left out", width, psHeader[c])
+			}
+		}
+		// Who gives first: while TITLE is short of whole, CWD and VIA are
+		// at their floors or gone; while CWD is, VIA is.
+		if w[colTitle] < natural[colTitle] {
+			for c, floor := range map[int]int{colCwd: 12, colVia: 10} {
+				if show[c] && w[c] > floor {
+					t.Errorf("%d: TITLE has %d cells while %s keeps %d", width, w[colTitle], psHeader[c], w[c])
+				}
+			}
+		}
+		if show[colCwd] && w[colCwd] < natural[colCwd] && show[colVia] && w[colVia] > 10 {
+			t.Errorf("%d: CWD has %d cells while VIA keeps %d", width, w[colCwd], w[colVia])
+		}
+		if width >= 42 && w[colTitle] < 24 {
+			t.Errorf("%d: TITLE has %d cells, want 24", width, w[colTitle])
+		}
+		for _, l := range psTable([]client.Agent{a}, psNow, "/home/u", psLayout{width: width, wide: true}) {
+			if textWidth(l) > width {
+				t.Errorf("%d: a line of %d cells: %q", width, textWidth(l), l)
+			}
+		}
+	}
+	if gone != len(psDropOrder) {
+		t.Errorf("at 30 columns %d columns left out, want all %d", gone, len(psDropOrder))
+	}
+}
+
+func TestPsNoHeader(t *testing.T) {
+	lines := psTable(psAgents(), psNow, "", psLayout{noHeader: true})
+	if len(lines) != len(psAgents()) || strings.HasPrefix(lines[0], "HARNESS") {
+		t.Errorf("--no-header:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+func TestPsSort(t *testing.T) {
+	names := func(as []client.Agent) string {
+		var s []string
+		for _, a := range as {
+			s = append(s, a.Harness+"/"+strconv.Itoa(a.PID))
+		}
+		return strings.Join(s, " ")
+	}
+	extra := client.Agent{Harness: "claude", PID: 4189, Started: psNow.Add(-time.Hour).Unix(), Cwd: "/a", Title: "add a retry", Status: "idle"}
+	for _, tc := range []struct {
+		key     string
+		reverse bool
+		want    string
+	}{
+		{"", false, "claude/4189 claude/345104 codex/61034 hermes/155574 omp/71500"},
+		{"harness", true, "omp/71500 hermes/155574 codex/61034 claude/345104 claude/4189"},
+		{"pid", false, "claude/4189 codex/61034 omp/71500 hermes/155574 claude/345104"},
+		{"age", false, "codex/61034 claude/4189 claude/345104 hermes/155574 omp/71500"}, // omp's start is unknown
+		{"age", true, "omp/71500 hermes/155574 claude/345104 claude/4189 codex/61034"},
+		{"cwd", false, "claude/4189 hermes/155574 claude/345104 codex/61034 omp/71500"},
+		{"title", false, "omp/71500 claude/4189 codex/61034 claude/345104 hermes/155574"}, // ASCII before emoji and CJK; none last
+		{"status", false, "claude/345104 claude/4189 hermes/155574 codex/61034 omp/71500"},
+	} {
+		as := append(psAgents(), extra)
+		sortAgents(as, tc.key, tc.reverse)
+		if got := names(as); got != tc.want {
+			t.Errorf("--sort %q reverse %v:\n got %s\nwant %s", tc.key, tc.reverse, got, tc.want)
+		}
+	}
+}
+
+// TestPsFormat: the template sees every field --json can show, by its
+// JSON name, made printable; an unknown field or a syntax error is
+// refused before anything runs.
+func TestPsFormat(t *testing.T) {
+	full := client.Agent{Harness: "h", PID: 1, PPID: 1, Started: 1, Cwd: "c", Name: "n", Title: "t", Session: "s",
+		Model: "m", Via: "v", Status: "s", Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}}
+	b, _ := json.Marshal(full)
+	var keys map[string]any
+	json.Unmarshal(b, &keys)
+	fields := psFields(client.Agent{})
+	for k := range keys {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("--json has %q, --format does not", k)
+		}
+	}
+	if len(fields) != len(keys) {
+		t.Errorf("--format has %d fields, --json %d", len(fields), len(keys))
+	}
+	for _, tc := range []struct{ tmpl, want string }{
+		{"{{.harness}}/{{.pid}} {{.title}}", "claude/345104 🚀 ship the release ✅ then 日本語のタイトルを直す and the rest"},
+		{"{{.status}}|{{.model}}|{{.ppid}}|{{len .agents}}", "busy||0|0"},
+		{`{{printf "%-8s" .harness}}{{.zmx}}`, "claude  work"},
+	} {
+		tm, err := psTemplate(tc.tmpl)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.tmpl, err)
+		}
+		var out bytes.Buffer
+		if err := tm.Execute(&out, psFields(psAgents()[0])); err != nil || out.String() != tc.want {
+			t.Errorf("%q: %q %v, want %q", tc.tmpl, out.String(), err, tc.want)
+		}
+	}
+	var out bytes.Buffer
+	tm, _ := psTemplate("{{.title}}")
+	tm.Execute(&out, psFields(client.Agent{Title: "a\nb\x1b[2J"}))
+	if out.String() != "a b?[2J" {
+		t.Errorf("a title with a newline and an escape: %q", out.String())
+	}
+	for _, bad := range []string{"{{.nosuch}}", "{{.pid", "{{template \"x\"}}", "{{.harness.x}}"} {
+		if _, err := psTemplate(bad); err == nil {
+			t.Errorf("template %q accepted", bad)
+		}
+	}
+}
+
+// TestPsUsage: bad flags and combinations are one line on stderr and
+// exit 2, before any daemon is dialled.
+func TestPsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"ps", "--sort", "nosuch"},
+		{"ps", "--sort"},
+		{"ps", "--format", "{{.nosuch}}"},
+		{"ps", "--format", "{{.pid"},
+		{"ps", "--json", "-q"},
+		{"ps", "--json", "--format", "{{.pid}}"},
+		{"ps", "-q", "--format={{.pid}}"},
+		{"ps", "--watch", "-q"},
+		{"ps", "--watch", "--json"},
+		{"ps", "extra"},
+	} {
+		var out, errs bytes.Buffer
+		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		if code != exitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out.String(), errs.String())
+		}
+	}
+	// Good flags reach the dial.
+	for _, args := range [][]string{
+		{"ps", "--sort", "age", "-r"},
+		{"ps", "-qr", "--sort=title"},
+		{"ps", "--format", "{{.harness}}/{{.pid}}", "--no-header"},
+		{"ps", "-v", "--no-trunc", "--no-header"},
+		{"ps", "--wide", "--reverse", "--quiet"},
+	} {
+		var out, errs bytes.Buffer
+		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		if code != exitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
+			t.Errorf("%q: exit %d, stderr %q; want the dial to fail", args, code, errs.String())
+		}
+	}
+}
+
+// TestPsHelp: every ps flag is in ps --help, on a line of its own in the
+// form the man page test reads, and the help gives the drop order.
+func TestPsHelp(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"ps", "--help"}, nil, &out, &out); code != 0 {
+		t.Fatalf("ps --help: exit %d", code)
+	}
+	help := out.String()
+	for _, f := range []string{"--json", "--format TEMPLATE", "-q, --quiet", "--sort KEY", "-r, --reverse", "-v, --wide",
+		"--no-header", "--no-trunc", "--harness NAME", "--watch", "-h, --help"} {
+		if !strings.Contains(help, "\n  "+f+" ") {
+			t.Errorf("ps --help has no line for %s", f)
+		}
+	}
+	var order []string
+	for _, c := range psDropOrder {
+		order = append(order, psHeader[c])
+	}
+	if !strings.Contains(help, strings.Join(order, ", ")) {
+		t.Errorf("ps --help does not give the drop order %q", strings.Join(order, ", "))
+	}
+}
