@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install install-user uninstall-user torture torture-ci realcli-latest realcli-issue18
+.PHONY: all build run test deps vet bench clean install uninstall install-user uninstall-user torture torture-ci realcli-latest
 
 all: build
 
@@ -40,11 +40,6 @@ test: deps vet
 # wrote, so a format change is seen before a user sees it.
 realcli-latest:
 	REALCLI_VERSIONS=latest $(GO) test -count=1 -timeout 30m ./test/realcli/
-
-# The same tier with the checks of work not yet built (issue 18: Codex
-# titles from state_5.sqlite, a default Codex under its app-server daemon).
-realcli-issue18:
-	$(GO) test -count=1 -timeout 30m -tags realcli_issue18 ./test/realcli/
 
 # The long reliability runs (RELIABILITY.md): every fuzz target in the repo
 # for FUZZTIME each (make test runs only their seeds), then the load test at
@@ -91,28 +86,100 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) run ./test/bench -out BENCHMARKS.md
 
-# System-wide (or packaged, with DESTDIR): binaries, the user units (every
+# System-wide (or packaged, with DESTDIR): binaries (and contrib/zmxify, the
+# fzf picker, as the Nix package has it), the user units (every
 # user then runs systemctl --user enable --now 9harness.socket), the journal
-# catalog, the polkit action and the man pages.
-install: build
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PREFIX)/lib/systemd/user $(DESTDIR)$(PREFIX)/lib/systemd/catalog \
-		$(DESTDIR)$(PREFIX)/share/polkit-1/actions $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(DESTDIR)$(BINDIR)/
-	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
-	for u in 9harness 9harness-proc; do \
-		sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/$$u.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/user/$$u.service && \
-		chmod 0644 $(DESTDIR)$(PREFIX)/lib/systemd/user/$$u.service || exit 1; \
-	done
-	install -m 0644 packaging/systemd/9harness.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
-	install -m 0644 packaging/polkit/org.ninep.harness.move.policy $(DESTDIR)$(PREFIX)/share/polkit-1/actions/
-	install -m 0644 packaging/man/9harness.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 0644 packaging/man/9harnessd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+# catalog, the polkit action, the man pages and the shell completions.
+#
+# Where each goes is where the system reads it, whatever PREFIX is:
+# - the user units and the catalog under PREFIX/lib/systemd: systemd reads
+#   /usr/lib/systemd and /usr/local/lib/systemd (another PREFIX needs
+#   USERUNITDIR= and CATALOGDIR= pointing at one of those);
+# - the polkit action always in /usr/share/polkit-1/actions, the one
+#   directory every polkitd reads: before polkit 126 (Debian 12 has 122)
+#   it is the only one, so PREFIX/share/polkit-1/actions would be ignored
+#   under PREFIX=/usr/local. Set POLKITACTIONDIR= to override.
+# - completions: bash-completion's, zsh's and fish's directories under
+#   PREFIX/share. bash-completion and fish find /usr/local/share through
+#   XDG_DATA_DIRS, which login sessions set; Debian's zsh reads
+#   /usr/local/share/zsh/site-functions, but for PREFIX=/usr it wants
+#   ZSHCOMPDIR=/usr/share/zsh/vendor-completions (Arch and Fedora read
+#   /usr/share/zsh/site-functions).
+# A system-wide install (no DESTDIR) then runs journalctl --update-catalog,
+# so journalctl -x shows the catalog texts; a staged one (DESTDIR, for a
+# package) leaves that to the package's install script.
+MANDIR          ?= $(PREFIX)/share/man
+USERUNITDIR     ?= $(PREFIX)/lib/systemd/user
+CATALOGDIR      ?= $(PREFIX)/lib/systemd/catalog
+POLKITACTIONDIR ?= /usr/share/polkit-1/actions
+BASHCOMPDIR     ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR      ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR     ?= $(PREFIX)/share/fish/vendor_completions.d
+JOURNALCTL      ?= journalctl
 
-# For one user, no root: ~/.local/bin and ~/.config/systemd/user. Then
+# The completions the CLI ships (packaging/completions), each installed
+# when the checkout has it: source file, then installed name.
+COMPLETIONS = packaging/completions/9harness.bash:$(BASHCOMPDIR)/9harness \
+	packaging/completions/_9harness:$(ZSHCOMPDIR)/_9harness \
+	packaging/completions/9harness.fish:$(FISHCOMPDIR)/9harness.fish
+USERCOMPLETIONS = packaging/completions/9harness.bash:$(HOME)/.local/share/bash-completion/completions/9harness \
+	packaging/completions/_9harness:$(HOME)/.local/share/zsh/site-functions/_9harness \
+	packaging/completions/9harness.fish:$(HOME)/.local/share/fish/vendor_completions.d/9harness.fish
+
+# Every file install puts, relative to DESTDIR (uninstall removes these).
+INSTALLED = $(BINDIR)/9harnessd $(BINDIR)/9harness $(BINDIR)/zmxify \
+	$(USERUNITDIR)/9harness.socket $(USERUNITDIR)/9harness.service \
+	$(USERUNITDIR)/9harness-proc.socket $(USERUNITDIR)/9harness-proc.service \
+	$(CATALOGDIR)/9harness.catalog $(POLKITACTIONDIR)/org.ninep.harness.move.policy \
+	$(MANDIR)/man1/9harness.1 $(MANDIR)/man8/9harnessd.8 \
+	$(foreach c,$(COMPLETIONS),$(word 2,$(subst :, ,$(c))))
+
+install: build
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(CATALOGDIR) \
+		$(DESTDIR)$(POLKITACTIONDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness contrib/zmxify $(DESTDIR)$(BINDIR)/
+	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(DESTDIR)$(USERUNITDIR)/
+	for u in 9harness 9harness-proc; do \
+		sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/$$u.service.in > $(DESTDIR)$(USERUNITDIR)/$$u.service && \
+		chmod 0644 $(DESTDIR)$(USERUNITDIR)/$$u.service || exit 1; \
+	done
+	install -m 0644 packaging/systemd/9harness.catalog $(DESTDIR)$(CATALOGDIR)/
+	install -m 0644 packaging/polkit/org.ninep.harness.move.policy $(DESTDIR)$(POLKITACTIONDIR)/
+	install -m 0644 packaging/man/9harness.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 packaging/man/9harnessd.8 $(DESTDIR)$(MANDIR)/man8/
+	@for c in $(COMPLETIONS); do \
+		src=$${c%%:*} dst=$(DESTDIR)$${c#*:}; \
+		[ -f "$$src" ] || continue; \
+		echo "install -D -m 0644 $$src $$dst"; install -D -m 0644 "$$src" "$$dst" || exit 1; \
+	done
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "$(JOURNALCTL) --update-catalog"; \
+		$(JOURNALCTL) --update-catalog || echo "install: journalctl --update-catalog failed: journalctl -x will not show 9harness's texts until it runs" >&2; \
+	fi
+	@case "$(USERUNITDIR)" in /usr/lib/systemd/user | /usr/local/lib/systemd/user | /etc/systemd/user) ;; \
+	*) echo "install: systemd does not read user units from $(USERUNITDIR): set USERUNITDIR=/usr/local/lib/systemd/user (and CATALOGDIR=/usr/local/lib/systemd/catalog)" >&2 ;; \
+	esac
+	@echo "Installed. Each user enables the daemon with: systemctl --user daemon-reload && systemctl --user enable --now 9harness.socket"
+
+# Removes every file install put (same PREFIX and DESTDIR). Each user's
+# enabled socket is theirs to stop first:
+#   systemctl --user disable --now 9harness.socket
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "$(JOURNALCTL) --update-catalog"; \
+		$(JOURNALCTL) --update-catalog || true; \
+	fi
+
+# For one user, no root: ~/.local/bin (with zmxify), ~/.config/systemd/user, the man
+# pages and completions under ~/.local/share. Then
 #   systemctl --user daemon-reload && systemctl --user enable --now 9harness.socket
+# It says so when ~/.local/bin is not on PATH (9harness would not be found)
+# and how zsh finds the completion. The journal catalog and the polkit
+# action are system-wide: `make install` installs them.
 install-user: build
 	install -d $(HOME)/.local/bin $(HOME)/.config/systemd/user $(HOME)/.local/share/man/man1 $(HOME)/.local/share/man/man8
-	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness $(HOME)/.local/bin/
+	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness contrib/zmxify $(HOME)/.local/bin/
 	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(HOME)/.config/systemd/user/
 	for u in 9harness 9harness-proc; do \
 		sed 's|@BINDIR@|$(HOME)/.local/bin|g' packaging/systemd/$$u.service.in > $(HOME)/.config/systemd/user/$$u.service && \
@@ -120,13 +187,28 @@ install-user: build
 	done
 	install -m 0644 packaging/man/9harness.1 $(HOME)/.local/share/man/man1/
 	install -m 0644 packaging/man/9harnessd.8 $(HOME)/.local/share/man/man8/
+	@for c in $(USERCOMPLETIONS); do \
+		src=$${c%%:*} dst=$${c#*:}; \
+		[ -f "$$src" ] || continue; \
+		echo "install -D -m 0644 $$src $$dst"; install -D -m 0644 "$$src" "$$dst" || exit 1; \
+	done
+	@case ":$$PATH:" in \
+	*":$(HOME)/.local/bin:"* | *":$(HOME)/.local/bin/:"*) ;; \
+	*) echo "install-user: $(HOME)/.local/bin is not on your PATH: add it (for example in ~/.profile: PATH=\"\$$HOME/.local/bin:\$$PATH\") or run $(HOME)/.local/bin/9harness" >&2 ;; \
+	esac
+	@if [ -f packaging/completions/_9harness ]; then \
+		echo "install-user: zsh: add fpath=(~/.local/share/zsh/site-functions \$$fpath) before compinit in ~/.zshrc"; \
+	fi
+	@echo "Installed. Enable the daemon with: systemctl --user daemon-reload && systemctl --user enable --now 9harness.socket"
 
 uninstall-user:
 	-systemctl --user disable --now 9harness.socket 9harness.service 9harness-proc.socket 9harness-proc.service
-	rm -f $(HOME)/.local/bin/9harnessd $(HOME)/.local/bin/9harness \
+	rm -f $(HOME)/.local/bin/9harnessd $(HOME)/.local/bin/9harness $(HOME)/.local/bin/zmxify \
 		$(HOME)/.config/systemd/user/9harness.socket $(HOME)/.config/systemd/user/9harness.service \
 		$(HOME)/.config/systemd/user/9harness-proc.socket $(HOME)/.config/systemd/user/9harness-proc.service \
-		$(HOME)/.local/share/man/man1/9harness.1 $(HOME)/.local/share/man/man8/9harnessd.8
+		$(HOME)/.local/share/man/man1/9harness.1 $(HOME)/.local/share/man/man8/9harnessd.8 \
+		$(foreach c,$(USERCOMPLETIONS),$(word 2,$(subst :, ,$(c))))
+	-systemctl --user daemon-reload
 
 clean:
 	rm -rf $(BIN)

@@ -2,8 +2,10 @@
 # Installs the Debian packages the tests need, when they are missing.
 # diod: diodls/diodcat/diodload, an independent 9P2000.L client nobody here wrote.
 # zstd: the tests decode fixtures with the real tool. tmux: the move's
-# real host. nix-bin: the offline Nix checks. As root also systemd, dbus,
-# polkitd and openssh-server for the system tests.
+# real host. nix-bin: the offline Nix checks. groff: the man pages render
+# clean (groff -ww). zsh, fish: the shell completions load in the shells
+# they are for. As root also systemd, dbus, polkitd and openssh-server for
+# the system tests.
 set -eu
 PATH=$PATH:/usr/sbin:/sbin
 missing=""
@@ -20,6 +22,9 @@ command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
 command -v fzf >/dev/null 2>&1 || missing="$missing fzf"
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 command -v nix-instantiate >/dev/null 2>&1 || missing="$missing nix-bin"
+command -v groff >/dev/null 2>&1 || missing="$missing groff"
+command -v zsh >/dev/null 2>&1 || missing="$missing zsh"
+command -v fish >/dev/null 2>&1 || missing="$missing fish"
 # The real-CLI tier installs the agent CLIs from npm (test/realcli).
 command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 [ -z "$missing" ] && exit 0

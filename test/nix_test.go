@@ -130,11 +130,17 @@ type nixModuleEval struct {
 	OptionNames []string       `json:"optionNames"`
 	Packages    []string       `json:"packages"`
 	Warnings    []string       `json:"warnings"`
+	Assertions  []nixAssertion `json:"assertions"`
 	UnitNames   []string       `json:"unitNames"`
 	Socket      map[string]any `json:"socket"`
 	Service     map[string]any `json:"service"`
 	ProcSocket  map[string]any `json:"procSocket"`
 	ProcService map[string]any `json:"procService"`
+}
+
+type nixAssertion struct {
+	Assertion bool   `json:"assertion"`
+	Message   string `json:"message"`
 }
 
 // iniUnit is a unit's directives: section, key, then the values in order
@@ -415,12 +421,31 @@ func execWords(t *testing.T, line string) []string {
 	return words
 }
 
-// The daemon directives that need a user namespace: the proc helper must
-// have none of them, or it could not do what it is for.
+// The daemon directives that need a user namespace in a user unit: the
+// proc helper must have none of them, or it could not do what it is for.
+// systemd 252 skips the namespace ones silently or fails the capability
+// ones (218/CAPABILITIES); 253 and later turn PrivateUsers= on for a user
+// unit that has any namespace one, which would put the helper in a user
+// namespace where the kernel refuses it the agents' /proc.
 var namespaceOnly = []string{
 	"PrivateUsers", "ProtectSystem", "ProtectHome", "PrivateDevices", "PrivateNetwork",
-	"PrivateMounts", "PrivateTmp", "ProtectKernelModules", "ProtectKernelLogs",
-	"ProtectControlGroups", "ProtectClock", "ProtectProc", "CapabilityBoundingSet",
+	"PrivateMounts", "PrivateTmp", "PrivateIPC", "ProtectKernelTunables", "ProtectKernelModules",
+	"ProtectKernelLogs", "ProtectControlGroups", "ProtectClock", "ProtectHostname", "ProtectProc",
+	"ProcSubset", "CapabilityBoundingSet", "ReadOnlyPaths", "InaccessiblePaths", "TemporaryFileSystem",
+}
+
+// The helper's unit file itself, which the modules are compared with.
+func TestHelperUnitOutsideUserNamespace(t *testing.T) {
+	u := parseUnitFile(t, "../packaging/systemd/9harness-proc.service.in")
+	for _, k := range namespaceOnly {
+		if v := u.get("Service", k); v != nil {
+			t.Errorf("9harness-proc.service.in has %s=%q: it must run outside a user namespace", k, v)
+		}
+	}
+	// It creates no socket: systemd hands it the listening one.
+	if v := u.get("Service", "RestrictAddressFamilies"); !slices.Equal(v, []string{"none"}) {
+		t.Errorf("9harness-proc.service.in: RestrictAddressFamilies=%q, want none", v)
+	}
 }
 
 func TestNixModules(t *testing.T) {
@@ -464,15 +489,23 @@ func TestNixModules(t *testing.T) {
 				// The same units as packaging/systemd. What the modules set
 				// differently on purpose: ExecStart (the package's path,
 				// and the options as arguments instead of Environment=),
-				// RemoveOnStop=true on both sockets, and the daemon
-				// socket's path and modes when the options change them.
+				// and the daemon socket's path and modes when the options
+				// change them.
 				for _, s := range []string{socketUnit, procSocketUnit} {
-					if r := units[s].get("Socket", "RemoveOnStop"); !slices.Equal(r, []string{"true"}) {
-						t.Errorf("%s: %s RemoveOnStop %q, want true", name, s, r)
+					if r := units[s].get("Socket", "RemoveOnStop"); !slices.Equal(r, []string{"yes"}) {
+						t.Errorf("%s: %s RemoveOnStop %q, want yes", name, s, r)
+					}
+				}
+				for _, s := range []string{serviceUnit, procServiceUnit} {
+					if v := units[s].get("Service", "Slice"); !slices.Equal(v, []string{"background.slice"}) {
+						t.Errorf("%s: %s Slice %q, want background.slice", name, s, v)
+					}
+					if v := units[s].get("Service", "Type"); !slices.Equal(v, []string{"exec"}) {
+						t.Errorf("%s: %s Type %q, want exec", name, s, v)
 					}
 				}
 				for unitName, u := range units {
-					skip := []string{"Service.ExecStart", "Service.Environment", "Socket.RemoveOnStop"}
+					skip := []string{"Service.ExecStart", "Service.Environment"}
 					if unitName == socketUnit && name != "default" {
 						skip = append(skip, "Socket.ListenStream", "Socket.SocketMode", "Socket.DirectoryMode")
 					}
@@ -613,18 +646,23 @@ func TestNixModules(t *testing.T) {
 }
 
 type nixPackage struct {
-	Name        string   `json:"name"`
-	Pname       string   `json:"pname"`
-	Version     string   `json:"version"`
-	SubPackages []string `json:"subPackages"`
-	Ldflags     []string `json:"ldflags"`
-	VendorHash  string   `json:"vendorHash"`
-	PostInstall string   `json:"postInstall"`
-	DoCheck     bool     `json:"doCheck"`
-	Path        string   `json:"path"`
-	MainProgram string   `json:"mainProgram"`
-	SrcRoot     string   `json:"srcRoot"`
-	SrcFiles    []string `json:"srcFiles"`
+	Builder           string   `json:"builder"`
+	License           string   `json:"license"`
+	Platforms         []string `json:"platforms"`
+	Homepage          string   `json:"homepage"`
+	NativeBuildInputs []string `json:"nativeBuildInputs"`
+	Name              string   `json:"name"`
+	Pname             string   `json:"pname"`
+	Version           string   `json:"version"`
+	SubPackages       []string `json:"subPackages"`
+	Ldflags           []string `json:"ldflags"`
+	VendorHash        string   `json:"vendorHash"`
+	PostInstall       string   `json:"postInstall"`
+	DoCheck           bool     `json:"doCheck"`
+	Path              string   `json:"path"`
+	MainProgram       string   `json:"mainProgram"`
+	SrcRoot           string   `json:"srcRoot"`
+	SrcFiles          []string `json:"srcFiles"`
 }
 
 func checkPackage(t *testing.T, p nixPackage, version string) {
@@ -643,13 +681,33 @@ func checkPackage(t *testing.T, p nixPackage, version string) {
 		"$out/share/polkit-1/actions/org.ninep.harness.move.policy",
 		"packaging/systemd/9harness.catalog",
 		"$out/lib/systemd/catalog/9harness.catalog",
-		"packaging/man/9harnessd.8",
-		"$out/share/man/man8/9harnessd.8",
-		"$out/share/man/man1/9harness.1",
+		"installManPage packaging/man/9harness.1 packaging/man/9harnessd.8",
+		"install -Dm755 contrib/zmxify $out/bin/zmxify",
+		"wrapProgram $out/bin/zmxify",
+		"--set-default NINEHARNESS $out/bin/9harness",
+		"-fzf-",
 	} {
 		if !strings.Contains(p.PostInstall, want) {
 			t.Errorf("postInstall lacks %s:\n%s", want, p.PostInstall)
 		}
+	}
+	// Every completion the checkout has is installed under the command's
+	// name (installShellCompletion --cmd 9harness).
+	for shell, f := range map[string]string{"bash": "9harness.bash", "zsh": "_9harness", "fish": "9harness.fish"} {
+		path := "packaging/completions/" + f
+		_, err := os.Stat(filepath.Join("..", path))
+		if has := strings.Contains(p.PostInstall, "--"+shell+" "+path); has != (err == nil) {
+			t.Errorf("completion %s: in the checkout %v, installed %v:\n%s", path, err == nil, has, p.PostInstall)
+		}
+		if err == nil && !strings.Contains(p.PostInstall, "installShellCompletion --cmd 9harness ") {
+			t.Errorf("completions not installed with installShellCompletion --cmd 9harness:\n%s", p.PostInstall)
+		}
+	}
+	if p.License != "MIT" || !slices.Equal(p.Platforms, []string{"x86_64-linux", "aarch64-linux"}) || p.Homepage == "" {
+		t.Errorf("meta: license %q platforms %q homepage %q, want MIT on Linux (LICENSE)", p.License, p.Platforms, p.Homepage)
+	}
+	if !slices.Contains(p.NativeBuildInputs, "install-shell-files") || !slices.Contains(p.NativeBuildInputs, "make-wrapper") {
+		t.Errorf("nativeBuildInputs %q lack installShellFiles or makeWrapper", p.NativeBuildInputs)
 	}
 	root, _ := filepath.Abs("..")
 	if p.SrcRoot != root {
@@ -671,9 +729,14 @@ func TestNixFlake(t *testing.T) {
 		NixOS           nixModuleEval       `json:"nixos"`
 		HM              nixModuleEval       `json:"hm"`
 		NixOSOwnPackage nixModuleEval       `json:"nixosOwnPackage"`
+		SameHomeModule  bool                `json:"sameHomeModule"`
+		HomeModuleKeys  []string            `json:"homeModuleKeys"`
+		HMBothNames     nixModuleEval       `json:"hmBothNames"`
+		HMDarwin        nixModuleEval       `json:"hmDarwin"`
+		Versions        map[string]string   `json:"versions"`
 	}
 	nixEval(t, "flake", &got)
-	for _, o := range []string{"packages", "nixosModules", "homeManagerModules", "overlays"} {
+	for _, o := range []string{"packages", "nixosModules", "homeModules", "homeManagerModules", "overlays"} {
 		if !slices.Contains(got.Outputs, o) {
 			t.Errorf("flake outputs %v lack %s", got.Outputs, o)
 		}
@@ -702,6 +765,32 @@ func TestNixFlake(t *testing.T) {
 	if p := got.NixOSOwnPackage.Cfg.Package; p != "/nix/store/0000000000000000000000000000000a-fake-9harness" {
 		t.Errorf("a user's package did not win over the flake's default: %s", p)
 	}
+	// homeModules (home-manager's current name; tests/eval.nix's hm case
+	// imports it) and homeManagerModules are one module: the same value,
+	// one key, and imported under both names it declares its options once.
+	if !got.SameHomeModule || len(got.HomeModuleKeys) != 2 || got.HomeModuleKeys[0] != got.HomeModuleKeys[1] || got.HomeModuleKeys[0] == "" {
+		t.Errorf("homeModules.default and homeManagerModules.default differ: same %v, keys %q", got.SameHomeModule, got.HomeModuleKeys)
+	}
+	if len(got.HMBothNames.UnitNames) != 4 || got.HMBothNames.Cfg.Package != got.Package.Path {
+		t.Errorf("both names imported: units %v package %s", got.HMBothNames.UnitNames, got.HMBothNames.Cfg.Package)
+	}
+	// Linux only, said by home-manager's platform assertion.
+	for _, c := range []struct {
+		name string
+		e    nixModuleEval
+		ok   bool
+	}{{"linux", got.HM, true}, {"darwin", got.HMDarwin, false}} {
+		if len(c.e.Assertions) != 1 || c.e.Assertions[0].Assertion != c.ok ||
+			!strings.Contains(c.e.Assertions[0].Message, "services.ninep-harness") || !strings.Contains(c.e.Assertions[0].Message, "x86_64-linux") {
+			t.Errorf("%s: assertions %+v, want one platform assertion that holds: %v", c.name, c.e.Assertions, c.ok)
+		}
+	}
+	// The version is the flake's revision, with the fallbacks.
+	for src, want := range map[string]string{"clean": "0123abc", "dirty": "0123abc-dirty", "noGit": "0-unstable-2026-12-01", "unknown": "dev"} {
+		if v := got.Versions[src]; v != want {
+			t.Errorf("version from a %s source: %q, want %q", src, v, want)
+		}
+	}
 }
 
 func TestNixPackage(t *testing.T) {
@@ -710,6 +799,16 @@ func TestNixPackage(t *testing.T) {
 	checkPackage(t, p, "dev")
 	if p.Pname != "ninep-harness" || p.DoCheck {
 		t.Errorf("pname %q doCheck %v", p.Pname, p.DoCheck)
+	}
+	// nixpkgs' default Go when it is at least go.mod's go line ...
+	if p.Builder != "buildGoModule" {
+		t.Errorf("built with %s, want buildGoModule (the fake nixpkgs' Go is 1.26.1)", p.Builder)
+	}
+	// ... and the versioned builder only when the default is older.
+	var old nixPackage
+	nixEval(t, "packageOldGo", &old)
+	if old.Builder != "buildGo126Module" {
+		t.Errorf("with a default Go 1.25: built with %s, want buildGo126Module", old.Builder)
 	}
 }
 
@@ -758,7 +857,7 @@ func TestNixFlakeCheck(t *testing.T) {
 		}
 		return o.String()
 	}
-	// A git repository holding packaging/ as it is in the working tree
+	// A git repository holding packaging/ and go.mod as they are in the working tree
 	// (a git+file flake sees only files git tracks; nothing is committed).
 	repo := filepath.Join(tmp, "repo")
 	fake := filepath.Join(tmp, "fake-nixpkgs")
@@ -770,6 +869,8 @@ func TestNixFlakeCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(tmp, "cp", "-r", src, filepath.Join(repo, "packaging"))
+	// package.nix reads go.mod's go line to choose the Go builder.
+	run(tmp, "cp", filepath.Join(src, "../go.mod"), filepath.Join(repo, "go.mod"))
 	run(tmp, "cp", "-r", filepath.Join(src, "nix/tests/fake-nixpkgs"), fake)
 	run(tmp, "cp", filepath.Join(src, "nix/tests/lib-stub.nix"), fake)
 	run(repo, git, "init", "-q")
@@ -784,6 +885,7 @@ func TestNixFlakeCheck(t *testing.T) {
 		NixOSModules map[string]struct {
 			Type string `json:"type"`
 		} `json:"nixosModules"`
+		HomeModules        map[string]any `json:"homeModules"`
 		HomeManagerModules map[string]any `json:"homeManagerModules"`
 		Packages           map[string]map[string]struct {
 			Type string `json:"type"`
@@ -796,8 +898,48 @@ func TestNixFlakeCheck(t *testing.T) {
 	if show.NixOSModules["default"].Type != "nixos-module" {
 		t.Errorf("nixosModules.default: %+v", show.NixOSModules)
 	}
-	if show.HomeManagerModules == nil {
-		t.Errorf("no homeManagerModules output")
+	if show.HomeManagerModules == nil || show.HomeModules == nil {
+		t.Errorf("homeModules %v, homeManagerModules %v: want both outputs", show.HomeModules, show.HomeManagerModules)
+	}
+
+	// nix eval, through a flake that takes this one as its input (with the
+	// fake nixpkgs): homeModules.default and homeManagerModules.default are
+	// the same module value, and the package's license is MIT.
+	wrapper := filepath.Join(tmp, "wrapper")
+	if err := os.MkdirAll(wrapper, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapperFlake := `{
+  inputs.h.url = "` + flake + `";
+  inputs.h.inputs.nixpkgs.url = "path:` + fake + `";
+  outputs = { h, ... }: {
+    check = {
+      same = h.homeModules.default == h.homeManagerModules.default;
+      keys = [ h.homeModules.default.key h.homeManagerModules.default.key ];
+      license = h.packages.x86_64-linux.default.meta.license.spdxId;
+      platforms = h.packages.x86_64-linux.default.meta.platforms;
+    };
+  };
+}
+`
+	if err := os.WriteFile(filepath.Join(wrapper, "flake.nix"), []byte(wrapperFlake), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = run(tmp, nix, append(append([]string{}, common...), "eval", "--json", "path:"+wrapper+"#check", "--no-write-lock-file")...)
+	var check struct {
+		Same      bool     `json:"same"`
+		Keys      []string `json:"keys"`
+		License   string   `json:"license"`
+		Platforms []string `json:"platforms"`
+	}
+	if err := json.Unmarshal([]byte(out), &check); err != nil {
+		t.Fatalf("nix eval: %v\n%s", err, out)
+	}
+	if !check.Same || len(check.Keys) != 2 || check.Keys[0] != check.Keys[1] {
+		t.Errorf("nix eval: homeModules.default and homeManagerModules.default are not the same module: %s", out)
+	}
+	if check.License != "MIT" || !slices.Equal(check.Platforms, []string{"x86_64-linux", "aarch64-linux"}) {
+		t.Errorf("nix eval: meta.license %q platforms %q, want MIT on Linux", check.License, check.Platforms)
 	}
 	for _, sys := range []string{"x86_64-linux", "aarch64-linux"} {
 		if p := show.Packages[sys]["default"]; p.Type != "derivation" || !strings.HasPrefix(p.Name, "ninep-harness-") {

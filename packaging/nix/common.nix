@@ -47,18 +47,15 @@ let
   # rendered units are the same text; a list is one line per element, in
   # order (the second SystemCallFilter= removes from the first).
   #
-  # What the proc helper gets: the seccomp and prctl hardening, which a user
-  # unit enforces without a user namespace (9harness-proc.service.in).
-  helperHardening = {
+  # What both units get: the seccomp and prctl hardening, which a user
+  # unit enforces without a user namespace.
+  sharedHardening = {
     NoNewPrivileges = "yes";
-    RestrictAddressFamilies = "AF_UNIX";
     RestrictNamespaces = "yes";
     RestrictRealtime = "yes";
     RestrictSUIDSGID = "yes";
     LockPersonality = "yes";
     MemoryDenyWriteExecute = "yes";
-    ProtectKernelTunables = "yes";
-    ProtectHostname = "yes";
     SystemCallArchitectures = "native";
     SystemCallFilter = [
       "@system-service"
@@ -70,25 +67,47 @@ let
     IPAddressDeny = "any";
   };
 
+  # The proc helper: nothing else. It must stay outside any user namespace
+  # (inside one the kernel refuses it the /proc reads it exists for), and
+  # every namespace directive would either be skipped by a user manager
+  # (systemd 252) or turn PrivateUsers= on for it (253 and later);
+  # 9harness-proc.service.in lists them with the reasons. It creates no
+  # socket (systemd hands it the listening one).
+  helperHardening = sharedHardening // {
+    RestrictAddressFamilies = "none";
+  };
+
   # What the daemon gets on top: the sandbox a user unit enforces only
   # inside a user namespace, hence PrivateUsers=yes. Inside it the kernel
   # refuses /proc/<pid>/cwd, environ and fd/ of the user's own agents, and
   # SO_PEERCRED names other users 65534: the proc helper, outside the
   # namespace, answers those (9harness.service.in explains it in full).
   # Never give these to the helper: it would lose exactly what it is for.
-  daemonOnlyHardening = {
+  daemonHardening = sharedHardening // {
+    RestrictAddressFamilies = "AF_UNIX";
     PrivateUsers = "yes";
     ProtectSystem = "strict";
     ProtectHome = "read-only";
     PrivateDevices = "yes";
     PrivateNetwork = "yes";
     PrivateMounts = "yes";
+    ProtectKernelTunables = "yes";
     ProtectKernelModules = "yes";
     ProtectKernelLogs = "yes";
     ProtectControlGroups = "yes";
     ProtectClock = "yes";
+    ProtectHostname = "yes";
     # Empty: no capabilities at all (CapabilityBoundingSet= in the unit).
     CapabilityBoundingSet = "";
+  };
+
+  # Both services: started by their sockets, in the user's background
+  # slice (the helper answers only its sibling unit in the same slice).
+  # exec: active only once 9harnessd was executed, so a missing binary
+  # fails the start; the daemon does not call sd_notify.
+  serviceBase = {
+    Type = "exec";
+    Slice = "background.slice";
   };
 in
 rec {
@@ -211,13 +230,15 @@ rec {
   # processes only), so it belongs in %t (/run/user/UID, mode 0700) with
   # mode 0600, whoever else may reach the daemon's own socket.
   procSocketPath = "%t/9p/harness-proc";
-  # Its [Socket] settings besides ListenStream=. RemoveOnStop as for the
-  # daemon's socket: no stale socket file after the unit stops.
+  # Its [Socket] settings besides ListenStream=.
   procSocketConfig = {
     SocketMode = "0600";
     DirectoryMode = "0700";
-    RemoveOnStop = true;
+    RemoveOnStop = removeOnStop;
   };
+  # Both sockets, as in packaging/systemd: no socket file is left once the
+  # unit stops, so a client says "no such file", not "connection refused".
+  removeOnStop = "yes";
 
   # The units' names (as other units refer to them) and [Unit] contents,
   # as in packaging/systemd.
@@ -234,8 +255,8 @@ rec {
   # The [Service] sections: NixOS's serviceConfig, home-manager's Service.
   serviceConfig =
     cfg:
-    {
-      Type = "simple";
+    serviceBase
+    // {
       ExecStart = execStart cfg;
       # Above the daemon's wait for moves in flight (Mover.Bound, 89 s).
       TimeoutStopSec = "100s";
@@ -244,13 +265,12 @@ rec {
       RuntimeDirectoryMode = "0700";
       RuntimeDirectoryPreserve = "yes";
     }
-    // helperHardening
-    // daemonOnlyHardening;
+    // daemonHardening;
 
   procServiceConfig =
     cfg:
-    {
-      Type = "simple";
+    serviceBase
+    // {
       ExecStart = procExecStart cfg;
     }
     // helperHardening;

@@ -17,15 +17,37 @@
         "aarch64-linux"
       ];
       forAllSystems = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
-      version = self.shortRev or "dirty";
-      # The modules, defaulting to this flake's package for the host.
-      withPackage =
-        module:
-        { lib, pkgs, ... }:
-        {
-          imports = [ module ];
-          services.ninep-harness.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.default;
-        };
+      # The package's version, and the daemon's --version: the commit the
+      # flake was built from; a tree with uncommitted changes says so
+      # (dirtyShortRev, Nix >= 2.16); a source without git metadata (a
+      # path: or tarball flake) gets nixpkgs' form for unreleased code,
+      # dated by its newest file; "dev" when even that is unknown.
+      version =
+        self.shortRev or self.dirtyShortRev or (
+          if self ? lastModifiedDate then
+            "0-unstable-${builtins.substring 0 4 self.lastModifiedDate}-${builtins.substring 4 2 self.lastModifiedDate}-${builtins.substring 6 2 self.lastModifiedDate}"
+          else
+            "dev"
+        );
+      # A module that defaults to this flake's package for the host. key
+      # makes it one module however many names it is imported by: the
+      # module system imports a key once, so a configuration that lists
+      # both homeModules.default and homeManagerModules.default does not
+      # declare the options twice.
+      withPackage = name: module: {
+        key = "ninep-harness#${name}";
+        _file = "${toString ./flake.nix}#${name}";
+        imports = [
+          module
+          (
+            { lib, pkgs, ... }:
+            {
+              services.ninep-harness.package = lib.mkDefault self.packages.${pkgs.stdenv.hostPlatform.system}.default;
+            }
+          )
+        ];
+      };
+      homeModule = withPackage "homeModules.default" ./hm-module.nix;
     in
     {
       packages = forAllSystems (pkgs: rec {
@@ -37,7 +59,10 @@
         ninep-harness = final.callPackage ./package.nix { inherit version; };
       };
 
-      nixosModules.default = withPackage ./nixos-module.nix;
-      homeManagerModules.default = withPackage ./hm-module.nix;
+      nixosModules.default = withPackage "nixosModules.default" ./nixos-module.nix;
+      # home-manager's current name for the output, and the name it used
+      # before: one module value under both.
+      homeModules.default = homeModule;
+      homeManagerModules.default = homeModule;
     };
 }

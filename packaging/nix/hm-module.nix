@@ -15,6 +15,8 @@
 #   (--proc-helper %t/9p/harness-proc). Its socket has no Install either:
 #   the daemon's service requires it, and it is PartOf 9harness.socket.
 #
+# Linux only: an assertion names the module on any other platform.
+#
 # The polkit action (--polkit) is system-wide and cannot come from a home
 # configuration: install the package system-wide for that (see README.md).
 {
@@ -34,6 +36,13 @@ in
   };
 
   config = lib.mkIf cfg.enable {
+    # Linux only, as the package (meta.platforms) and the units are: the
+    # daemon reads /proc and needs a systemd user manager. home-manager's
+    # own check, so a darwin home says which module and why.
+    assertions = [
+      (lib.hm.assertions.assertPlatform "services.ninep-harness" pkgs lib.platforms.linux)
+    ];
+
     warnings = common.warnings cfg;
 
     home.packages = [ cfg.package ];
@@ -47,7 +56,7 @@ in
         ListenStream = cfg.socketPath;
         SocketMode = common.socketMode cfg;
         DirectoryMode = common.directoryMode cfg;
-        RemoveOnStop = true;
+        RemoveOnStop = common.removeOnStop;
       };
       Install.WantedBy = [ "sockets.target" ];
     };

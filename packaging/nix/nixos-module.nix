@@ -47,7 +47,7 @@ in
       socketConfig = {
         SocketMode = common.socketMode cfg;
         DirectoryMode = common.directoryMode cfg;
-        RemoveOnStop = true;
+        RemoveOnStop = common.removeOnStop;
       };
       wantedBy = [ "sockets.target" ];
     };

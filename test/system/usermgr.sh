@@ -1,8 +1,9 @@
 #!/bin/bash
 # A real systemd user manager and journald for one test user, inside a
-# private mount namespace, where systemd is not PID 1 (shared research,
-# section 1: the four pitfalls and their fixes). Run as root by
+# private mount namespace, where systemd is not PID 1. Run as root by
 # test/usermgr_test.go, inside `unshare --mount --propagation private`.
+# Each step below stands in for what PID 1 would have done at boot; the
+# comment on it says what fails without it.
 # It prints "CHECK key value" lines that the Go test asserts on.
 #
 # Environment: U (uid), UNAME, UHOME, BINS (test binaries, fakes), SELF (the
@@ -11,7 +12,13 @@ set -euo pipefail
 : "${U:?}" "${UNAME:?}" "${UHOME:?}" "${BINS:?}" "${WORK:?}" "${SELF:?}"
 RUNDIR=/run/user/$U
 
+# /run must be a mount point: a unit with ProtectKernelTunables= (which
+# implies MountAPIVFS=) otherwise gets an empty tmpfs on /run, without the
+# runtime directory or the journal socket.
 mountpoint -q /run || mount --bind /run /run
+# /run/systemd/system is what sd_booted() looks for: without it the user
+# manager exits ("the system has not been booted with systemd"). unit-root
+# and inaccessible/ are what sandboxed units mount from (226/NAMESPACE).
 mount -t tmpfs -o mode=755 tmpfs /run/systemd
 mkdir -p /run/systemd/system /run/systemd/journal /run/systemd/unit-root /run/systemd/inaccessible
 ( cd /run/systemd/inaccessible && mkdir -p dir && touch reg && mkfifo fifo && mknod chr c 0 0 && mknod blk b 0 0 &&
@@ -25,6 +32,9 @@ JPID=$!
 echo $JPID >"$WORK/journald.pid"
 for i in $(seq 100); do [ -S /run/systemd/journal/socket ] && break; sleep 0.05; done
 
+# The manager creates <its cgroup>/init.scope, so it runs in a cgroup
+# delegated to the user (the test chowns it); journald derives
+# _SYSTEMD_USER_UNIT only from this layout of the path.
 CG=user.slice/user-$U.slice/user@$U.service
 (
   [ -d /sys/fs/cgroup/systemd/$CG ] && echo $BASHPID > /sys/fs/cgroup/systemd/$CG/cgroup.procs
@@ -75,6 +85,7 @@ check security "${score:-none}"
 echo "--- systemd-analyze --user security 9harness.service:"; asuser systemd-analyze --user security 9harness.service 2>&1 | grep -v '✓' || true
 hscore=$(asuser systemd-analyze --user security 9harness-proc.service 2>&1 | sed -n 's/.*Overall exposure level for 9harness-proc.service: \([0-9.]*\).*/\1/p')
 check security-helper "${hscore:-none}"
+echo "--- systemd-analyze --user security 9harness-proc.service:"; asuser systemd-analyze --user security 9harness-proc.service 2>&1 | grep -v '✓' || true
 
 # The first connection activates the daemon.
 SOCK=$RUNDIR/9p/harness
@@ -110,6 +121,14 @@ check active-via "$(for p in $(pgrep -u "$U" -x claude); do asuser 9harness cat 
 check userns "$([ "$(readlink /proc/"$(asuser systemctl --user show -p MainPID --value 9harness.service)"/ns/user)" != "$(readlink /proc/self/ns/user)" ] && echo yes || echo no)"
 check active-cwd "$(for p in $(pgrep -u "$U" -x claude); do asuser 9harness cat /active/claude/$p/cwd; done | sort -u | tr '\n' ' ')"
 check helper "$(asuser systemctl --user is-active 9harness-proc.service)"
+# Both in the user's background slice, both Type=exec.
+check slice "$(asuser systemctl --user show -p Slice --value 9harness.service) $(asuser systemctl --user show -p Slice --value 9harness-proc.service)"
+check type "$(asuser systemctl --user show -p Type --value 9harness.service) $(asuser systemctl --user show -p Type --value 9harness-proc.service)"
+# The helper outside any user namespace (else the kernel would refuse it
+# the agents' /proc), and unable to create a socket of any family.
+HPID=$(asuser systemctl --user show -p MainPID --value 9harness-proc.service)
+check helper-userns "$([ "$(readlink /proc/"$HPID"/ns/user)" = "$(readlink /proc/self/ns/user)" ] && echo host || echo own)"
+check helper-seccomp "$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/"$HPID"/status)"
 # Another uid (root) is the overflow uid inside the namespace; the helper
 # names it, and the daemon refuses it by its real uid.
 check root-read "$("$UHOME/.local/bin/9harness" -s "$SOCK" ls / >/dev/null 2>&1 && echo served || echo refused)"
@@ -163,4 +182,7 @@ for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
   journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
   check journal-$id "$(wc -l <"$WORK/j-$id.json")"
 done
+# RemoveOnStop=yes: stopping the socket units leaves no socket file.
+asuser systemctl --user stop 9harness.socket 9harness-proc.socket
+check sock-removed "$([ -e "$SOCK" ] || [ -e "$RUNDIR/9p/harness-proc" ] && echo present || echo removed)"
 echo "DONE"

@@ -1,6 +1,6 @@
 # Offline evaluation of the modules, package.nix and flake.nix, without
 # nixpkgs, NixOS or home-manager: lib is tests/lib-stub.nix, pkgs is a fake
-# whose buildGo126Module returns its arguments, and a small evaluator below
+# whose buildGoModule returns its arguments, and a small evaluator below
 # does what the module system does for these modules (option defaults,
 # type checks, mkIf, mkDefault priorities, imports). Each case returns
 # the units it generates, in the shape NixOS or home-manager receives.
@@ -31,19 +31,38 @@ let
 
   fakeHash = "0000000000000000000000000000000a";
 
-  fakePkgs =
-    system:
+  # A derivation that is never built: its name and store path only.
+  fakeDrv = name: {
+    type = "derivation";
+    inherit name;
+    outPath = "${builtins.storeDir}/${fakeHash}-${name}";
+  };
+
+  # nixpkgs for one system, its default Go at goVersion.
+  fakePkgsWith =
+    goVersion: system:
     let
+      goBuilder =
+        builder: attrs:
+        attrs
+        // fakeDrv "${attrs.pname}-${attrs.version}"
+        // {
+          inherit builder;
+        };
       self = {
         stdenv.hostPlatform.system = system;
-        buildGo126Module =
-          attrs:
-          attrs
-          // rec {
-            type = "derivation";
-            name = "${attrs.pname}-${attrs.version}";
-            outPath = "${builtins.storeDir}/${fakeHash}-${name}";
-          };
+        go = fakeDrv "go-${goVersion}" // {
+          version = goVersion;
+        };
+        buildGoModule = goBuilder "buildGoModule";
+        buildGo126Module = goBuilder "buildGo126Module";
+        installShellFiles = fakeDrv "install-shell-files";
+        makeWrapper = fakeDrv "make-wrapper";
+        coreutils = fakeDrv "coreutils-9.7";
+        gawk = fakeDrv "gawk-5.3.2";
+        gnugrep = fakeDrv "gnugrep-3.12";
+        gnused = fakeDrv "gnused-4.9";
+        fzf = fakeDrv "fzf-0.65.2";
         # Like nixpkgs' callPackage: only the arguments the function takes.
         callPackage =
           fn: args:
@@ -54,6 +73,7 @@ let
       };
     in
     self;
+  fakePkgs = fakePkgsWith "1.26.1";
 
   pkgs = fakePkgs "x86_64-linux";
 
@@ -64,14 +84,38 @@ let
 
   typeOf = d: if isAttrs d then d._type or null else null;
 
-  # Every module, imports included, applied to its arguments.
-  collect =
-    args: m:
+  # Every module, imports included, applied to its arguments, each key
+  # once as lib.modules does: a module's key is its key attribute, or the
+  # file it was imported from; a key seen before is skipped with its
+  # imports.
+  keyOf =
+    m:
+    if isAttrs m && m ? key then
+      m.key
+    else if builtins.isPath m || isString m then
+      toString m
+    else
+      null;
+  walk =
+    args: acc: m:
     let
+      k = keyOf m;
       v = if isFunction m then m args else if isAttrs m then m else import m;
       r = if isFunction v then v args else v;
     in
-    [ r ] ++ concatMap (collect args) (r.imports or [ ]);
+    if k != null && elem k acc.keys then
+      acc
+    else
+      foldl' (walk args) {
+        keys = acc.keys ++ lib.optional (k != null) k;
+        modules = acc.modules ++ [ r ];
+      } (r.imports or [ ]);
+  collectAll =
+    args: modules:
+    (foldl' (walk args) {
+      keys = [ ];
+      modules = [ ];
+    } modules).modules;
 
   # The definitions a module makes at an option path, mkIf pushed down as
   # the module system does: the condition is only read for that path.
@@ -91,7 +135,7 @@ let
     else
       [ ];
 
-  configOf = r: r.config or (removeAttrs r [ "imports" "options" "_file" ]);
+  configOf = r: r.config or (removeAttrs r [ "imports" "options" "_file" "key" ]);
 
   # The value of one option: the highest-priority active definitions,
   # merged (lists concatenate), type-checked, or the default.
@@ -136,12 +180,16 @@ let
       throw "${lib.concatStringsSep "." path} is defined more than once";
 
   evalModule =
-    { modules, outputs }:
+    {
+      modules,
+      outputs,
+      pkgs,
+    }:
     let
       args = {
         inherit lib pkgs config;
       };
-      all' = concatMap (collect args) modules;
+      all' = collectAll args modules;
       decls = filter (o: o != null) (map (r: r.options.services.ninep-harness or null) all');
       opts =
         if length decls == 1 then
@@ -173,6 +221,7 @@ let
           map (n: "${n}.socket") (names "socket") ++ map (n: "${n}.service") (names "service");
         packages = outputAt all' outputs.packages;
         warnings = orEmpty (outputAt all' [ "warnings" ]);
+        assertions = map (a: { inherit (a) assertion message; }) (orEmpty (outputAt all' [ "assertions" ]));
         optionNames = attrNames opts;
       };
 
@@ -238,7 +287,7 @@ let
     modules:
     let
       e = evalModule {
-        inherit modules;
+        inherit modules pkgs;
         outputs = {
           roots = [ "services" "systemd" "environment" "warnings" ];
           packages = [ "environment" "systemPackages" ];
@@ -254,13 +303,14 @@ let
       packages = map toString (orEmpty e.packages);
     };
 
-  hm =
-    modules:
+  hm = hmOn pkgs;
+  hmOn =
+    pkgs: modules:
     let
       e = evalModule {
-        inherit modules;
+        inherit modules pkgs;
         outputs = {
-          roots = [ "services" "systemd" "home" "warnings" ];
+          roots = [ "services" "systemd" "home" "warnings" "assertions" ];
           packages = [ "home" "packages" ];
         };
       };
@@ -318,16 +368,25 @@ let
     hm = builtins.mapAttrs (_: c: hm (f ../hm-module.nix c)) configs;
   };
 
-  # flake.nix's outputs with a fake nixpkgs input.
-  flake = (import ../flake.nix).outputs {
-    self = flake // {
-      shortRev = "0123abc";
-    };
-    nixpkgs = {
-      inherit lib;
-      legacyPackages = lib.genAttrs [ "x86_64-linux" "aarch64-linux" ] fakePkgs;
-    };
+  # flake.nix's outputs with a fake nixpkgs input and what self knows of
+  # its source (shortRev for a clean git tree).
+  flakeWith =
+    src:
+    let
+      outputs = (import ../flake.nix).outputs {
+        self = outputs // src;
+        nixpkgs = {
+          inherit lib;
+          legacyPackages = lib.genAttrs [ "x86_64-linux" "aarch64-linux" ] fakePkgs;
+        };
+      };
+    in
+    outputs;
+  flake = flakeWith {
+    shortRev = "0123abc";
+    lastModifiedDate = "20261201173000";
   };
+  flakeVersion = src: (flakeWith src).packages.x86_64-linux.default.version;
 
   describePackage = p: {
     inherit (p)
@@ -339,9 +398,14 @@ let
       vendorHash
       postInstall
       doCheck
+      builder
       ;
     path = toString p;
     mainProgram = p.meta.mainProgram;
+    license = p.meta.license.spdxId;
+    platforms = p.meta.platforms;
+    homepage = p.meta.homepage;
+    nativeBuildInputs = map (d: d.name) p.nativeBuildInputs;
     srcRoot = toString p.src.root;
     srcFiles = map toString p.src.fileset;
   };
@@ -363,10 +427,43 @@ in
       flake.nixosModules.default
       configs.default
     ];
+    # home-manager's current name for the output.
     hm = hm [
+      flake.homeModules.default
+      configs.default
+    ];
+    # The same module value under the old name ...
+    sameHomeModule = flake.homeModules.default == flake.homeManagerModules.default;
+    homeModuleKeys = [
+      flake.homeModules.default.key
+      flake.homeManagerModules.default.key
+    ];
+    # ... so a configuration importing both names gets it once, not the
+    # options twice.
+    hmBothNames = hm [
+      flake.homeModules.default
       flake.homeManagerModules.default
       configs.default
     ];
+    # Linux only: on darwin the assertion fails, naming the module.
+    hmDarwin = (hmOn (fakePkgs "aarch64-darwin")) [
+      flake.homeModules.default
+      { services.ninep-harness.package = fakePackage; }
+      configs.default
+    ];
+    # The version from what self knows of the source.
+    versions = {
+      clean = flakeVersion {
+        shortRev = "0123abc";
+        lastModifiedDate = "20261201173000";
+      };
+      dirty = flakeVersion {
+        dirtyShortRev = "0123abc-dirty";
+        lastModifiedDate = "20261201173000";
+      };
+      noGit = flakeVersion { lastModifiedDate = "20261201173000"; };
+      unknown = flakeVersion { };
+    };
     # A package the user sets wins over the flake's mkDefault.
     nixosOwnPackage = nixos [
       flake.nixosModules.default
@@ -376,6 +473,8 @@ in
 
   # package.nix through callPackage, as the modules' default does.
   package = describePackage (pkgs.callPackage ../package.nix { });
+  # With a nixpkgs whose default Go is older than go.mod's go line.
+  packageOldGo = describePackage ((fakePkgsWith "1.25.4" "x86_64-linux").callPackage ../package.nix { });
 
   # Must fail: a string where a bool belongs.
   bad = nixos [

@@ -105,6 +105,54 @@ rec {
   };
 
   optional = cond: x: if cond then [ x ] else [ ];
+  optionalString = cond: s: if cond then s else "";
+  inherit (builtins) head elem attrValues;
+  filterAttrs =
+    pred: set:
+    builtins.listToAttrs (
+      builtins.concatMap (
+        name:
+        let
+          v = set.${name};
+        in
+        if pred name v then
+          [
+            {
+              inherit name;
+              value = v;
+            }
+          ]
+        else
+          [ ]
+      ) (builtins.attrNames set)
+    );
+  mapAttrsToList = f: set: map (name: f name set.${name}) (builtins.attrNames set);
+  makeBinPath = ps: concatStringsSep ":" (map (p: "${p}/bin") ps);
+  versionAtLeast = v1: v2: builtins.compareVersions v1 v2 >= 0;
+  versions.majorMinor =
+    v:
+    let
+      parts = builtins.splitVersion v;
+    in
+    "${builtins.elemAt parts 0}.${builtins.elemAt parts 1}";
+
+  licenses.mit = {
+    spdxId = "MIT";
+    shortName = "mit";
+    fullName = "MIT License";
+    url = "https://spdx.org/licenses/MIT.html";
+    free = true;
+    redistributable = true;
+  };
+
+  # home-manager's lib.hm (modules/lib/assertions.nix), which its modules
+  # receive as lib.hm: the assertion its Linux-only modules make.
+  hm.assertions.assertPlatform = module: pkgs: platforms: {
+    assertion = builtins.elem pkgs.stdenv.hostPlatform.system platforms;
+    message = "The module ${module} does not support your platform. It only supports\n${
+      concatStringsSep "\n" (map (p: "  - ${p}") platforms)
+    }";
+  };
   concatMap = builtins.concatMap;
   inherit concatStringsSep;
   hasPrefix = pref: s: substring 0 (stringLength pref) s == pref;

@@ -1,7 +1,8 @@
 # A stand-in for the nixpkgs flake input, for checking flake.nix with the
 # real flake machinery offline. Its lib is ../lib-stub.nix, copied next to
 # this file (a path: flake cannot read outside its directory); its
-# buildGo126Module makes a derivation that is never built. test/nix_test.go
+# buildGoModule and the packages package.nix names are derivations that
+# are never built. test/nix_test.go
 # (TestNixFlakeCheck) does, in a temporary directory:
 #
 #   cp lib-stub.nix fake-nixpkgs/
@@ -15,22 +16,35 @@
       pkgs =
         system:
         let
+          # A derivation that can be instantiated but never built.
+          stub =
+            name:
+            derivation {
+              inherit name system;
+              builder = "/bin/sh";
+              args = [
+                "-c"
+                "echo offline stand-in, not buildable; exit 1"
+              ];
+            };
           self = {
             stdenv.hostPlatform.system = system;
-            buildGo126Module =
+            go = stub "go-1.26.1" // {
+              version = "1.26.1";
+            };
+            buildGoModule =
               a:
-              derivation {
-                name = "${a.pname}-${a.version}";
-                inherit system;
-                builder = "/bin/sh";
-                args = [
-                  "-c"
-                  "echo offline stand-in, not buildable; exit 1"
-                ];
-              }
+              stub "${a.pname}-${a.version}"
               // {
-                inherit (a) meta;
+                inherit (a) meta version;
               };
+            installShellFiles = stub "install-shell-files";
+            makeWrapper = stub "make-wrapper";
+            coreutils = stub "coreutils";
+            gawk = stub "gawk";
+            gnugrep = stub "gnugrep";
+            gnused = stub "gnused";
+            fzf = stub "fzf";
             callPackage =
               fn: args:
               let
