@@ -3,8 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/9harness/9harness/internal/shquote"
 )
 
 // DefaultRelayCommand is what runs on the remote host: a relay to that
@@ -73,20 +74,14 @@ func (s SSH) RemoteCommand() string {
 		cmd = DefaultRelayCommand
 	}
 	if s.Socket != "" {
-		cmd += " -s " + ShellQuote(s.Socket)
+		cmd += " -s " + shquote.Quote(s.Socket)
 	}
 	return cmd
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,-]+$`)
-
-// ShellQuote quotes s for a POSIX shell.
-func ShellQuote(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// ShellQuote quotes s for a POSIX shell: shquote.Quote, the one quoting
+// of 9harness, kept under this name for the client's callers.
+func ShellQuote(s string) string { return shquote.Quote(s) }
 
 // DialSSH starts ssh as s says and attaches over it. If ssh or the remote
 // relay fails, the error is a *CommandError carrying the exit status and

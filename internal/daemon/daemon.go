@@ -37,7 +37,7 @@ const (
 	DefaultMaxConns = 64
 	// DefaultMaxMsize is the largest msize granted. 1 MiB is where the
 	// measured read throughput of both diod's C client and the Go client
-	// levels off (p9 research §1.7); p9's own cap, 4 MiB, quadruples the
+	// levels off (BENCHMARKS.md); p9's own cap, 4 MiB, quadruples the
 	// per-connection buffers for no gain.
 	DefaultMaxMsize = 1 << 20
 )

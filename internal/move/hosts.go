@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/shquote"
 )
 
 // Target is where a move lands: the session, its directory and size, and
@@ -252,9 +253,9 @@ func (t Target) Attach() string {
 	case t.Label == "":
 		return "tmux attach -t " + t.Name
 	case filepath.IsAbs(t.Label):
-		return "tmux -S " + shellQuote(t.Label) + " attach -t " + t.Name
+		return "tmux -S " + shquote.Quote(t.Label) + " attach -t " + t.Name
 	}
-	return "tmux -L " + shellQuote(t.Label) + " attach -t " + t.Name
+	return "tmux -L " + shquote.Quote(t.Label) + " attach -t " + t.Name
 }
 
 // tmuxMsgMax is what one tmux client message can carry (MAX_IMSGSIZE,
@@ -319,17 +320,12 @@ func (Tmux) Env(t Target, hostPath string) []string { return t.tmuxEnv(daemonEnv
 
 func (Tmux) Attach(t Target) string { return t.Attach() }
 
-// TmuxSession asks tmux which session a pane belongs to.
-func TmuxSession(ctx context.Context, hostPath, socket, pane string) (string, error) {
-	args := []string{"display-message", "-p"}
-	if socket != "" {
-		args = append([]string{"-S", socket}, args...)
-	}
-	if pane != "" {
-		args = append(args, "-t", pane)
-	}
-	args = append(args, "#{session_name}")
-	out, err := exec.CommandContext(ctx, hostPath, args...).Output()
+// tmuxSessionOf asks the tmux server at socket which session pane belongs
+// to, with bin (found on hostPath) and the daemon's own environment.
+func tmuxSessionOf(ctx context.Context, bin, hostPath, socket, pane string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, "-S", socket, "display-message", "-p", "-t", pane, "#{session_name}")
+	cmd.Env = daemonEnv(hostPath)
+	out, err := cmd.Output()
 	if err != nil {
 		return "", err
 	}

@@ -21,6 +21,7 @@ import (
 
 var good = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
 
+// Guards rule 7: no client byte reaches exec; no agent picks a binary; the environment never leaks.
 func TestValidName(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -54,6 +55,7 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+// Guards rule 7: no client byte reaches exec; no agent picks a binary; the environment never leaks.
 func TestScrub(t *testing.T) {
 	got := scrub([]string{"A=1", "ZMX_SESSION=x", "TMUX=/s,1,2", "TMUX_PANE=%1", "STY=1.s", "ZELLIJ=0", "ZELLIJ_SESSION_NAME=z",
 		"LISTEN_FDS=1", "LISTEN_PID=2", "LISTEN_FDNAMES=x", "NOTIFY_SOCKET=/run/x", "PATH=/bin", "TMUX_TMPDIR=/t"})
@@ -162,6 +164,7 @@ func TestTmuxPlace(t *testing.T) {
 	}
 }
 
+// Guards rule 7: no client byte reaches exec; no agent picks a binary; the environment never leaks.
 func TestSanitize(t *testing.T) {
 	big := "BIG=" + strings.Repeat("x", MaxArgString)
 	kept, dropped := sanitize([]string{"A=1", "noequals", "=v", "1A=x", "A B=x", "B=", "BASH_FUNC_module%%=() { :; }", "C=a=b", big, "\\x=1"})
@@ -394,6 +397,8 @@ func (l *recordingLauncher) Launch(_ context.Context, argv []string, _ string, _
 // TestReusedPidNeverSignalled: a move names the agent by pid and start
 // time; a live process at that pid with another start time (a reused pid)
 // is refused with ENOENT and never signalled.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestReusedPidNeverSignalled(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/shquote"
 )
 
 // record writes the journal entries of one move: one for a refusal, or one
@@ -127,18 +128,11 @@ func (rec *record) manual() string {
 			k, _, _ := strings.Cut(a, "=")
 			q[i] = k + "='<as before>'"
 		default:
-			q[i] = shellQuote(a)
+			q[i] = shquote.Quote(a)
 		}
 		secret = secretFlag(a) && !strings.Contains(a, "=")
 	}
-	return "cd " + shellQuote(rec.agent.Cwd) + " && " + strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "cd " + shquote.Quote(rec.agent.Cwd) + " && " + strings.Join(q, " ")
 }
 
 // secretFlag is a flag whose value may hold a credential.

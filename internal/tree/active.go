@@ -2,7 +2,6 @@ package tree
 
 import (
 	"context"
-	"os/exec"
 	"sort"
 	"strconv"
 	"sync"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
-	"github.com/9harness/9harness/internal/move"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -26,6 +24,9 @@ type ActiveConfig struct {
 	Now  func() time.Time
 	// Mover, if set (--allow-move), makes the zmx and tmux files writable.
 	Mover Mover
+	// Sessions names the tmux session of an agent for its tmux file. Nil:
+	// the tmux file of an agent in tmux is empty.
+	Sessions SessionHost
 	// grantee is the view of a peer that is not the owner: no field
 	// derived from an agent's environment (zmx, tmux), hardlinked
 	// transcripts refused (tree.New sets it, with Mover nil).
@@ -35,6 +36,19 @@ type ActiveConfig struct {
 // Mover performs the move a write into zmx or tmux asks for.
 type Mover interface {
 	Move(ctx context.Context, w Writer, harness string, p proc.Proc, host string, value []byte) error
+}
+
+// SessionHost names the tmux session an agent's pane is in: the name is
+// not in the agent's environment, only the server's socket and the pane
+// are, so the answer comes from the tmux server, through a tmux client
+// process. The tree asks only when a tmux file is read, never for a
+// listing, a lookup or a stat, so that walking /active starts no process.
+type SessionHost interface {
+	// TmuxSession returns what the tmux file shows for agent, whose
+	// environment names the server at socket, the pane, and TMUX_TMPDIR
+	// (tmpdir, "" when unset): NAME, or LABEL:NAME on a server other than
+	// the default one. "" when it cannot be told.
+	TmuxSession(ctx context.Context, agent proc.Proc, socket, pane, tmpdir string) string
 }
 
 // active is /active. It remembers only what identifies each agent
@@ -290,42 +304,50 @@ type field struct {
 	value func(d *agentDir, a harness.Agent) (string, bool)
 	// light fields come from /proc alone: no harness file is read for them.
 	light bool
+	// read, if set, is the content, derived at the first read of an open
+	// handle; value then only says whether the file exists. It is for a
+	// fact that costs a process to learn (tmux): a listing, a lookup, a
+	// stat and an open for writing (the move) never pay for it.
+	read func(d *agentDir, a harness.Agent) string
 }
 
 func str(v string) (string, bool) { return v, v != "" }
 
 var fields = []field{
-	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }, true},
+	{"pid", func(d *agentDir, a harness.Agent) (string, bool) { return strconv.Itoa(d.p.PID), true }, true, nil},
 	{"ppid", func(d *agentDir, a harness.Agent) (string, bool) {
 		ppid, start, err := d.a.cfg.Procs.Parent(d.p.PID)
 		return strconv.Itoa(ppid), err == nil && start == d.p.Start && ppid > 0
-	}, true},
+	}, true, nil},
 	{"started", func(d *agentDir, a harness.Agent) (string, bool) {
 		return strconv.FormatInt(d.started().Unix(), 10), true
-	}, true},
-	{"cwd", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Cwd) }, false},
-	{"name", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Name) }, false},
-	{"title", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Title) }, false},
-	{"session", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Session) }, false},
-	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }, false},
-	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }, false},
-	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }, false},
+	}, true, nil},
+	{"cwd", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Cwd) }, false, nil},
+	{"name", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Name) }, false, nil},
+	{"title", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Title) }, false, nil},
+	{"session", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Session) }, false, nil},
+	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }, false, nil},
+	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }, false, nil},
+	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }, false, nil},
 	// zmx and tmux are present whenever the agent's environment could be
 	// read: empty outside a session is itself the answer ("not in one"),
 	// and the move writes here. When it could not be read (a daemon in a
 	// user namespace without its proc helper) they are unknown, so absent.
-	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, a.EnvKnown }, false},
-	{"tmux", func(d *agentDir, a harness.Agent) (string, bool) { return d.tmuxSession(a), a.EnvKnown }, false},
+	{"zmx", func(d *agentDir, a harness.Agent) (string, bool) { return a.Zmx, a.EnvKnown }, false, nil},
+	// tmux's value is asked of the tmux server (SessionHost), so it is
+	// derived only when the file is read: its stat shows size 0, as
+	// /proc's generated files do.
+	{name: "tmux", value: func(d *agentDir, a harness.Agent) (string, bool) { return "", a.EnvKnown }, read: (*agentDir).tmuxSession},
 }
 
-// tmuxSession asks tmux which session the agent's pane is in: the name is
-// not in the environment, only the server socket and the pane are.
+// tmuxLookup bounds the question to the tmux server: a read of the tmux
+// file waits at most this long for a wedged server.
+const tmuxLookup = 2 * time.Second
+
+// tmuxSession is the tmux file's content: the session the agent's pane is
+// in, asked of the session host.
 func (d *agentDir) tmuxSession(a harness.Agent) string {
-	if a.TmuxSocket == "" {
-		return ""
-	}
-	tm, err := exec.LookPath("tmux")
-	if err != nil {
+	if a.TmuxSocket == "" || d.a.cfg.Sessions == nil {
 		return ""
 	}
 	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
@@ -334,14 +356,10 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 		// which need not be the agent's: better unknown than wrong.
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	name, err := move.TmuxSession(ctx, tm, a.TmuxSocket, pane)
-	if err != nil {
-		return ""
-	}
 	tmpdir, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_TMPDIR")
-	return move.TmuxDisplay(a.TmuxSocket, tmpdir, d.a.cfg.UID, name)
+	ctx, cancel := context.WithTimeout(context.Background(), tmuxLookup)
+	defer cancel()
+	return d.a.cfg.Sessions.TmuxSession(ctx, d.p, a.TmuxSocket, pane, tmpdir)
 }
 
 // shows reports whether f is in this view: a grantee is shown no field
@@ -475,12 +493,42 @@ func (ff *factFile) Attr() (Attr, error) {
 }
 
 func (ff *factFile) Open() (Handle, error) {
+	if ff.f.read != nil {
+		a, err := ff.d.resolve()
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := ff.f.value(ff.d, a); !ok {
+			return nil, errs.E("active.Open", errs.NotExist, ff.d.treePath()+"/"+ff.f.name, nil)
+		}
+		return &readLater{get: func() []byte {
+			if v := ff.f.read(ff.d, a); v != "" {
+				return []byte(v + "\n")
+			}
+			return nil
+		}}, nil
+	}
 	b, err := ff.content(true)
 	if err != nil {
 		return nil, err
 	}
 	return snapshot{bytesReader(b)}, nil
 }
+
+// readLater is a handle whose content is derived at its first read and
+// held after, so one reader never sees a value torn across its reads.
+type readLater struct {
+	once sync.Once
+	get  func() []byte
+	b    []byte
+}
+
+func (h *readLater) ReadAt(p []byte, off int64) (int, error) {
+	h.once.Do(func() { h.b = h.get() })
+	return bytesReader(h.b).ReadAt(p, off)
+}
+
+func (h *readLater) Close() error { return nil }
 
 // hostFile is zmx or tmux when moves are allowed: reading gives the
 // session the agent lives in; writing a name moves it into a new one.

@@ -112,8 +112,8 @@ func LookupAttr(d Dir, name string) (Node, Attr, error) {
 // keeps the listing in its own form (the 9P adapter keeps wire dirents). For
 // a mirrored host directory, the largest listings there are, it makes one
 // allocation of the result at its final size instead of a []Entry and then
-// the caller's copy: the listing of a 10,000-entry directory was allocating
-// several times its own size per request.
+// the caller's copy, which for a 10,000-entry directory would allocate
+// several times the listing's own size per request.
 func ListAs[T any](d Dir, f func(Entry) T) ([]T, error) {
 	if m, ok := d.(*mirrorDir); ok {
 		return mirrorListAs(m, f)
