@@ -169,6 +169,8 @@ func TestActiveLive(t *testing.T) {
 
 // TestActiveNeverListsOwnAncestry: the daemon runs under a process shaped
 // like a harness; that process is never listed, while another one is.
+//
+// Guards rule 8: the daemon never lists or acts on its own ancestry.
 func TestActiveNeverListsOwnAncestry(t *testing.T) {
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "y")

@@ -90,6 +90,8 @@ func clientAs(uid, gid int, groups []uint32, sock string, args ...string) (strin
 // TestGrants: the daemon runs as one uid and clients as others. A granted
 // uid reads, a group grant works through supplementary and primary groups,
 // an ungranted uid and root get nothing, and each refusal is audited.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestGrants(t *testing.T) {
 	requireRoot(t)
 	home, sock := sharedHome(t, ownerUID)
@@ -180,6 +182,8 @@ func TestGrants(t *testing.T) {
 // TestForgedAttach: the 9P Tattach uname and n_uname are never trusted. A
 // stranger that claims to be the owner (and root) in its Tattach gets
 // nothing; the owner claiming to be root gets exactly what the owner gets.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestForgedAttach(t *testing.T) {
 	requireRoot(t)
 	home, sock := sharedHome(t, ownerUID)

@@ -149,6 +149,8 @@ func trustBase(t *testing.T) string {
 // the squatter receives no connection and 0 bytes. The control, the same
 // listener run by the user in the user's own directory, is sent bytes: the
 // squatter would have seen them.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestClientRefusesSquattedDir(t *testing.T) {
 	requireRoot(t)
 	base := trustBase(t)
@@ -186,6 +188,8 @@ func TestClientRefusesSquattedDir(t *testing.T) {
 // before a byte is written, by the server's SO_PEERCRED uid. A socket in a
 // directory the user owns but its group may write is refused before
 // connect, and so is another uid's socket in a sticky directory like /tmp.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestClientRefusesForeignServer(t *testing.T) {
 	requireRoot(t)
 	base := trustBase(t)

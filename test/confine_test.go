@@ -22,6 +22,8 @@ import (
 // TestSpecialFilesUnreachable: a symlink (to a file, to a directory,
 // mid-path), a fifo, a socket and a device node inside a served root are
 // neither listed nor opened, and a fifo never blocks the daemon.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestSpecialFilesUnreachable(t *testing.T) {
 	home := fixtureHome(t)
 	dsh := filepath.Join(home, ".dsh")
@@ -75,6 +77,8 @@ func TestSpecialFilesUnreachable(t *testing.T) {
 
 // TestNames: names with '/', '.', '..' and NUL are refused; the tree never
 // lets a name become more than one host path component.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestNames(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -164,6 +168,8 @@ func TestSymlinkSwapRace(t *testing.T) {
 
 // TestBigDirectory: a 10,000-entry directory lists completely through
 // diodls and the client.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestBigDirectory(t *testing.T) {
 	home := fixtureHome(t)
 	dir := filepath.Join(home, ".hermes", "big")

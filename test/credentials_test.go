@@ -25,15 +25,15 @@ import (
 	"github.com/9harness/9harness/internal/saferoot"
 )
 
-// Issue 16, Deliver 1 and 2: the credential table holds at every depth, in
-// every root, for the owner and for a grantee, through 9P2000.L, 9P2000 and
-// the FUSE mount; a grantee sees session state only.
+// Guards rule 2: the credential table holds at every depth, in every
+// root, for the owner and for a grantee, through 9P2000.L, 9P2000 and the
+// FUSE mount; a grantee sees session state only.
 
-// credentialFiles are the stores issue 16 measured served, the stores of
-// the harnesses being added, and the classic homes of secrets. shape marks
-// a name only a generic shape (*creds*, *secret*, ...) catches: such a name
-// is served where a harness names a directory after a working directory,
-// so it is planted as a file there (a file is never a slug).
+// credentialFiles are the harnesses' real credential stores and the
+// classic homes of secrets. shape marks a name only a generic shape
+// (*creds*, *secret*, ...) catches: such a name is served where a harness
+// names a directory after a working directory, so it is planted as a file
+// there (a file is never a slug).
 var credentialFiles = []struct {
 	name  string
 	shape bool
@@ -281,6 +281,8 @@ func startCredentialDaemons(t *testing.T, home, run, procDir string) (own, grant
 // and backup spellings) at depths 0..8 under every root: none is listed,
 // stat'ed or read, by the owner or by a grantee, through 9P2000.L, 9P2000 or
 // the FUSE mount.
+//
+// Guards rule 2: no credential is listed or read.
 func TestCredentialMatrix(t *testing.T) {
 	requireFuse(t)
 	home, run, procDir, planted := credentialHome(t, true)
@@ -387,7 +389,7 @@ func isSlugComponent(p, comp string) bool {
 }
 
 // granteeSees reports whether tree path p is in the grantee's allowlist
-// (issue 16, Deliver 2), as this test knows it.
+// (granteeAllow in internal/tree/grantee.go), as this test knows it.
 func granteeSees(p string) bool {
 	for _, pre := range []string{
 		"/claude/projects", "/claude/history", "/claude/skills",
@@ -421,6 +423,8 @@ func isNotExist(err error) bool {
 // entries; a hardlink to a key is absent; a directory's st_nlink counts
 // only what the grantee sees; /active has no zmx or tmux field. The owner
 // sees the whole mirror minus credentials.
+//
+// Guards rule 2: no credential is listed or read.
 func TestGranteeView(t *testing.T) {
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
@@ -533,6 +537,8 @@ func subdirCount(t *testing.T, c *client.Client, p string) int {
 // TestOauthServerTranscript: a Claude agent working in ~/src/oauth-server
 // has its transcript in the tree, in the mirror (for the owner and a
 // grantee) and under /active, though "oauth" is in its project's name.
+//
+// Guards rule 2: no credential is listed or read.
 func TestOauthServerTranscript(t *testing.T) {
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)

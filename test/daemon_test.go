@@ -19,6 +19,8 @@ import (
 // before any reply, even with the socket opened to everyone. The peer is
 // the project's own client run as another uid, and a raw Tversion sent as
 // that uid.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestOtherUIDGetsNothing(t *testing.T) {
 	requireRoot(t)
 	home := fixtureHome(t)
@@ -247,6 +249,8 @@ func TestSocketActivation(t *testing.T) {
 
 // TestConnectionCap: connections beyond --max-conns are closed with a log
 // line, and served again once others close.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestConnectionCap(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "2")

@@ -121,6 +121,8 @@ func TestDialectsConform(t *testing.T) {
 
 // TestDialectsRefuse: the 9P2000 side refuses what the 9P2000.L side
 // refuses, with the strings Linux and plan9port map back to errno.
+//
+// Guards rule 4: read-only by absence.
 func TestDialectsRefuse(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -227,6 +229,9 @@ func TestDialectsTogether(t *testing.T) {
 // TestFrontDoor: garbage, a first message that is not a Tversion, an
 // oversized or silent first message, msize below the floor and an unknown
 // version close only that connection (the last after Rversion "unknown").
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestFrontDoor(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)

@@ -1,8 +1,8 @@
 package test
 
 // Tests of the fakes themselves (test/fakezmx, test/fakeharness): that they
-// keep the real tools' on-disk formats, CLI and process shapes
-// (shared/research/harness-formats.md §3, §4, §6), so the tests that drive
+// keep the real tools' on-disk formats, CLI and process shapes (the samples
+// in testdata/home were taken from the real ones), so the tests that drive
 // them prove something about the real ones.
 
 import (

@@ -29,7 +29,7 @@ import (
 	"github.com/9harness/9harness/internal/move"
 )
 
-// The fault matrix of issue 9 (RELIABILITY.md): each test breaks one thing
+// The fault matrix (RELIABILITY.md): each test breaks one thing
 // on purpose, with real components (the daemon binary, the fake harness,
 // the fake zmx, real tmux), and checks what the daemon does about it.
 
@@ -142,6 +142,8 @@ func pidfdCount(t *testing.T, pid int) int {
 // still writing it, and with eight requests pipelined and never read).
 // The daemon keeps serving every other client, serves the same file and
 // listing whole afterwards, and holds no descriptor of any of them.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestFaultHangUpMidRead(t *testing.T) {
 	home := fixtureHome(t)
 	// A 4 MiB file and a 4,000-entry directory: each reply (1 MiB, 370 KB) is more
@@ -289,6 +291,8 @@ func auditEntries(log, id string) []map[string]string {
 
 // TestFaultAgentExitsDuringMove: the agent exits on its own in the middle
 // of a move, and just before one.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestFaultAgentExitsDuringMove(t *testing.T) {
 	// During the grace period after SIGTERM (the agent ignores SIGTERM and
 	// then exits of its own accord): the move sees the exit through its
@@ -378,6 +382,8 @@ func TestFaultAgentExitsDuringMove(t *testing.T) {
 // EIO; the journal entry (MESSAGE_ID move-failed) names the exact command
 // that resumes the session by hand, and that command, run as printed,
 // does resume it; the daemon keeps serving and holds no pidfd.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestFaultHostFailsAfterKill(t *testing.T) {
 	m := newMoveEnv(t)
 	broken := t.TempDir()
@@ -451,6 +457,8 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 // Both dialects: p9 (9P2000.L) waits for its handlers when the connection
 // closes, srv9p (9P2000) does not, so there only the daemon's own wait for
 // moves in flight (daemon.Run, Mover.Bound) keeps the move alive.
+//
+// Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestFaultDaemonStopsMidMove(t *testing.T) {
 	t.Run("9P2000.L", func(t *testing.T) {
 		stopMidMove(t, func(d *daemon, path string) {
@@ -645,6 +653,8 @@ func TestFaultRegistryRewritten(t *testing.T) {
 // with the new content; no read ever fails with anything but ENOENT or
 // returns bytes that were never in the file; the other roots and the
 // daemon keep serving.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestFaultRootRecreated(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)

@@ -100,6 +100,8 @@ func treeFiles(t *testing.T, c *client.Client, roots ...string) (files, dirs []s
 // TestLoad: many concurrent clients, each doing mixed operations on the
 // mirrors and /pid, with zero errors; the daemon's RSS, fds and threads
 // are compared before and after.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestLoad(t *testing.T) {
 	clients, ops := loadSize(t)
 	home := fixtureHome(t)
@@ -196,6 +198,8 @@ func TestLoad(t *testing.T) {
 // TestConnCap: with --max-conns 8, eight connections are held, the ninth
 // is refused cleanly (closed, the daemon keeps serving), and once one of
 // the eight closes a new connection is served again.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestConnCap(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "8")

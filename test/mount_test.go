@@ -315,6 +315,8 @@ func openErr(path string, flags int) error {
 // TestMountMove: under --allow-move an agent's tmux file is writable
 // through the mount, echo NAME > it moves the agent, and a refusal is the
 // daemon's errno; without --allow-move it is read-only like the rest.
+//
+// Guards rule 4: read-only by absence.
 func TestMountMove(t *testing.T) {
 	requireFuse(t)
 	me := newMoveEnv(t)
@@ -345,7 +347,7 @@ func TestMountMove(t *testing.T) {
 		t.Errorf("open session for writing: %v, want EROFS", err)
 	}
 	// Read-write: after a refused write, a read of the same handle at
-	// offset 0 says why (issue 15 Deliver 7); another handle reads the file.
+	// offset 0 says why (the errno alone cannot); another handle reads the file.
 	if rw, err := os.OpenFile(m.path(dir+"/tmux"), os.O_RDWR, 0); err != nil {
 		t.Errorf("open tmux O_RDWR: %v", err)
 	} else {
@@ -483,6 +485,8 @@ func TestMountEnds(t *testing.T) {
 // setuid, so it happens in a private mount namespace: a 0666 FUSE node
 // bind-mounted over /dev/fuse and a setuid copy of fusermount3, both on a
 // tmpfs only that namespace sees. The host's /dev/fuse is never touched.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestMountUnprivileged(t *testing.T) {
 	requireFuse(t)
 	for _, tool := range []string{"unshare", "setpriv", "mknod", "useradd", "userdel"} {

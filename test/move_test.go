@@ -194,6 +194,10 @@ func TestMoveTmux(t *testing.T) {
 
 // TestMoveRefusals: each refusal comes before any signal and leaves the
 // agent alive, unsignalled and in place.
+//
+// Guards rule 4: read-only by absence.
+// Guards rule 5: nothing is killed that has nowhere to come back to.
+// Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveRefusals(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "8b9c0d1e-2f3a-4b4c-9d5e-6f7a8b9c0d1e"
@@ -206,8 +210,9 @@ func TestMoveRefusals(t *testing.T) {
 	// An agent whose harness cannot resume: no registry, no session.
 	bare := startFake(t, "codex", m.home, m.cwd, m.env...)
 	// An agent whose own PATH has neither the host nor its harness: that
-	// no longer matters (the daemon's host path and the agent's executable
-	// do), so it is refused only by daemons whose own paths lack them.
+	// does not matter (the daemon's host path and the agent's executable
+	// do, rule 7), so it is refused only by daemons whose own paths lack
+	// them.
 	lost := startFake(t, "claude", m.home, m.cwd, "PATH=/nonexistent", "TMUX_TMPDIR="+m.tmuxDir, "ZMX_DIR="+m.zmxDir,
 		"FAKE_RECORD="+m.record, "FAKE_SESSION=5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c")
 	waitRegistry(t, m.home, lost.pid())
@@ -306,6 +311,9 @@ func (m *moveEnv) startClaude(t *testing.T, sid string, extra ...string) *fakeAg
 
 // TestMoveStubbornAgent: an agent that ignores SIGTERM is killed at 5 s and
 // still moved; meanwhile another connection is served at once.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
+// Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestMoveStubbornAgent(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
@@ -348,6 +356,8 @@ func TestMoveStubbornAgent(t *testing.T) {
 
 // TestMoveClientHangsUp: a client that hangs up right after its write still
 // gets its agent moved.
+//
+// Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestMoveClientHangsUp(t *testing.T) {
 	m := newMoveEnv(t)
 	const sid = "0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a"
@@ -375,6 +385,8 @@ func TestMoveClientHangsUp(t *testing.T) {
 
 // TestMoveConcurrent: two moves of the same agent cannot both proceed: the
 // second is EBUSY (or, once the first has killed it, ENOENT).
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveConcurrent(t *testing.T) {
 	m := newMoveEnv(t)
 	agent := m.startClaude(t, "1e2f3a4b-5c6d-4e7f-8a9b-0c1d2e3f4a5b", "FAKE_IGNORE_TERM=1")

@@ -22,8 +22,8 @@ import (
 	"github.com/9harness/9harness/internal/client"
 )
 
-// The tests of issue 15: what a move shows other users, what it runs, and
-// where it lands.
+// What a move shows other users, what it runs, and where it lands: rules 5,
+// 6, 7 and 9 as a move meets them.
 
 func marker(t *testing.T, prefix string) string {
 	t.Helper()
@@ -140,6 +140,8 @@ func (l *lineage) records(t *testing.T) []launchRecord { return readLaunches(l.r
 // zmx, while another uid reads every process's argv: the secret is seen
 // 0 times, the audit never holds it, and a 256 KiB environment arrives
 // whole in the resumed agent.
+//
+// Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveSecret(t *testing.T) {
 	requireRoot(t)
 	m := newMoveEnv(t)
@@ -266,6 +268,9 @@ func TestMoveSecret(t *testing.T) {
 // before any signal, whatever its PATH holds, and no binary of its
 // choosing ever runs; an agent with a hostile PATH in the user's own
 // namespaces moves with the daemon's tmux, never its own.
+//
+// Guards rule 7: no client byte reaches exec, no agent picks a binary.
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveSandbox(t *testing.T) {
 	requireRoot(t)
 	unshare := require(t, "unshare")
@@ -421,6 +426,8 @@ func TestMoveTmuxOtherServer(t *testing.T) {
 // TestMoveResumePath: an agent whose executable does not name its harness
 // (as pi and Codex run under node) is resumed with the binary the
 // daemon's own path names, and the journal says so.
+//
+// Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveResumePath(t *testing.T) {
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b")...)
@@ -452,6 +459,8 @@ func TestMoveResumePath(t *testing.T) {
 // session and dies within a second (as a Claude that finds no
 // conversation does) is not a move that worked: the write fails with EIO
 // and the journal says failed, with the command that resumes by hand.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveOutcomeTrue(t *testing.T) {
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=6f7a8b9c-0d1e-4f2a-9b3c-4d5e6f7a8b9c")...)

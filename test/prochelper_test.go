@@ -21,6 +21,8 @@ import (
 // real `9harnessd --serve-proc-helper`, which answers it because it is
 // 9harnessd in the daemon's unit. When the helper goes away the fields are
 // absent again (never an error page), and the daemon keeps serving.
+//
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestProcHelper(t *testing.T) {
 	require(t, "unshare")
 	helperUnit, daemonUnit := cgroupUnits(t)

@@ -124,6 +124,8 @@ func (rr *rootReader) report(t *testing.T) {
 // foreign byte is ever served: no marker, nothing of /proc, no listing of
 // /; the root is absent while it is a link, and served again, the real one,
 // when it is put back.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestRootSwap(t *testing.T) {
 	const swaps = 1000
 	home := fixtureHome(t)
@@ -207,6 +209,8 @@ func TestRootSwap(t *testing.T) {
 // serves them (the control: the mounts are really there). The client runs
 // in the daemon's mount namespace (nsenter): from another one it would be
 // served the grantee view, which hides these names anyway.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestMountBeneathRoot(t *testing.T) {
 	requireRoot(t)
 	unshare := require(t, "unshare")
@@ -284,6 +288,8 @@ func TestMountBeneathRoot(t *testing.T) {
 // starts (GNU stow: ~/.dsh -> dotfiles/dsh) is resolved then, logged, and
 // served; the link changed afterwards (to the marker directory, to /) or
 // removed does not redirect it.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestRootSymlinkAtStart(t *testing.T) {
 	fixture := fixtureHome(t)
 	home := filepath.Join(t.TempDir(), "home")

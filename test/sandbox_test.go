@@ -139,6 +139,8 @@ func sandboxSetup(t *testing.T) (home string, cl *fakeAgent, helper *daemon, hso
 // binary (another executable), the same in `unshare --user` and
 // `unshare --user --pid` (the owner's uid), and even a real 9harnessd in
 // `unshare --user` get no byte, and the helper logs each refusal.
+//
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestSandboxProcHelper(t *testing.T) {
 	home, cl, helper, hsock := sandboxSetup(t)
 
@@ -195,6 +197,9 @@ func TestSandboxProcHelper(t *testing.T) {
 // through a proc helper: no zmx or tmux file, no value from the agent's
 // environment, and its write to the zmx file is refused. The same binary
 // outside a sandbox is served the owner's view (the control).
+//
+// Guards rule 2: no credential is listed or read.
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestSandboxDaemon(t *testing.T) {
 	home, cl, _, hsock := sandboxSetup(t)
 

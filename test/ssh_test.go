@@ -125,6 +125,8 @@ func TestRelayUnreachable(t *testing.T) {
 // TestRelayRefusedUID: a relay running as a uid the daemon does not serve
 // gets nothing, and says so in one line: the relay has no authority of its
 // own, the daemon's gate judges its uid as it judges any client's.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestRelayRefusedUID(t *testing.T) {
 	requireRoot(t)
 	dir, err := os.MkdirTemp("", "9harness-sock-")

@@ -148,6 +148,8 @@ cat "$WORK/daemon.log"
 // project's action. A rule that denies a user makes the move refused with
 // polkit's reason; a rule that allows lets it pass the gate; with the bus
 // gone the move is refused and the reason says polkit could not be asked.
+//
+// Guards rule 4: read-only by absence.
 func TestPolkit(t *testing.T) {
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/polkit-1/polkitd", "/usr/bin/dbus-daemon"} {

@@ -220,6 +220,8 @@ func TestFixtureTree(t *testing.T) {
 // TestCredentialsNeverServed: every credential-shaped file of the fixture
 // home, at any depth, in every root, is neither listed nor readable, by the
 // client or by diod's tools.
+//
+// Guards rule 2: no credential is listed or read.
 func TestCredentialsNeverServed(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -324,6 +326,8 @@ func TestLive(t *testing.T) {
 }
 
 // TestReadOnly: every mutating operation is refused.
+//
+// Guards rule 4: read-only by absence.
 func TestReadOnly(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)

@@ -18,6 +18,9 @@ func (f fakePolkit) Check(context.Context, Subject, string) (bool, string, error
 
 // TestPolicy is the policy as a table: peer x flags x action -> decision
 // and reason.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing; Tattach is never trusted; a client talks only to its own uid's server.
+// Guards rule 4: read-only by absence.
 func TestPolicy(t *testing.T) {
 	const owner = 1000
 	self := Subject{UID: owner, GID: owner, PID: 10, StartTime: 5}

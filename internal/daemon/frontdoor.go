@@ -15,7 +15,7 @@ import (
 // The front door reads exactly the first message of a connection, after the
 // peer gate, and picks the server by the version the client asks for: one
 // socket serves 9P2000.L (hugelgupf/p9) and plain 9P2000 (srv9p), so the
-// Plan 9 tooling (plan9port's 9p, 9pfuse, the seed's namespace tools) and
+// Plan 9 tooling (plan9port's 9p, 9pfuse) and
 // the Linux tooling (v9fs, diod's clients) reach the same tree.
 const (
 	firstTimeout = 5 * time.Second

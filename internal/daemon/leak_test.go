@@ -192,6 +192,8 @@ func hangUp(t *testing.T, sock, p string, dir bool, readSome bool) {
 // streams over live connections of a running Server: after each, once every
 // client has closed, the process is back to its goroutine, fd and pidfd
 // counts; after the server stops, back to those before it started.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestNoLeaks(t *testing.T) {
 	clients, ops := 64, 200
 	if testing.Short() {

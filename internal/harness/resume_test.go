@@ -59,8 +59,8 @@ func piAgent(f *fx, times ...float64) (proc.Proc, Env, []string) {
 	return p, f.env(".pi"), rels
 }
 
-// Deliver 3 of issue 15: what cannot be resumed is refused before anything
-// is stopped, with the words "nothing to resume yet". A real Claude that was
+// Guards rule 5: what cannot be resumed is refused before anything is
+// stopped, with the words "nothing to resume yet". A real Claude that was
 // started and never prompted has its registry record and no transcript:
 // "claude --resume" of it exits at once and the agent would be lost.
 func TestNothingToResumeYet(t *testing.T) {
@@ -149,7 +149,7 @@ func TestClaude2_1(t *testing.T) {
 	}
 }
 
-// Issue 18 Deliver 2: a quiet pi (a resumed pi writes nothing until its
+// A quiet pi (a resumed pi writes nothing until its
 // next answer, hides its argv and holds no fd) resolves exactly when
 // 9harness relaunched it naming the file, or when its cwd has one
 // transcript; otherwise nothing is guessed.
@@ -280,9 +280,8 @@ func TestRoute(t *testing.T) {
 	}
 }
 
-// Deliver 4 of issue 15: the flags a resume keeps, in both spellings, each
-// value one argv element; everything else dropped and named by its name
-// only.
+// Guards rule 7: the flags a resume keeps, in both spellings, each value
+// one argv element; everything else dropped and named by its name only.
 func TestResumeArgv(t *testing.T) {
 	const csid = "019e763f-ff0c-7683-a4e9-a17e2bf964fb"
 	long := strings.Repeat("m", 257)

@@ -179,6 +179,8 @@ func TestGateByHand(t *testing.T) {
 // in a user namespace its uid made directly in the helper's, and nothing
 // outside that unit, in a nested user namespace or in another pid
 // namespace.
+//
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestGateUnit(t *testing.T) {
 	requireRoot(t)
 	unshare := requireTool(t, "unshare")

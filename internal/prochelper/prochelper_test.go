@@ -218,8 +218,10 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 	return ptm, pts
 }
 
-// A process that no harness claims is not answered: "any pid" is no
-// longer a question the helper takes.
+// A process that no harness claims is not answered: the helper reads only
+// agents, so it cannot be asked about any pid.
+//
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestNotCandidate(t *testing.T) {
 	sock, _ := start(t, 0)
 	cmd := exec.Command("sleep", "60")
@@ -409,6 +411,8 @@ func TestBadRequests(t *testing.T) {
 }
 
 // Another uid gets nothing: the helper closes the connection unanswered.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing; Tattach is never trusted; a client talks only to its own uid's server.
 func TestOtherUIDRefused(t *testing.T) {
 	if sock := os.Getenv("PROCHELPER_CHILD"); sock != "" {
 		// The child, as uid 65534: ask, and print how many bytes came back.

@@ -15,6 +15,8 @@ func instance(pattern string) string { return strings.ReplaceAll(pattern, "*", "
 // TestCredentialRules: every rule of the table hides a name it describes,
 // in any case; every exact and suffix rule hides its backup and editor
 // copies; at a slug position only the generic shapes stop applying.
+//
+// Guards rule 2: no credential listed or read; a grantee sees session state only.
 func TestCredentialRules(t *testing.T) {
 	for _, r := range credentialRules {
 		t.Run(r.pattern, func(t *testing.T) {
@@ -53,8 +55,8 @@ func TestCredentialRules(t *testing.T) {
 	}
 }
 
-// credentialNames are the real stores and secret homes issue 16 measured
-// served, and the harnesses' stores added with it.
+// credentialNames are the real credential stores and secret homes of the
+// harnesses 9harness serves, each a name the exclusion must catch.
 var credentialNames = []string{
 	// omp, pi, hermes (Baileys)
 	"agent.db", "agent.db-wal", "agent.db-shm", "models.json",
@@ -78,6 +80,7 @@ var credentialNames = []string{
 	"store.db\u200b", "ACCOUNT.JSON~",
 }
 
+// Guards rule 2: no credential listed or read; a grantee sees session state only.
 func TestCredentialStores(t *testing.T) {
 	for _, n := range credentialNames {
 		if n == "ＭCP.json" { // fullwidth M does not fold to ASCII: not the same file anywhere

@@ -7,6 +7,7 @@ import (
 	"github.com/9harness/9harness/internal/errs"
 )
 
+// Guards rule 2: no credential listed or read; a grantee sees session state only.
 func TestExcluded(t *testing.T) {
 	cases := []struct {
 		name string

@@ -18,7 +18,7 @@ import (
 // the owner: an agent installing a harness replaces ~/.dsh routinely) can
 // redirect a root outside itself. A root that is deleted and recreated, or
 // that appears after start, is served, because it is looked up by name in
-// the anchor on every operation; a pinned fd of the root itself would serve
+// the anchor on every operation; a held fd of the root itself would serve
 // a deleted directory forever.
 type Anchor struct {
 	fd   int
@@ -108,7 +108,8 @@ type Pinner struct {
 	anchors map[string]*Anchor
 }
 
-// Close closes every anchor; the roots pinned answer NotExist after.
+// Close closes every anchor; the roots anchored in them answer NotExist
+// after.
 func (p *Pinner) Close() {
 	for _, a := range p.anchors {
 		a.Close()

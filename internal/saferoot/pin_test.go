@@ -36,6 +36,8 @@ func wantServed(t *testing.T, r *Root, rel, content string) {
 // survives being deleted and recreated, and, replaced by a symlink (to an
 // outside directory, to /, to /proc), is NotExist: never followed. A file
 // or a fifo in its place is NotExist too.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestAnchoredRoot(t *testing.T) {
 	eachMode(t, func(t *testing.T, opts []Option) {
 		home := t.TempDir()
@@ -106,6 +108,8 @@ func TestAnchoredRoot(t *testing.T) {
 // stow, home-manager) is resolved then, said so, and served from the
 // directory it named; a later change of the link (to an outside directory,
 // or its removal) changes nothing.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestPinSymlinkAtStart(t *testing.T) {
 	eachMode(t, func(t *testing.T, opts []Option) {
 		base := t.TempDir()
@@ -225,6 +229,8 @@ func mount(t *testing.T, src, dst, fstype string, flags uintptr) {
 // an outside directory and a tmpfs (another filesystem) are NotExist to
 // stat, open and list, unless the root was made with CrossMounts. The walk
 // (no openat2) tells mounts apart by device, so it is tried on the tmpfs.
+//
+// Guards rule 1: no byte from outside the roots.
 func TestMountBeneathRoot(t *testing.T) {
 	base := t.TempDir()
 	write(t, base+"/outside/marker", "OUTSIDE-SECRET")

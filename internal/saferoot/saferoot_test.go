@@ -213,6 +213,7 @@ func TestNormalTree(t *testing.T) {
 	})
 }
 
+// Guards rule 1: no byte from outside the roots.
 func TestSymlinks(t *testing.T) {
 	base := t.TempDir()
 	write(t, base+"/outside/x.txt", "OUTSIDE")
@@ -263,6 +264,7 @@ func within(t *testing.T, what string, f func()) {
 	}
 }
 
+// Guards rule 1: no byte from outside the roots.
 func TestSpecialFiles(t *testing.T) {
 	root := t.TempDir()
 	write(t, root+"/ok.txt", "ok")
@@ -339,6 +341,7 @@ func TestSpecialFiles(t *testing.T) {
 	}
 }
 
+// Guards rule 2: no credential listed or read; a grantee sees session state only.
 func TestExcludedAtDepth(t *testing.T) {
 	root := t.TempDir()
 	secrets := []string{"auth.json", ".credentials.json", "12345.0a1b2c.key", "settings.json", "ID_RSA.pub", ".env", "config.toml"}
@@ -455,6 +458,7 @@ func TestMissingRoot(t *testing.T) {
 	})
 }
 
+// Guards rule 1: no byte from outside the roots.
 func TestRootIsSymlink(t *testing.T) {
 	base := t.TempDir()
 	write(t, base+"/real/a.txt", "via link")

@@ -41,6 +41,8 @@ func listen(t *testing.T, sock string) *atomic.Int64 {
 // all); the user's own 0700 directory is served. As root, the user's
 // default directory (TMPDIR/9p-<uid>) owned by another uid is refused, as
 // is created by a squatter.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing; Tattach is never trusted; a client talks only to its own uid's server.
 func TestDialChecksDirectory(t *testing.T) {
 	me := os.Geteuid()
 	for _, tc := range []struct {

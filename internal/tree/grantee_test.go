@@ -116,6 +116,7 @@ func lookupPath(d Dir, p string) (Node, error) {
 	return n, nil
 }
 
+// Guards rule 2: no credential listed or read; a grantee sees session state only.
 func TestGranteeView(t *testing.T) {
 	home := granteeHome(t)
 	owner, grantee := views(home)

@@ -126,6 +126,8 @@ func TestFastReaddir(t *testing.T) {
 
 // A client cannot forge a token: bits 24-31 of its Tlopen flags never
 // reach the File, and the File sees the Conn's own mark instead.
+//
+// Guards rule 3: a peer the kernel does not allow gets nothing; Tattach is never trusted; a client talks only to its own uid's server.
 func TestFastForgedToken(t *testing.T) {
 	h := startFast(t, Options{})
 	cl := h.cl

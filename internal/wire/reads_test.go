@@ -8,6 +8,8 @@ import (
 // TestReadCap: a client that pipelines Treads gets at most MaxReads of them
 // into p9 at once (each holds an msize buffer there); the others wait on the
 // socket and are served, in full, as replies go out.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestReadCap(t *testing.T) {
 	h := start(t, true, Options{})
 	h.cl.setup(65536)

@@ -37,6 +37,8 @@ func goodStillServed(t *testing.T, good *harness) {
 // TestHalfFrameStall: a peer that sends half a frame and stalls is closed
 // after ReadTimeout; an idle peer between frames is not; neither holds an
 // unrelated connection back.
+//
+// Guards rule 10: bounded memory, fids, requests and connections.
 func TestHalfFrameStall(t *testing.T) {
 	const bound = 200 * time.Millisecond
 	baseline := runtime.NumGoroutine()

@@ -98,9 +98,9 @@ const (
 	// EOF), and Rreaddirs and Twrites up to its own msize (p9 refuses a
 	// frame above its msize: only a Twrite could be, and the one write
 	// this tree takes is a session name). Why 1 MiB: reads are no faster
-	// with larger messages (measured 1 MiB against 4 MiB, research notes
-	// §1.7), and it makes a 4 MiB connection cost what a 1 MiB one does:
-	// measured, 64 connections reading at 4 MiB peaked at 586 MiB before.
+	// with larger messages, and it makes a 4 MiB connection cost what a
+	// 1 MiB one does, so the bound on memory does not grow with the msize
+	// a client asks for (BENCHMARKS.md, Memory).
 	P9Msize = 1 << 20
 
 	// MaxReads is how many Treads of one connection p9 may hold at once.

@@ -1,6 +1,6 @@
 // Command fakezmx stands in for zmx (neurosnap/zmx) in tests. Build it as
 // "zmx" and put it on PATH. It keeps upstream's CLI, socket naming and
-// process shape (shared/research/harness-formats.md §6), so code that drives
+// process shape (as upstream's source has them), so code that drives
 // the real zmx can be tested against it:
 //
 //   - socket dir: $ZMX_DIR | $XDG_RUNTIME_DIR/zmx | $TMPDIR/zmx-$UID |

@@ -14,7 +14,7 @@
 // fixture process started before the fixture home was committed, so files
 // with checkout-time mtimes count as "written since the process started".
 //
-// The processes (research matrix: shared/research/harness-formats.md §8):
+// The processes, one per shape /active must list, resolve or leave out:
 //
 //   - claude 345104: the modern registry record sessions/345104.json
 //     (procStart "50424", starttime 50424); its comm holds ") (" and

@@ -178,6 +178,8 @@ func TestClaudeLonePane(t *testing.T) {
 // TestClaudeNeverPrompted: a Claude that was never prompted has a session
 // (the registry) and no transcript; a move must be refused before it is
 // stopped (resuming it would fail), and it keeps running.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestClaudeNeverPrompted(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
