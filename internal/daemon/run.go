@@ -13,6 +13,7 @@ import (
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
+	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
 	"github.com/9harness/9harness/internal/move"
@@ -201,8 +202,9 @@ func Run(ctx context.Context, cfg Config) error {
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
+	dbs := &dbsnap.Cache{}              // one snapshot per database, shared by every harness's Env
 	for name, r := range roots {
-		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches}
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs}
 	}
 	// Host binaries (tmux, zmx) come from the daemon's own configuration,
 	// never from an agent's environment (rule 7).

@@ -262,7 +262,7 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 				break
 			}
 		}
-		threads = codexThreads(env.Root)
+		threads = codexThreads(env.DBs, env.Root)
 		rel, a.Via = codexDaemonThread(env, p, cleanCwd(a.Cwd), threads)
 		if rel == "" {
 			return a
@@ -271,7 +271,7 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	a.Session, a.Transcript = codexID(rel), rel
 	a.Model, a.Title = codexFacts(env.Root, rel)
 	if threads == nil {
-		threads = codexThreads(env.Root)
+		threads = codexThreads(env.DBs, env.Root)
 	}
 	var th codexThread
 	for _, t := range threads {
@@ -418,12 +418,12 @@ const codexStateDB = "state_5.sqlite"
 // codexThreads reads the threads of state_5.sqlite through a dbsnap
 // snapshot (saferoot only, nothing written, a live writer's WAL applied).
 // Missing or unreadable: none.
-func codexThreads(r *saferoot.Root) []codexThread {
-	db, err := dbsnap.Open(r, codexStateDB)
+func codexThreads(dbs *dbsnap.Cache, r *saferoot.Root) []codexThread {
+	db, release, err := dbs.Open(r, codexStateDB)
 	if err != nil {
 		return nil
 	}
-	defer db.Close()
+	defer release()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Columns by name, so an older schema without one of them still

@@ -222,7 +222,7 @@ func TestCodexThreadsLiveWriter(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("01a232b8-0000-7000-8000-%012d", i)
 		cxdThreads(t, f, db, cxdThread{id: id, cwd: f.cwd(), title: fmt.Sprintf("thread %d", i), created: float64(20 + i)})
-		got := codexThreads(env.Root)
+		got := codexThreads(env.DBs, env.Root)
 		if len(got) != i+1 {
 			t.Fatalf("after %d commits: %d threads", i+1, len(got))
 		}
@@ -329,7 +329,7 @@ func BenchmarkCodexThreads(b *testing.B) {
 	})
 	b.Run("threads", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if n := len(codexThreads(root)); n != 2000 {
+			if n := len(codexThreads(nil, root)); n != 2000 {
 				b.Fatalf("%d threads", n)
 			}
 		}

@@ -22,6 +22,7 @@
 package harness
 
 import (
+	"github.com/9harness/9harness/internal/dbsnap"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -64,6 +65,10 @@ type Env struct {
 	// started itself to resume a session (the move). It is shared by every
 	// copy of the Env (a pointer), and the mover fills it.
 	Relaunches *Relaunches
+	// DBs, if not nil, keeps the snapshots of the harnesses' SQLite
+	// databases (Codex's state_5.sqlite, opencode.db) while the files are
+	// unchanged, so a listing reads each once; shared like Relaunches.
+	DBs *dbsnap.Cache
 }
 
 // Relaunches records, for each process 9harness itself started to resume

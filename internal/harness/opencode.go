@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/proc"
 )
@@ -193,7 +192,7 @@ func (opencode) Resolve(env Env, p proc.Proc) Agent {
 		a.Via = "none (cwd unknown)"
 		return a
 	}
-	db, err := dbsnap.Open(env.Root.Store(), "opencode.db")
+	db, release, err := env.DBs.Open(env.Root.Store(), "opencode.db")
 	if errs.Is(err, errs.NotExist) {
 		a.Via = "none (no opencode.db)"
 		return a
@@ -202,7 +201,7 @@ func (opencode) Resolve(env Env, p proc.Proc) Agent {
 		a.Via = "none (opencode.db could not be read: " + errs.KindOf(err).String() + ")"
 		return a
 	}
-	defer db.Close()
+	defer release()
 	sessions, err := ocSessions(db, cwd, self.Start-ocSlack, self.Session)
 	if err != nil {
 		a.Via = "none (opencode.db has no session table this harness knows)"
