@@ -2,21 +2,28 @@ package test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/rivo/uniseg"
+
+	"github.com/9harness/9harness/internal/client"
 )
 
 // psEnv is a daemon on a fixture home with two real agents: a Claude-shaped
@@ -639,6 +646,184 @@ func TestPsMoveHelp(t *testing.T) {
 		_, errs, code := run9harness(t, nil, append([]string{"-s", "/nonexistent/sock"}, args...)...)
 		if code != 2 || strings.Count(errs, "\n") != 1 {
 			t.Errorf("9harness %q: exit %d, stderr %q, want one line and exit 2", args, code, errs)
+		}
+	}
+}
+
+// TestPsTableMatchesWalk: /active/table's rows are what every agent's
+// own files say, for live fakes and for the committed fixture process
+// table (all its harnesses and routes).
+func TestPsTableMatchesWalk(t *testing.T) {
+	same := func(t *testing.T, c *client.Client, min int) {
+		t.Helper()
+		var tab, walk []client.Agent
+		// A live agent may write between the two reads: retry a little.
+		for try := 0; try < 5; try++ {
+			var err error
+			tab, err = c.Table()
+			must(t, err)
+			walk, err = c.AgentsWalk()
+			must(t, err)
+			if reflect.DeepEqual(tab, walk) {
+				break
+			}
+		}
+		if !reflect.DeepEqual(tab, walk) {
+			t.Fatalf("table:\n%+v\nfiles:\n%+v", tab, walk)
+		}
+		if len(tab) < min {
+			t.Fatalf("table has %d agents, want at least %d: %+v", len(tab), min, tab)
+		}
+	}
+	t.Run("fakes", func(t *testing.T) {
+		e := newPsEnv(t)
+		same(t, e.d.client(), 2)
+	})
+	t.Run("fixture", func(t *testing.T) {
+		home := fixtureHome(t)
+		fixtureTimeline(t, home)
+		fixturePIDDomain(t, home)
+		procs, pids := copyProcTable(t, "../testdata/proc", home)
+		t.Setenv("HOME", home)
+		d := startFixtureDaemon(t, home, procs, pids)
+		same(t, d.client(), 5)
+	})
+}
+
+// walkCounter is a proxy in front of the daemon's socket that counts the
+// Twalk messages clients send through it.
+type walkCounter struct {
+	sock  string
+	walks atomic.Int64
+}
+
+func newWalkCounter(t *testing.T, target string) *walkCounter {
+	t.Helper()
+	w := &walkCounter{sock: filepath.Join(t.TempDir(), "proxy.sock")}
+	l, err := net.Listen("unix", w.sock)
+	must(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			cc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			sc, err := net.Dial("unix", target)
+			if err != nil {
+				cc.Close()
+				continue
+			}
+			go func() { io.Copy(cc, sc); cc.Close() }()
+			go func() {
+				defer sc.Close()
+				hdr := make([]byte, 5)
+				for {
+					if _, err := io.ReadFull(cc, hdr); err != nil {
+						return
+					}
+					size := binary.LittleEndian.Uint32(hdr)
+					if hdr[4] == 110 { // Twalk
+						w.walks.Add(1)
+					}
+					if _, err := sc.Write(hdr); err != nil {
+						return
+					}
+					if _, err := io.CopyN(sc, cc, int64(size)-5); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return w
+}
+
+// TestPsUsesTable: ps, ps --json and ps --harness read the table: a few
+// 9P walks in all, not a walk per agent and file.
+func TestPsUsesTable(t *testing.T) {
+	e := newPsEnv(t)
+	w := newWalkCounter(t, e.d.sock)
+	for _, tc := range []struct {
+		args []string
+		max  int64
+	}{
+		{[]string{"ps", "--json"}, 1},
+		{[]string{"ps"}, 1},
+		{[]string{"ps", "--harness", "claude"}, 2}, // and /active, to know the harness
+	} {
+		w.walks.Store(0)
+		out, errs, code := run9harness(t, []string{"HOME=" + e.home}, append([]string{"-s", w.sock}, tc.args...)...)
+		if code != 0 || !strings.Contains(out, strconv.Itoa(e.claude.pid())) {
+			t.Fatalf("%q: exit %d, %q %q", tc.args, code, out, errs)
+		}
+		if n := w.walks.Load(); n > tc.max {
+			t.Errorf("%q sent %d walks, want at most %d (the table, not every agent's files)", tc.args, n, tc.max)
+		}
+	}
+}
+
+// TestPsTableTmux: with a real tmux server, the table's tmux value for
+// agents in its panes (asked once per server, list-panes -a) is what each
+// agent's own tmux file says (asked per pane, display-message).
+func TestPsTableTmux(t *testing.T) {
+	tm := require(t, "tmux")
+	home := fixtureHome(t)
+	dir, err := os.MkdirTemp("/tmp", "h9tab")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o700))
+	sleep, err := exec.LookPath("sleep")
+	must(t, err)
+	b, err := os.ReadFile(sleep)
+	must(t, err)
+	claude := filepath.Join(dir, "claude")
+	must(t, os.WriteFile(claude, b, 0o755))
+	sock := filepath.Join(dir, "s")
+	tmux := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(tm, append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "TERM=xterm"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %q: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	tmux("new-session", "-d", "-s", "alpha", claude+" 600")
+	t.Cleanup(func() { exec.Command(tm, "-S", sock, "kill-server").Run() })
+	tmux("new-session", "-d", "-s", "beta", claude+" 600")
+	tmux("new-window", "-t", "beta", claude+" 600")
+	var pids []int
+	for _, f := range strings.Fields(tmux("list-panes", "-a", "-F", "#{pane_pid}")) {
+		n, err := strconv.Atoi(f)
+		must(t, err)
+		pids = append(pids, n)
+	}
+	if len(pids) != 3 {
+		t.Fatalf("panes: %v", pids)
+	}
+	d := startDaemon(t, home)
+	c := d.client()
+	var tab []client.Agent
+	eventually(t, func() bool {
+		tab, err = c.Table()
+		n := 0
+		for _, a := range tab {
+			if slices.Contains(pids, a.PID) && a.Tmux != "" {
+				n++
+			}
+		}
+		return err == nil && n == 3
+	}, "the three tmux agents in the table with their sessions")
+	for _, a := range tab {
+		if !slices.Contains(pids, a.PID) {
+			continue
+		}
+		file, err := readField(c, client.AgentDir(a.Harness, a.PID)+"/tmux")
+		must(t, err)
+		if a.Tmux != file || !strings.HasSuffix(a.Tmux, "alpha") && !strings.HasSuffix(a.Tmux, "beta") {
+			t.Errorf("pid %d: table tmux %q, file %q", a.PID, a.Tmux, file)
 		}
 	}
 }

@@ -65,7 +65,11 @@ Options:
                      the tree) and agents (the names of its sub-agents). A
                      fact the daemon does not know is left out; zmx and
                      tmux are always there, "" when the agent is in no such
-                     session.
+                     session. These keys are stable: they are those of the
+                     daemon's /active/table (one JSON object per line, one
+                     line per agent), which ps reads in one open; from a
+                     daemon without that file, ps reads every agent's
+                     directory instead.
   --format TEMPLATE  print one line per agent from the Go text/template
                      TEMPLATE, over the --json fields by their JSON names
                      ({{.harness}}, {{.pid}}, {{.title}}, ...); a fact the

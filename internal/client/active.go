@@ -1,14 +1,18 @@
 package client
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
 )
 
 // ActiveRoot is where the daemon lists the live agents:
@@ -31,6 +35,10 @@ type Agent struct {
 	Model      string   `json:"model,omitempty"`
 	Via        string   `json:"via,omitempty"`
 	Status     string   `json:"status,omitempty"`
+	State      string   `json:"state,omitempty"`     // working, waiting or idle
+	Waiting    string   `json:"waiting,omitempty"`   // what a waiting agent waits for
+	Since      string   `json:"since,omitempty"`     // RFC 3339: when it entered State
+	StateVia   string   `json:"state.via,omitempty"` // how State was found, or why not
 	Zmx        string   `json:"zmx"`
 	Tmux       string   `json:"tmux"`
 	Transcript string   `json:"transcript,omitempty"` // the tree path of the live transcript
@@ -72,6 +80,11 @@ func IsWireErrno(err error) bool {
 	return errors.As(err, &got)
 }
 
+// TablePath is the daemon's whole table of agents as JSON Lines, one
+// object per agent with the keys of Agent's JSON (a daemon older than the
+// file has no such file).
+const TablePath = ActiveRoot + "/table"
+
 // Harnesses lists the harness directories under /active, sorted.
 func (c *Client) Harnesses() ([]string, error) {
 	ents, err := c.ReadDir(ActiveRoot)
@@ -83,7 +96,9 @@ func (c *Client) Harnesses() ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		out = append(out, e.Name)
+		if e.QID.Type&p9.TypeDir != 0 {
+			out = append(out, e.Name) // not a file beside them
+		}
 	}
 	sort.Strings(out)
 	return out, nil
@@ -96,7 +111,72 @@ const readers = 8
 // none is given), sorted by harness, then pid. An agent that vanishes
 // while it is read is left out; a harness the tree does not have is an
 // *UnknownHarnessError. The result is never nil.
+//
+// It reads /active/table (one walk, one open, a few reads), or, from a
+// daemon older than that file, every agent's directory (AgentsWalk).
 func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
+	all, err := c.Table()
+	if IsErrno(err, linux.ENOENT) {
+		return c.AgentsWalk(harnesses...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(harnesses) == 0 {
+		return all, nil
+	}
+	known, err := c.Harnesses()
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, h := range harnesses {
+		if !slices.Contains(known, h) {
+			return nil, &UnknownHarnessError{Name: h, Known: known}
+		}
+		want[h] = true
+	}
+	out := make([]Agent, 0, len(all))
+	for _, a := range all {
+		if want[a.Harness] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// Table reads /active/table: every live agent, sorted by harness, then
+// pid. An error that is the errno ENOENT is a daemon without the file.
+func (c *Client) Table() ([]Agent, error) {
+	b, err := c.ReadFile(TablePath)
+	if err != nil {
+		return nil, err
+	}
+	out := []Agent{}
+	for len(b) > 0 {
+		var ln []byte
+		ln, b, _ = bytes.Cut(b, []byte("\n"))
+		if len(bytes.TrimSpace(ln)) == 0 {
+			continue
+		}
+		var a Agent
+		if err := json.Unmarshal(ln, &a); err != nil {
+			return nil, fmt.Errorf("%s: %w", TablePath, err)
+		}
+		out = append(out, a)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Harness != out[j].Harness {
+			return out[i].Harness < out[j].Harness
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out, nil
+}
+
+// AgentsWalk is Agents by reading every agent's directory, file by file:
+// what a daemon without /active/table offers.
+func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 	known, err := c.Harnesses()
 	if err != nil {
 		return nil, err
@@ -261,6 +341,14 @@ func (a *Agent) field(name string, nums map[string]*string) *string {
 		return &a.Via
 	case "status":
 		return &a.Status
+	case "state":
+		return &a.State
+	case "waiting":
+		return &a.Waiting
+	case "since":
+		return &a.Since
+	case "state.via":
+		return &a.StateVia
 	case "zmx":
 		return &a.Zmx
 	case "tmux":

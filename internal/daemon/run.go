@@ -203,8 +203,9 @@ func Run(ctx context.Context, cfg Config) error {
 	envs := make(map[string]harness.Env, len(roots))
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
 	dbs := &dbsnap.Cache{}              // one snapshot per database, shared by every harness's Env
+	counts := &harness.Counts{}         // the tokens read whole from each unchanged transcript
 	for name, r := range roots {
-		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs}
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts}
 	}
 	// Host binaries (tmux, zmx) come from the daemon's own configuration,
 	// never from an agent's environment (rule 7).

@@ -99,6 +99,10 @@ type claudeReg struct {
 	PIDDomain string          `json:"pidDomain"`
 	Name      string          `json:"name"`
 	Status    string          `json:"status"`
+	// WaitingFor says what a "waiting" status waits for ("approve Bash");
+	// StatusUpdatedAt (ms) is when status last changed.
+	WaitingFor      string          `json:"waitingFor"`
+	StatusUpdatedAt json.RawMessage `json:"statusUpdatedAt"`
 }
 
 // claudeRegistry reads and vets p's record. It returns nil and why when
@@ -151,12 +155,12 @@ func claudeSanitize(p string) string {
 // longer than 200 characters is cut and suffixed with a hash that differs
 // between Claude's runtimes, so such a dir is found by its prefix, preferring
 // one that holds sid's transcript.
-func claudeProjectDir(r *saferoot.Root, cwd, sid string) string {
+func claudeProjectDir(r *saferoot.Root, memo *Memo, cwd, sid string) string {
 	name := claudeSanitize(cwd)
 	if len(name) <= 200 {
 		return "projects/" + name
 	}
-	ents, err := r.ReadDir("projects")
+	ents, err := memo.readDir(r, "projects")
 	if err != nil {
 		return ""
 	}
@@ -178,8 +182,8 @@ func claudeProjectDir(r *saferoot.Root, cwd, sid string) string {
 }
 
 // claudeFind returns the project dir that holds sid's transcript, or "".
-func claudeFind(r *saferoot.Root, sid string) string {
-	ents, err := r.ReadDir("projects")
+func claudeFind(r *saferoot.Root, memo *Memo, sid string) string {
+	ents, err := memo.readDir(r, "projects")
 	if err != nil {
 		return ""
 	}
@@ -194,30 +198,12 @@ func claudeFind(r *saferoot.Root, sid string) string {
 	return ""
 }
 
-// claudeClaimed is the session ids the other registry records name: a
-// newer transcript that one of them owns is not this process's /clear.
-func claudeClaimed(r *saferoot.Root, pid int) map[string]bool {
-	ents, err := r.ReadDir("sessions")
-	if err != nil {
-		return nil
-	}
-	out := map[string]bool{}
-	own := strconv.Itoa(pid) + ".json"
-	n := 0
-	for _, e := range ents {
-		if e.Dir || e.Name == own || !claudeRecord.MatchString(e.Name) {
-			continue
-		}
-		if n++; n > 512 {
-			break
-		}
-		var reg claudeReg
-		if readJSON(r, "sessions/"+e.Name, smallFile, &reg) && reg.SessionID != "" {
-			out[reg.SessionID] = true
-		}
-	}
-	return out
-}
+// claimedMax bounds the registry records the /clear check reads, and
+// oldSubsMax the old-style sub-agent files of a project dir.
+const (
+	claimedMax = 4096
+	oldSubsMax = 64
+)
 
 // claudeNewer looks for the session that /clear started without telling the
 // registry: the newest transcript in projDir other than sid's, written after
@@ -226,58 +212,60 @@ func claudeClaimed(r *saferoot.Root, pid int) map[string]bool {
 // is not a sidechain. It returns that session id, or "". With no since
 // there is nothing to compare with, and every newer transcript would look
 // like this process's: it returns "".
-func claudeNewer(r *saferoot.Root, projDir, sid string, than, since time.Time, pid int) string {
+//
+// The project dir's listing, the registry records and the heads it reads
+// come from memo, and the transcripts no record claims are set apart once
+// per memo: so the agents of one listing that share a project dir read
+// each file once, and each agent looks at a bounded number of candidates
+// however many agents share the dir.
+func claudeNewer(r *saferoot.Root, memo *Memo, projDir, sid string, than, since time.Time, pid int) string {
 	if since.IsZero() {
 		return ""
 	}
-	ents, err := r.ReadDir(projDir)
-	if err != nil {
+	within := func(c byMtime) bool { return c.mtime.After(than) && !c.mtime.Before(since) }
+	// Newest first: when neither of the newest two is a candidate, none is.
+	found := false
+	for i, c := range memo.claudeTranscripts(r, projDir) {
+		if i == 2 || !within(c) {
+			break
+		}
+		if c.rel != sid {
+			found = true
+			break
+		}
+	}
+	if !found {
 		return ""
 	}
+	recs := memo.claudeRecords(r)
+	own := strconv.Itoa(pid) + ".json"
+	// The candidates: the unclaimed transcripts, and the one only this
+	// process's own record names (not another's claim).
 	var cands []byMtime
-	for _, e := range ents {
-		id, ok := strings.CutSuffix(e.Name, ".jsonl")
-		if e.Dir || !ok || id == sid || !isUUID(id) {
-			continue
+	for _, c := range memo.claudeUnclaimed(r, projDir) {
+		if !within(c) || len(cands) > 9 { // 8 tried, and sid's skipped
+			break
 		}
-		info, err := r.Stat(projDir + "/" + e.Name)
-		if err != nil || !info.Mtime.After(than) || info.Mtime.Before(since) {
-			continue
+		cands = append(cands, c)
+	}
+	if o := recs.sidOf[own]; o != "" && o != sid && recs.count[o] == 1 {
+		for _, c := range memo.claudeTranscripts(r, projDir) {
+			if c.rel == o && within(c) {
+				cands = append(cands, c)
+			}
 		}
-		cands = append(cands, byMtime{id, info.Mtime})
 	}
-	if len(cands) == 0 {
-		return ""
-	}
-	claimed := claudeClaimed(r, pid)
 	newestFirst(cands)
 	tried := 0
 	for _, c := range cands {
-		if claimed[c.rel] {
+		if c.rel == sid || recs.claimedBy(c.rel, own) {
 			continue
 		}
 		if tried++; tried > 8 {
 			break
 		}
-		head, _ := windows(r, projDir+"/"+c.rel+".jsonl", headWindow, 0)
-		for j, ln := range head {
-			var l struct {
-				Timestamp   string `json:"timestamp"`
-				IsSidechain bool   `json:"isSidechain"`
-			}
-			if json.Unmarshal(ln, &l) != nil {
-				continue
-			}
-			if j == 0 && l.IsSidechain {
-				break
-			}
-			if l.Timestamp == "" {
-				continue
-			}
-			if ts, ok := parseTime(l.Timestamp); ok && !ts.Before(since) {
-				return c.rel
-			}
-			break
+		if h := memo.claudeHead(r, projDir+"/"+c.rel+".jsonl"); h.ok && !h.ts.Before(since) {
+			return c.rel
 		}
 	}
 	return ""
@@ -307,11 +295,18 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 	reg, why := claudeRegistry(env, p)
 	procStart, haveStart := started(env, p)
 	cwd := cleanCwd(a.Cwd)
+	if env.Memo == nil {
+		// One agent alone: the memo spares only its own repeated reads.
+		env.Memo = NewMemo()
+	}
 	var sid, via string
 	var since time.Time
 	switch {
 	case reg != nil:
 		a.Name, a.Status = reg.Name, reg.Status
+		if t, ok := claudeRegTurn(reg.Status, reg.WaitingFor, reg.StatusUpdatedAt); ok {
+			t.set(&a)
+		}
 		sid, via = reg.SessionID, "registry"
 		if reg.Cwd != "" {
 			cwd = reg.Cwd // the launch cwd names the project dir
@@ -330,7 +325,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		via, since = RouteArgv+" (no registry; session from argv)", procStart
 	}
 	a.Session, a.Via = sid, via
-	projDir := claudeProjectDir(env.Root, cwd, sid)
+	projDir := claudeProjectDir(env.Root, env.Memo, cwd, sid)
 	if projDir == "" {
 		return a
 	}
@@ -340,7 +335,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 	if err == nil {
 		than = info.Mtime
 	}
-	if newer := claudeNewer(env.Root, projDir, sid, than, since, p.PID); newer != "" {
+	if newer := claudeNewer(env.Root, env.Memo, projDir, sid, than, since, p.PID); newer != "" {
 		if reg != nil {
 			a.Via = "transcript (registry session " + sid + " is stale after /clear)"
 		} else {
@@ -353,7 +348,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		// Claude's own resume also looks beyond the cwd's project dir
 		// (worktrees, a cwd that moved): the session id is unique, so a
 		// transcript of that id under another project dir is this one.
-		other := claudeFind(env.Root, sid)
+		other := claudeFind(env.Root, env.Memo, sid)
 		if other == "" {
 			return a // the session has written nothing yet
 		}
@@ -361,8 +356,13 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		a.Via += " (transcript under another project dir)"
 	}
 	a.Transcript = tr
-	a.Title, a.Model = claudeFacts(env.Root, tr)
-	a.Agents = claudeSubs(env.Root, projDir, sid)
+	facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
+		t, m := claudeFacts(env.Root, tr)
+		return [2]string{t, m}
+	})
+	a.Title, a.Model = facts[0], facts[1]
+	claudeFill(env, &a, tr, time.Now())
+	a.Agents = claudeSubs(env.Root, env.Memo, projDir, sid)
 	return a
 }
 
@@ -467,7 +467,7 @@ func claudeUserText(content json.RawMessage) string {
 // agent-<id>.meta.json sidecar ({agentType, description}), plus the
 // agent-<id>.jsonl files old builds wrote straight into the project dir
 // (those name their session inside, on every line).
-func claudeSubs(r *saferoot.Root, projDir, sid string) []Sub {
+func claudeSubs(r *saferoot.Root, memo *Memo, projDir, sid string) []Sub {
 	var files []string
 	var walk func(dir string, depth int)
 	walk = func(dir string, depth int) {
@@ -488,19 +488,9 @@ func claudeSubs(r *saferoot.Root, projDir, sid string) []Sub {
 		}
 	}
 	walk(projDir+"/"+sid+"/subagents", 0)
-	if ents, err := r.ReadDir(projDir); err == nil {
-		n := 0
-		for _, e := range ents {
-			if e.Dir || !strings.HasPrefix(e.Name, "agent-") || !strings.HasSuffix(e.Name, ".jsonl") {
-				continue
-			}
-			if n++; n > 64 {
-				break
-			}
-			var l claudeLine
-			if json.Unmarshal(firstLine(r, projDir+"/"+e.Name, smallFile), &l) == nil && l.SessionID == sid {
-				files = append(files, projDir+"/"+e.Name)
-			}
+	for _, o := range memo.claudeOldSubs(r, projDir) {
+		if o.sid == sid {
+			files = append(files, projDir+"/"+o.name)
 		}
 	}
 	var subs []Sub
@@ -516,7 +506,8 @@ func claudeSubs(r *saferoot.Root, projDir, sid string) []Sub {
 				name = t + "-" + componentName(id)
 			}
 		}
-		subs = append(subs, Sub{Name: name, Model: claudeSubModel(r, f), Transcript: f})
+		model := fileCached(memo, r, "claude-submodel", f, func() string { return claudeSubModel(r, f) })
+		subs = append(subs, Sub{Name: name, Model: model, Transcript: f})
 		ids = append(ids, id)
 	}
 	return uniqueSubs(subs, ids)

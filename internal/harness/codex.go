@@ -285,6 +285,7 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	// thread's title, which Codex sets to its first user message.
 	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
 	a.Agents = codexSubs(env.Root, rel, a.Session, subs, metas)
+	codexFill(env, &a, rel)
 	return a
 }
 

@@ -195,6 +195,7 @@ func (dsh) Resolve(env Env, p proc.Proc) Agent {
 	}
 	a.Title, a.Model = dshFacts(env.Root, rel, true)
 	a.Agents = dshSubs(env.Root, cands, rel, hdr)
+	dshFill(env, &a, rel)
 	return a
 }
 

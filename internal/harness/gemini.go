@@ -160,6 +160,7 @@ func (gemini) Resolve(env Env, p proc.Proc) Agent {
 	}
 	f := readGeminiFacts(env.Root, rel, true)
 	a.Transcript, a.Session, a.Model, a.Title = rel, f.id, f.model, f.title
+	geminiFill(env, &a, rel)
 	return a
 }
 

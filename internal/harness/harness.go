@@ -18,7 +18,11 @@
 //
 // Nothing is cached. Resolve derives every fact afresh from disk and the
 // process table each time it is called; what it cannot establish stays
-// empty, and Via says how the rest was found.
+// empty, and Via says how the rest was found. (The shared caches an Env
+// may carry, DBs and Counts, are re-validated against the file on every
+// use.) Resolve also derives the agent's turn state (state.go) from the
+// transcript's tail; the token sums that need a transcript read whole are
+// left to Count (tokens.go), which a reader of the tokens file pays for.
 package harness
 
 import (
@@ -69,6 +73,12 @@ type Env struct {
 	// databases (Codex's state_5.sqlite, opencode.db) while the files are
 	// unchanged, so a listing reads each once; shared like Relaunches.
 	DBs *dbsnap.Cache
+	// Counts, if not nil, keeps the tokens Count read from each transcript
+	// while the file is unchanged; shared like Relaunches.
+	Counts *Counts
+	// Memo, if not nil, shares what one listing of many agents reads of
+	// the directories they share (see Memo); nil for a single agent.
+	Memo *Memo
 }
 
 // Relaunches records, for each process 9harness itself started to resume
@@ -161,6 +171,19 @@ type Agent struct {
 	Title  string
 	Model  string
 	Status string // only where the harness itself publishes one (Claude's registry "status")
+	// State is the turn state derived from what the harness writes (see
+	// state.go): StateWorking, StateWaiting or StateIdle, "" when it
+	// cannot be known. Waiting is what a waiting agent waits for, where
+	// the harness says ("approve Bash"); Since is when it entered the
+	// state (zero when unknown); StateVia names the route in Via's style,
+	// and says why when State is "".
+	State    string
+	Waiting  string
+	Since    time.Time
+	StateVia string
+	// Tokens is the session's token usage, each count nil where the
+	// harness does not say (tokens.go).
+	Tokens Tokens
 	Zmx    string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".

@@ -126,6 +126,10 @@ func agentDiff(got, want Agent) string {
 	var b strings.Builder
 	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
 	for i := 0; i < gv.NumField(); i++ {
+		switch gv.Type().Field(i).Name {
+		case "State", "Waiting", "Since", "StateVia", "Tokens":
+			continue // the turn state and tokens have their own tables (state_test.go)
+		}
 		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
 			fmt.Fprintf(&b, "\n\t%s: got %#v, want %#v", gv.Type().Field(i).Name, g, w)
 		}

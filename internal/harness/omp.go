@@ -202,6 +202,7 @@ func resolvePi(a *Agent, env Env, p proc.Proc, sessions string, dirs []string, p
 		a.Title = f.firstUser
 	}
 	a.Agents = piSubs(env.Root, rel)
+	piFill(env, a, rel)
 }
 
 // piRelaunched is the relaunch route: the transcript 9harness itself named

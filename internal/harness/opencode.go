@@ -231,6 +231,8 @@ func (opencode) Resolve(env Env, p proc.Proc) Agent {
 		}
 	}
 	a.Agents = ocSubs(db, id)
+	ocTurn(db, id).set(&a)
+	a.Tokens = ocTokens(db, id)
 	return a
 }
 

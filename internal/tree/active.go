@@ -83,6 +83,9 @@ type active struct {
 	scanAt   time.Time
 	reusable bool
 	listed   map[string]time.Time
+	// files keeps facts derived from harness files while the files are
+	// unchanged (re-validated by a stat on every read).
+	files *harness.FileCache
 }
 
 // scanReuse bounds the age of a scan that a listing of /active/<h> may use
@@ -93,7 +96,7 @@ func newActive(cfg ActiveConfig, start time.Time) *active {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &active{cfg: cfg, start: start, listed: map[string]time.Time{}}
+	return &active{cfg: cfg, start: start, listed: map[string]time.Time{}, files: harness.NewFileCache()}
 }
 
 // rescan walks the process table once. reusable says a listing of /active
@@ -178,6 +181,9 @@ func (r *activeRoot) Attr() (Attr, error) {
 }
 
 func (r *activeRoot) Lookup(name string) (Node, error) {
+	if name == tableName {
+		return &tableFile{r.a}, nil
+	}
 	for _, h := range Harnesses {
 		if h == name {
 			return &activeHarness{a: r.a, h: h}, nil
@@ -196,6 +202,9 @@ func (r *activeRoot) List() ([]Entry, error) {
 	for i, h := range names {
 		out[i] = Entry{Name: h, Dir: true, Path: SynthPath("/active/" + h)}
 	}
+	// The table is found by name, not listed (as /proc's thread ids):
+	// a walker of /active, such as an older client, meets only harness
+	// directories.
 	return out, nil
 }
 
@@ -285,8 +294,7 @@ func (d *agentDir) resolve() (harness.Agent, error) {
 	if err := d.alive(); err != nil {
 		return harness.Agent{}, err
 	}
-	h := harness.ByName(d.h)
-	return h.Resolve(d.a.cfg.Envs[d.h], d.p), nil
+	return d.resolveWith(harness.NewMemoCache(d.a.files))
 }
 
 func (d *agentDir) Attr() (Attr, error) {
@@ -329,6 +337,30 @@ var fields = []field{
 	{"model", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Model) }, false, nil},
 	{"via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Via) }, false, nil},
 	{"status", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Status) }, false, nil},
+	// The turn state derived from the harness's files (harness/state.go):
+	// each absent when it cannot be known; state.via says how it was
+	// found, or why it was not.
+	{"state", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.State) }, false, nil},
+	{"waiting", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Waiting) }, false, nil},
+	{"since", func(d *agentDir, a harness.Agent) (string, bool) {
+		return a.Since.UTC().Format(time.RFC3339), !a.Since.IsZero()
+	}, false, nil},
+	{"state.via", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.StateVia) }, false, nil},
+	// tokens' sums need the whole transcript for some harnesses
+	// (harness.Summed): they are counted only when the file is read, so a
+	// listing never reads every transcript whole.
+	// It exists when Resolve saw a count (the context, from the tail).
+	{name: "tokens", value: func(d *agentDir, a harness.Agent) (string, bool) {
+		if harness.Summed(a.Harness) {
+			return "", a.Tokens.Known()
+		}
+		return str(a.Tokens.String())
+	}, read: func(d *agentDir, a harness.Agent) string {
+		if !harness.Summed(a.Harness) {
+			return a.Tokens.String()
+		}
+		return harness.Count(d.a.cfg.Envs[d.h], a).String()
+	}},
 	// zmx and tmux are present whenever the agent's environment could be
 	// read: empty outside a session is itself the answer ("not in one"),
 	// and the move writes here. When it could not be read (a daemon in a

@@ -50,7 +50,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "memory", "coldstart"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "coldstart"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -238,6 +238,10 @@ func run() int {
 	if selected("active") {
 		act = activeCells(e.ours, tmp)
 	}
+	var psr *psScaleRun
+	if selected("ps") {
+		psr = psScaleCells(e.ours, e.client, tmp)
+	}
 	var mem *memRun
 	if selected("memory") {
 		mem = memorySection(e)
@@ -255,6 +259,9 @@ func run() int {
 	md.WriteString(report(cells))
 	if act != nil {
 		md.WriteString(activeReport(act))
+	}
+	if psr != nil {
+		md.WriteString("\n" + psScaleReport(psr))
 	}
 	if mem != nil {
 		md.WriteString("\n" + memoryReport(mem))

@@ -1,0 +1,279 @@
+package harness
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// Memo shares, across the agents of one listing (a read of /active/table),
+// what the harness files say about a directory many agents share: the
+// transcripts of a Claude project dir with their mtimes, the session ids
+// the registry records claim, the old-style sub-agent files. Without it
+// every agent of a directory lists that directory and reads every other
+// agent's registry record, so a listing of N agents in one working
+// directory costs N² reads; with it, N.
+//
+// A Memo lives for one request and is then dropped: its facts are as old
+// as that request, never older. A nil *Memo memoizes nothing (every call
+// reads the disk), which is what a single agent's files use. It is safe
+// for concurrent use.
+type Memo struct {
+	mu      sync.Mutex
+	entries map[memoKey]any
+	files   *FileCache // nil: nothing is kept past the request
+}
+
+type memoKey struct {
+	root *saferoot.Root
+	kind string
+	rel  string
+}
+
+// NewMemo returns an empty memo for one request.
+func NewMemo() *Memo { return &Memo{entries: map[memoKey]any{}} }
+
+// get returns the memoized value of (r, kind, rel), computing it with f
+// the first time. On a nil memo it always calls f. Two concurrent first
+// calls may both compute; either result is kept.
+func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
+	if m == nil {
+		return f()
+	}
+	k := memoKey{r, kind, rel}
+	m.mu.Lock()
+	v, ok := m.entries[k]
+	m.mu.Unlock()
+	if ok {
+		return v.(T)
+	}
+	t := f()
+	m.mu.Lock()
+	m.entries[k] = t
+	m.mu.Unlock()
+	return t
+}
+
+// readDir is r.ReadDir(rel), once per memo.
+func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
+	type res struct {
+		ents []saferoot.Entry
+		err  error
+	}
+	v := memoGet(m, r, "readdir", rel, func() res {
+		ents, err := r.ReadDir(rel)
+		return res{ents, err}
+	})
+	return v.ents, v.err
+}
+
+// claudeTranscripts is every <uuid>.jsonl of projDir with its mtime,
+// newest first: what claudeNewer compares each agent's transcript with.
+func (m *Memo) claudeTranscripts(r *saferoot.Root, projDir string) []byMtime {
+	return memoGet(m, r, "claude-transcripts", projDir, func() []byMtime {
+		ents, err := r.ReadDir(projDir)
+		if err != nil {
+			return nil
+		}
+		var out []byMtime
+		for _, e := range ents {
+			id, ok := strings.CutSuffix(e.Name, ".jsonl")
+			if e.Dir || !ok || !isUUID(id) {
+				continue
+			}
+			if info, err := r.Stat(projDir + "/" + e.Name); err == nil {
+				out = append(out, byMtime{id, info.Mtime})
+			}
+		}
+		newestFirst(out)
+		return out
+	})
+}
+
+// claudeRecords is what the registry records (sessions/<pid>.json, the
+// first claimedMax in ReadDir's order) claim: for each record file the
+// session id it names, and for each session id how many records name it.
+type claudeRecords struct {
+	sidOf map[string]string
+	count map[string]int
+}
+
+func (m *Memo) claudeRecords(r *saferoot.Root) claudeRecords {
+	return memoGet(m, r, "claude-records", "sessions", func() claudeRecords {
+		out := claudeRecords{sidOf: map[string]string{}, count: map[string]int{}}
+		ents, err := r.ReadDir("sessions")
+		if err != nil {
+			return out
+		}
+		n := 0
+		for _, e := range ents {
+			if e.Dir || !claudeRecord.MatchString(e.Name) {
+				continue
+			}
+			if n++; n > claimedMax {
+				break
+			}
+			var reg claudeReg
+			if readJSON(r, "sessions/"+e.Name, smallFile, &reg) && reg.SessionID != "" {
+				out.sidOf[e.Name] = reg.SessionID
+				out.count[reg.SessionID]++
+			}
+		}
+		return out
+	})
+}
+
+// claimedBy reports whether a record other than own (a file name) names
+// sid.
+func (c claudeRecords) claimedBy(sid, own string) bool {
+	n := c.count[sid]
+	if c.sidOf[own] == sid {
+		n--
+	}
+	return n > 0
+}
+
+// claudeUnclaimed is claudeTranscripts(projDir) less the transcripts a
+// record names, newest first: the candidates of every agent's /clear
+// check but the one its own record names.
+func (m *Memo) claudeUnclaimed(r *saferoot.Root, projDir string) []byMtime {
+	return memoGet(m, r, "claude-unclaimed", projDir, func() []byMtime {
+		recs := m.claudeRecords(r)
+		var out []byMtime
+		for _, c := range m.claudeTranscripts(r, projDir) {
+			if recs.count[c.rel] == 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	})
+}
+
+// claudeHead is what claudeNewer reads of a transcript's head: whether its
+// first line is a sidechain's, and the timestamp of the first line that
+// has one (zero when none parses).
+type claudeHead struct {
+	sidechain bool
+	ts        time.Time
+	ok        bool
+}
+
+func (m *Memo) claudeHead(r *saferoot.Root, rel string) claudeHead {
+	return memoGet(m, r, "claude-head", rel, func() claudeHead {
+		head, _ := windows(r, rel, headWindow, 0)
+		for j, ln := range head {
+			var l struct {
+				Timestamp   string `json:"timestamp"`
+				IsSidechain bool   `json:"isSidechain"`
+			}
+			if json.Unmarshal(ln, &l) != nil {
+				continue
+			}
+			if j == 0 && l.IsSidechain {
+				return claudeHead{sidechain: true}
+			}
+			if l.Timestamp == "" {
+				continue
+			}
+			ts, ok := parseTime(l.Timestamp)
+			return claudeHead{ts: ts, ok: ok}
+		}
+		return claudeHead{}
+	})
+}
+
+// claudeOldSub is an agent-<id>.jsonl straight in a project dir (old
+// builds) and the session its first line names.
+type claudeOldSub struct{ name, sid string }
+
+func (m *Memo) claudeOldSubs(r *saferoot.Root, projDir string) []claudeOldSub {
+	return memoGet(m, r, "claude-oldsubs", projDir, func() []claudeOldSub {
+		ents, err := r.ReadDir(projDir)
+		if err != nil {
+			return nil
+		}
+		var out []claudeOldSub
+		for _, e := range ents {
+			if e.Dir || !strings.HasPrefix(e.Name, "agent-") || !strings.HasSuffix(e.Name, ".jsonl") {
+				continue
+			}
+			if len(out) >= oldSubsMax {
+				break
+			}
+			var l claudeLine
+			json.Unmarshal(firstLine(r, projDir+"/"+e.Name, smallFile), &l)
+			out = append(out, claudeOldSub{e.Name, l.SessionID})
+		}
+		return out
+	})
+}
+
+// FileCache keeps what was derived from a file while the file is
+// unchanged: each entry is keyed by the file's device, inode, size and
+// mtime, and every use stats the file first, so a fact is never older than
+// the file it comes from. It lives as long as its owner (the tree's
+// /active), is bounded (when full it starts again empty), and is safe for
+// concurrent use. A nil *FileCache keeps nothing.
+type FileCache struct {
+	mu sync.Mutex
+	m  map[fileKey]any
+}
+
+type fileKey struct {
+	kind     string
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// fileCacheMax bounds a FileCache's entries.
+const fileCacheMax = 8192
+
+// NewFileCache returns an empty cache.
+func NewFileCache() *FileCache { return &FileCache{m: map[fileKey]any{}} }
+
+// NewMemoCache is NewMemo whose per-file facts are also kept in c across
+// requests, re-validated on each use.
+func NewMemoCache(c *FileCache) *Memo {
+	m := NewMemo()
+	m.files = c
+	return m
+}
+
+func keyOf(kind string, info saferoot.Info) fileKey {
+	return fileKey{kind: kind, dev: info.Dev, ino: info.Ino, size: info.Size, mtime: info.Mtime.UnixNano()}
+}
+
+// fileCached returns f's result for the file rel, from the memo's file
+// cache when the file is as it was when that result was derived. A result
+// is kept only when the file did not change while f read it.
+func fileCached[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
+	if m == nil || m.files == nil {
+		return f()
+	}
+	before, err := r.Stat(rel)
+	if err != nil || before.Dir {
+		return f()
+	}
+	k := keyOf(kind, before)
+	c := m.files
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return v.(T)
+	}
+	t := f()
+	if after, err := r.Stat(rel); err == nil && keyOf(kind, after) == k {
+		c.mu.Lock()
+		if len(c.m) >= fileCacheMax {
+			clear(c.m)
+		}
+		c.m[k] = t
+		c.mu.Unlock()
+	}
+	return t
+}

@@ -1,0 +1,699 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// Tokens is a session's token usage as the harness records it. Each count
+// is nil where the harness does not say (or where it cannot be counted
+// without a guess), and the tree then leaves its line out.
+//
+// Input is the uncached input; CacheRead and CacheWrite are the cached
+// input read and written, so the three add up to what was sent. Output
+// includes reasoning where the harness counts it apart. Context is the
+// size of the newest model call's prompt (input and cache together): what
+// a statusline shows as the context in use.
+type Tokens struct {
+	Context, Input, Output, CacheRead, CacheWrite *int64
+}
+
+// String is the tokens file: one "NAME N" line per known count, in a fixed
+// order; "" when nothing is known.
+func (t Tokens) String() string {
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"context", t.Context}, {"input", t.Input}, {"output", t.Output}, {"cache_read", t.CacheRead}, {"cache_write", t.CacheWrite}} {
+		if f.v != nil {
+			b.WriteString(f.name + " " + strconv.FormatInt(*f.v, 10) + "\n")
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Known reports whether any count is known.
+func (t Tokens) Known() bool { return t.String() != "" }
+
+func i64(v int64) *int64 { return &v }
+
+// Summed reports whether a harness's sums need a whole-file scan (Count):
+// Resolve gives only their context, from the tail it reads anyway, so a
+// listing never pays for reading every transcript whole.
+func Summed(harness string) bool {
+	switch harness {
+	case "claude", "pi", "omp", "gemini":
+		return true
+	}
+	return false
+}
+
+// Count is a's tokens, every count the harness records: for the harnesses
+// Summed names, the whole transcript's (a file over scanMax gives the
+// context alone, from its tail); for the others what Resolve found.
+//
+// With env.Counts, an unchanged file is not read again, and a file that
+// only grew (the harnesses append) is read from where the last count
+// stopped, its running totals kept; see Counts for what is checked.
+func Count(env Env, a Agent) Tokens {
+	if !Summed(a.Harness) || a.Transcript == "" || env.Root == nil ||
+		(a.Harness == "gemini" && !strings.HasSuffix(a.Transcript, ".jsonl")) {
+		return a.Tokens
+	}
+	f, err := env.Root.Open(a.Transcript)
+	if err != nil {
+		return a.Tokens
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return a.Tokens
+	}
+	size := st.Size()
+	if size > scanMax {
+		c := newCounter(a.Harness)
+		tail := readTail(f, size)
+		for i := len(tail) - 1; i >= 0 && !c.tokens(false).Known(); i-- {
+			c.line(tail[i])
+		}
+		return c.tokens(false)
+	}
+	key, keyed := countKeyOf(a.Harness, st)
+	e, cached := env.Counts.take(key, keyed)
+	if cached && e.size == size && e.mtime.Equal(st.ModTime()) {
+		env.Counts.put(key, e)
+		return e.t.clone()
+	}
+	c, from := newCounter(a.Harness), int64(0)
+	if cached && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp) {
+		c, from = e.c, e.end // it grew: read on from there
+	}
+	end := scanLines(f, from, size, c.line)
+	t := c.tokens(true)
+	if keyed {
+		env.Counts.put(key, countEntry{size: size, mtime: st.ModTime(), t: t.clone(), end: end, fp: fingerprint(f, end), c: c})
+	}
+	return t
+}
+
+// counter is a harness's running count of a transcript's lines.
+type counter interface {
+	line([]byte)
+	tokens(whole bool) Tokens
+}
+
+func newCounter(harness string) counter {
+	switch harness {
+	case "claude":
+		return &claudeTokens{}
+	case "gemini":
+		return &geminiTokens{}
+	}
+	return &piTokens{}
+}
+
+// fingerprint is the 4 KiB just before off (the last lines counted): a
+// file that only grew has them unchanged.
+func fingerprint(f *os.File, off int64) []byte {
+	n := min(off, 4<<10)
+	b := make([]byte, n)
+	if m, _ := f.ReadAt(b, off-n); int64(m) != n {
+		return nil
+	}
+	return b
+}
+
+// Counts keeps the counts Count made, per transcript (device and inode),
+// with the file's size and mtime and the running totals. An unchanged
+// file (the same size and mtime, read from the open file on every call)
+// gives its count again; a file that grew, whose bytes before the last
+// counted line's end are unchanged (a fingerprint), is read on from
+// there; anything else is counted afresh. So a count is never older than
+// its file. It is safe for concurrent use and bounded; a nil *Counts
+// keeps nothing.
+type Counts struct {
+	mu    sync.Mutex
+	m     map[countKey]countEntry
+	order []countKey
+}
+
+type countKey struct {
+	dev, ino uint64
+	harness  string // the parsers differ
+}
+
+type countEntry struct {
+	size  int64
+	mtime time.Time
+	t     Tokens
+	end   int64  // the offset just after the last line counted
+	fp    []byte // fingerprint(end) when counted
+	c     counter
+}
+
+// maxCounts bounds the cache: more transcripts than live agents. A
+// running count holds one entry per Claude message id (some bytes each).
+const maxCounts = 1024
+
+func countKeyOf(harness string, st os.FileInfo) (countKey, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return countKey{}, false
+	}
+	return countKey{uint64(sys.Dev), sys.Ino, harness}, true
+}
+
+// take removes k's entry and returns it: the running count is the
+// caller's until it puts it back (a concurrent Count of the same file
+// counts afresh).
+func (c *Counts) take(k countKey, ok bool) (countEntry, bool) {
+	if c == nil || !ok {
+		return countEntry{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, hit := c.m[k]
+	if hit {
+		delete(c.m, k)
+	}
+	return e, hit
+}
+
+func (c *Counts) put(k countKey, e countEntry) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[countKey]countEntry{}
+	}
+	c.order = slices.DeleteFunc(c.order, func(o countKey) bool { return o == k })
+	c.order = append(c.order, k)
+	c.m[k] = e
+	for len(c.order) > maxCounts {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// clone copies t's counts, so a cached value is never shared.
+func (t Tokens) clone() Tokens {
+	cp := func(v *int64) *int64 {
+		if v == nil {
+			return nil
+		}
+		return i64(*v)
+	}
+	return Tokens{cp(t.Context), cp(t.Input), cp(t.Output), cp(t.CacheRead), cp(t.CacheWrite)}
+}
+
+// Bounds of the whole-file scan the sums need. A transcript past
+// scanMax gives no sums (its context still comes from the tail); a line
+// past scanLine (an inlined image) is skipped unread.
+const (
+	scanMax   = 64 << 20
+	scanLine  = 1 << 20
+	stateTail = 256 << 10 // the end of a transcript the turn state is read from
+)
+
+// scanned is the tail of a transcript, read for its state.
+type scanned struct {
+	tail  [][]byte  // the lines of the last stateTail bytes, in file order
+	mtime time.Time // the file's modification time, zero if unread
+}
+
+// scanFile reads the lines of rel's last stateTail bytes (the first, cut,
+// line dropped). A torn last line is kept as it is: the caller's JSON
+// decoding refuses it.
+func scanFile(r *saferoot.Root, rel string) scanned {
+	f, err := r.Open(rel)
+	if err != nil {
+		return scanned{}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return scanned{}
+	}
+	return scanned{tail: readTail(f, st.Size()), mtime: st.ModTime()}
+}
+
+func readTail(f *os.File, size int64) [][]byte {
+	off := max(size-stateTail, 0)
+	b := make([]byte, size-off)
+	n, _ := f.ReadAt(b, off)
+	b = b[:n]
+	if off > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return nil
+		}
+		b = b[i+1:]
+	}
+	return lines(b)
+}
+
+// scanLines passes fn every complete line of f from offset from up to
+// size, and returns the offset just after the last: a line still being
+// written (no newline yet) is left for the next scan. A line longer than
+// scanLine (an inlined image) is skipped unread.
+func scanLines(f *os.File, from, size int64, fn func([]byte)) int64 {
+	br := bufio.NewReaderSize(io.NewSectionReader(f, from, size-from), 64<<10)
+	end := from
+	var long []byte
+	spoilt := false
+	for {
+		ln, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if !spoilt && len(long)+len(ln) <= scanLine {
+				long = append(long, ln...)
+			} else {
+				spoilt, long = true, long[:0]
+			}
+			end += int64(len(ln))
+			continue
+		}
+		if err != nil {
+			return end // the rest, if any, is an unterminated line
+		}
+		end += int64(len(ln))
+		if long != nil {
+			spoilt = spoilt || len(long)+len(ln) > scanLine
+			ln = append(long, ln...)
+		}
+		if t := bytes.TrimSpace(ln); len(t) > 0 && !spoilt {
+			fn(t)
+		}
+		long, spoilt = nil, false
+	}
+}
+
+// ---- Claude ----
+
+// claudeUsage is the usage an assistant line carries.
+type claudeUsage struct {
+	Input       int64 `json:"input_tokens"`
+	CacheCreate int64 `json:"cache_creation_input_tokens"`
+	CacheRead   int64 `json:"cache_read_input_tokens"`
+	Output      int64 `json:"output_tokens"`
+}
+
+type claudeUsageLine struct {
+	Type        string `json:"type"`
+	IsSidechain bool   `json:"isSidechain"`
+	Message     *struct {
+		ID    string       `json:"id"`
+		Model string       `json:"model"`
+		Usage *claudeUsage `json:"usage"`
+	} `json:"message"`
+}
+
+// claudeTokens counts a Claude transcript's usage. One response is written
+// as several lines with the same message id, the output count growing and
+// final only on the last, so each id counts once, its last line's usage.
+// Sidechain lines (a sub-agent's) and synthetic ones are not the session's.
+type claudeTokens struct {
+	byID   map[string]claudeUsage
+	noID   []claudeUsage
+	newest *claudeUsage
+}
+
+func (c *claudeTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"usage"`)) {
+		return
+	}
+	id, u, ok := claudeUsageFast(ln)
+	if !ok {
+		var l claudeUsageLine
+		if json.Unmarshal(ln, &l) != nil || l.Type != "assistant" || l.IsSidechain || l.Message == nil ||
+			l.Message.Usage == nil || l.Message.Model == "<synthetic>" {
+			return
+		}
+		id, u = l.Message.ID, *l.Message.Usage
+	}
+	c.newest = &u
+	if id == "" {
+		c.noID = append(c.noID, u)
+		return
+	}
+	if c.byID == nil {
+		c.byID = map[string]claudeUsage{}
+	}
+	c.byID[id] = u
+}
+
+// claudeUsageFast reads a main-chain assistant line's message id and usage
+// without decoding its content (most of a transcript's bytes), for the
+// layout Claude writes: the message object starting with its id, its
+// usage after its content (so the last "usage" key is the message's).
+// Anything else (a sub-agent's line, a synthetic one, another layout)
+// is left to the full decoding: ok is false.
+func claudeUsageFast(ln []byte) (id string, u claudeUsage, ok bool) {
+	const msg = `"message":{"id":"`
+	i := bytes.Index(ln, []byte(msg))
+	if i < 0 || !bytes.Contains(ln, []byte(`"type":"assistant"`)) ||
+		bytes.Contains(ln, []byte(`"isSidechain":true`)) || bytes.Contains(ln, []byte(`"<synthetic>"`)) {
+		return "", u, false
+	}
+	rest := ln[i+len(msg):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return "", u, false
+	}
+	id = string(rest[:j])
+	k := bytes.LastIndex(ln, []byte(`"usage":{`))
+	if k < 0 {
+		return "", u, false
+	}
+	obj := jsonObject(ln[k+len(`"usage":`):])
+	if obj == nil || json.Unmarshal(obj, &u) != nil {
+		return "", u, false
+	}
+	return id, u, true
+}
+
+// jsonObject is the JSON object b starts with, found by matching braces
+// outside strings; nil if b does not hold a whole one.
+func jsonObject(b []byte) []byte {
+	depth, inStr, esc := 0, false, false
+	for i, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return b[:i+1]
+			}
+		}
+	}
+	return nil
+}
+
+// tokens is the count; with whole unset (the file was too big to scan)
+// only the context, from the tail, is given.
+func (c *claudeTokens) tokens(whole bool) Tokens {
+	var t Tokens
+	if c.newest != nil {
+		t.Context = i64(c.newest.Input + c.newest.CacheRead + c.newest.CacheCreate)
+	}
+	if !whole || (len(c.byID) == 0 && len(c.noID) == 0) {
+		return t
+	}
+	var sum claudeUsage
+	add := func(u claudeUsage) {
+		sum.Input += u.Input
+		sum.Output += u.Output
+		sum.CacheRead += u.CacheRead
+		sum.CacheCreate += u.CacheCreate
+	}
+	for _, u := range c.byID {
+		add(u)
+	}
+	for _, u := range c.noID {
+		add(u)
+	}
+	t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(sum.Input), i64(sum.Output), i64(sum.CacheRead), i64(sum.CacheCreate)
+	return t
+}
+
+// ---- Codex ----
+
+// codexUsage is a token_count's cumulative or last usage. input_tokens
+// includes the cached input.
+type codexUsage struct {
+	Input      *int64 `json:"input_tokens"`
+	Cached     *int64 `json:"cached_input_tokens"`
+	CacheWrite *int64 `json:"cache_write_input_tokens"`
+	Output     *int64 `json:"output_tokens"`
+}
+
+func (u codexUsage) zero() bool {
+	for _, v := range []*int64{u.Input, u.Cached, u.CacheWrite, u.Output} {
+		if v != nil && *v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type codexTokenLine struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Type string `json:"type"`
+		Info *struct {
+			Total *codexUsage `json:"total_token_usage"`
+			Last  *codexUsage `json:"last_token_usage"`
+		} `json:"info"`
+	} `json:"payload"`
+}
+
+// codexTokenCount decodes a token_count line with its info, or nil.
+func codexTokenCount(ln []byte) *codexTokenLine {
+	if !bytes.Contains(ln, []byte(`"token_count"`)) {
+		return nil
+	}
+	var l codexTokenLine
+	if json.Unmarshal(ln, &l) != nil || l.Type != "event_msg" || l.Payload.Type != "token_count" ||
+		l.Payload.Info == nil || l.Payload.Info.Total == nil {
+		return nil
+	}
+	return &l
+}
+
+// codexTokens is a rollout's usage: the newest cumulative token_count
+// (Codex re-emits it unchanged, so only the newest is read), minus, for a
+// fork or a sub-agent, the parent's total its replayed history begins
+// with (its first token_count, whose last usage is all zeros). A fork
+// whose baseline cannot be seen in head gives no sums. head and tail are
+// windows' halves: tail is nil when head is the whole file.
+func codexTokens(head, tail [][]byte, child bool) Tokens {
+	var newest *codexTokenLine
+	for i := len(tail) - 1; i >= 0 && newest == nil; i-- {
+		newest = codexTokenCount(tail[i])
+	}
+	for i := len(head) - 1; i >= 0 && newest == nil; i-- {
+		newest = codexTokenCount(head[i])
+	}
+	if newest == nil {
+		return Tokens{}
+	}
+	var t Tokens
+	if l := newest.Payload.Info.Last; l != nil && l.Input != nil {
+		t.Context = i64(*l.Input)
+	}
+	var base codexUsage
+	if child {
+		// The first token_count is looked for in the head alone (the whole
+		// file when it fits): one found only in the tail is not the first.
+		var first *codexTokenLine
+		for _, ln := range head {
+			if first = codexTokenCount(ln); first != nil {
+				break
+			}
+		}
+		if first == nil || first.Payload.Info.Last == nil || !first.Payload.Info.Last.zero() {
+			return t // the parent's share cannot be told from the child's
+		}
+		base = *first.Payload.Info.Total
+	}
+	tot := *newest.Payload.Info.Total
+	sub := func(v, b *int64) *int64 {
+		if v == nil {
+			return nil
+		}
+		n := *v
+		if b != nil {
+			n -= *b
+		}
+		return i64(max(n, 0))
+	}
+	input, baseInput := tot.Input, base.Input
+	if input != nil && tot.Cached != nil {
+		input = i64(*input - *tot.Cached)
+	}
+	if baseInput != nil && base.Cached != nil {
+		baseInput = i64(*baseInput - *base.Cached)
+	}
+	t.Input = sub(input, baseInput)
+	t.Output = sub(tot.Output, base.Output)
+	t.CacheRead = sub(tot.Cached, base.Cached)
+	t.CacheWrite = sub(tot.CacheWrite, base.CacheWrite)
+	return t
+}
+
+// ---- pi and omp ----
+
+// piTokens sums a pi/omp transcript's assistant message.usage (each
+// message is one line, written once when complete).
+type piTokens struct {
+	sum, newest struct{ in, out, cr, cw int64 }
+	n           int
+}
+
+func (p *piTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"usage"`)) {
+		return
+	}
+	var l struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Role  string `json:"role"`
+			Usage *struct {
+				Input      int64 `json:"input"`
+				Output     int64 `json:"output"`
+				CacheRead  int64 `json:"cacheRead"`
+				CacheWrite int64 `json:"cacheWrite"`
+			} `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(ln, &l) != nil || l.Type != "message" || l.Message == nil || l.Message.Role != "assistant" || l.Message.Usage == nil {
+		return
+	}
+	u := l.Message.Usage
+	p.n++
+	p.newest.in, p.newest.out, p.newest.cr, p.newest.cw = u.Input, u.Output, u.CacheRead, u.CacheWrite
+	p.sum.in += u.Input
+	p.sum.out += u.Output
+	p.sum.cr += u.CacheRead
+	p.sum.cw += u.CacheWrite
+}
+
+func (p *piTokens) tokens(whole bool) Tokens {
+	if p.n == 0 {
+		return Tokens{}
+	}
+	t := Tokens{Context: i64(p.newest.in + p.newest.cr + p.newest.cw)}
+	if whole {
+		t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(p.sum.in), i64(p.sum.out), i64(p.sum.cr), i64(p.sum.cw)
+	}
+	return t
+}
+
+// ---- Gemini ----
+
+// geminiTokens counts a chat's tokens: on "gemini" records, last-wins by
+// record id (a record is appended again when its tokens arrive). input
+// includes the cached part; thoughts are output.
+type geminiTokens struct {
+	byID   map[string]geminiUsage
+	order  []string
+	newest *geminiUsage
+}
+
+type geminiUsage struct {
+	Input    int64 `json:"input"`
+	Output   int64 `json:"output"`
+	Cached   int64 `json:"cached"`
+	Thoughts int64 `json:"thoughts"`
+}
+
+func (g *geminiTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"tokens"`)) {
+		return
+	}
+	var l struct {
+		ID     string       `json:"id"`
+		Type   string       `json:"type"`
+		Tokens *geminiUsage `json:"tokens"`
+	}
+	if json.Unmarshal(ln, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
+		return
+	}
+	if g.byID == nil {
+		g.byID = map[string]geminiUsage{}
+	}
+	if _, ok := g.byID[l.ID]; !ok {
+		g.order = append(g.order, l.ID)
+	}
+	g.byID[l.ID] = *l.Tokens
+	u := *l.Tokens
+	g.newest = &u
+}
+
+func (g *geminiTokens) tokens(whole bool) Tokens {
+	if g.newest == nil {
+		return Tokens{}
+	}
+	t := Tokens{Context: i64(g.newest.Input)}
+	if whole {
+		var in, out, cr int64
+		for _, id := range g.order {
+			u := g.byID[id]
+			in += u.Input - u.Cached
+			cr += u.Cached
+			out += u.Output + u.Thoughts
+		}
+		t.Input, t.Output, t.CacheRead = i64(in), i64(out), i64(cr)
+	}
+	return t
+}
+
+// ---- dsh ----
+
+// dshTokens sums usage{inputTokens, outputTokens} of assistant/message
+// events, last-wins by message id. dsh reports no cache counts.
+func dshTokens(evs [][]byte, whole bool) Tokens {
+	type u struct{ in, out int64 }
+	byID := map[string]u{}
+	var order []string
+	n := 0
+	for _, ln := range evs {
+		var e struct {
+			Type string `json:"type"`
+			Data struct {
+				Message *struct {
+					ID string `json:"id"`
+				} `json:"message"`
+				Usage *struct {
+					Input  int64 `json:"inputTokens"`
+					Output int64 `json:"outputTokens"`
+				} `json:"usage"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(ln, &e) != nil || e.Type != "assistant/message" || e.Data.Usage == nil {
+			continue
+		}
+		id := ""
+		if e.Data.Message != nil {
+			id = e.Data.Message.ID
+		}
+		if id == "" {
+			n++
+			id = "\x00" + strconv.Itoa(n)
+		}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = u{e.Data.Usage.Input, e.Data.Usage.Output}
+	}
+	if len(order) == 0 || !whole {
+		return Tokens{}
+	}
+	var in, out int64
+	for _, id := range order {
+		in += byID[id].in
+		out += byID[id].out
+	}
+	return Tokens{Input: i64(in), Output: i64(out)}
+}

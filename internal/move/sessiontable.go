@@ -1,0 +1,64 @@
+package move
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/9harness/9harness/internal/proc"
+)
+
+// TmuxServer implements tree.SessionTable: it asks the server at socket
+// once for the session of every pane (list-panes -a), with the care
+// TmuxSession takes (the host's tmux, a trusted socket), and returns what
+// TmuxSession would answer for each agent on that server; the per-agent
+// checks (alive, in the proc helper's namespaces) stay per agent, as they
+// cost no process. A server that cannot be asked answers "" for all.
+func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent proc.Proc, pane, tmpdir string) string {
+	none := func(proc.Proc, string, string) string { return "" }
+	if socket == "" || !filepath.IsAbs(socket) || TrustedTmux(socket, s.UID) != nil {
+		return none
+	}
+	ref, err := s.Procs.Reference()
+	if err != nil {
+		return none
+	}
+	tm, err := lookPath("tmux", s.HostPath)
+	if err != nil {
+		return none
+	}
+	panes, err := tmuxPaneSessions(ctx, tm, s.HostPath, socket)
+	if err != nil {
+		return none
+	}
+	return func(agent proc.Proc, pane, tmpdir string) string {
+		name, ok := panes[pane]
+		if !ok || pane == "" || !s.Procs.Alive(agent.PID, agent.Start) {
+			return ""
+		}
+		ns, err := s.Procs.Namespaces(agent.PID)
+		if err != nil || ns.Differs(ref) != "" {
+			return ""
+		}
+		return TmuxDisplay(socket, tmpdir, s.UID, name)
+	}
+}
+
+// tmuxPaneSessions maps every pane id (%N) of the server at socket to the
+// name of its session, with one tmux call.
+func tmuxPaneSessions(ctx context.Context, bin, hostPath, socket string) (map[string]string, error) {
+	cmd := exec.CommandContext(ctx, bin, "-S", socket, "list-panes", "-a", "-F", "#{pane_id} #{session_name}")
+	cmd.Env = daemonEnv(hostPath)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, ln := range strings.Split(string(out), "\n") {
+		if id, name, ok := strings.Cut(ln, " "); ok && strings.HasPrefix(id, "%") {
+			m[id] = name
+		}
+	}
+	return m, nil
+}

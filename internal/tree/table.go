@@ -1,0 +1,200 @@
+package tree
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+
+	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// tableName is /active/table's name.
+const tableName = "table"
+
+// SessionTable is a SessionHost that can name the sessions of every pane of
+// one tmux server with one call to that server. /active/table uses it so
+// that one read asks each tmux server once, however many agents it serves;
+// without it the table asks per agent, as the tmux file does.
+type SessionTable interface {
+	// TmuxServer asks the server at socket once (bounded by ctx) and
+	// returns what TmuxSession would answer for an agent on that server,
+	// given its pane and TMUX_TMPDIR.
+	TmuxServer(ctx context.Context, socket string) func(agent proc.Proc, pane, tmpdir string) string
+}
+
+// tableFile is /active/table: the whole table of live agents as JSON Lines,
+// one object per agent, sorted by harness, then pid. Each open derives it
+// afresh (one scan of the process table, one resolve per agent), and the
+// handle holds it, so a reader never sees a table torn across its reads.
+//
+// The keys are those of `9harness ps --json`, and stable: "harness" and
+// "pid" (a number) always; "ppid" and "started" (numbers; started in unix
+// seconds), "cwd", "name", "title", "session", "model", "via", "status",
+// and every other fact file the agent's directory holds, under the file's
+// name, where the fact is known (absent where the file is absent), its
+// value the file's text without the final newline (a file of several
+// lines, such as tokens, keeps its inner newlines); "zmx" and "tmux"
+// always ("" outside such a session, or when not shown); "transcript",
+// the tree path of the agent's transcript file, and "agents", the names
+// of its sub-agents (an array), where it has them. A row's values equal
+// what the agent's own files hold at that moment.
+//
+// The agents sharing a directory share its reading (harness.Memo), so the
+// cost of a read grows with the number of agents, not with its square;
+// and each tmux server is asked once (SessionTable).
+type tableFile struct{ a *active }
+
+func (t *tableFile) Attr() (Attr, error) {
+	s := t.a.start
+	// Size 0, as /proc's generated files: a stat does not pay for the table.
+	return Attr{Mode: 0o444, Nlink: 1, Atime: s, Mtime: s, Ctime: s, Path: SynthPath("/active/" + tableName)}, nil
+}
+
+func (t *tableFile) Open() (Handle, error) {
+	b, err := t.a.table()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot{bytesReader(b)}, nil
+}
+
+// table derives /active/table's content now.
+func (a *active) table() ([]byte, error) {
+	if err := a.rescan(false); err != nil {
+		return nil, err
+	}
+	type agent struct {
+		h string
+		p proc.Proc
+	}
+	var all []agent
+	a.mu.Lock()
+	for h, m := range a.byH {
+		for _, p := range m {
+			all = append(all, agent{h, p})
+		}
+	}
+	a.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].h != all[j].h {
+			return all[i].h < all[j].h
+		}
+		return all[i].p.PID < all[j].p.PID
+	})
+	r := &tableRead{memo: harness.NewMemoCache(a.files), servers: map[string]func(proc.Proc, string, string) string{}}
+	var out bytes.Buffer
+	for _, ag := range all {
+		d := a.agent(ag.h, ag.p)
+		facts, err := d.resolveWith(r.memo)
+		if err != nil {
+			continue // gone since the scan
+		}
+		d.row(&out, facts, r)
+	}
+	return out.Bytes(), nil
+}
+
+// tableRead is what one read of the table shares between its agents.
+type tableRead struct {
+	memo    *harness.Memo
+	mu      sync.Mutex
+	servers map[string]func(agent proc.Proc, pane, tmpdir string) string
+}
+
+// tmux is the tmux file's content for d, asking each server at most once
+// per table read when the session host can answer for a whole server.
+func (r *tableRead) tmux(d *agentDir, a harness.Agent) string {
+	st, ok := d.a.cfg.Sessions.(SessionTable)
+	if !ok || a.TmuxSocket == "" {
+		return d.tmuxSession(a)
+	}
+	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
+	if pane == "" {
+		return "" // as tmuxSession: better unknown than wrong
+	}
+	tmpdir, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_TMPDIR")
+	r.mu.Lock()
+	ask, ok := r.servers[a.TmuxSocket]
+	r.mu.Unlock()
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), tmuxLookup)
+		ask = st.TmuxServer(ctx, a.TmuxSocket)
+		cancel()
+		r.mu.Lock()
+		r.servers[a.TmuxSocket] = ask
+		r.mu.Unlock()
+	}
+	return ask(d.p, pane, tmpdir)
+}
+
+// resolveWith is resolve with the facts of shared directories from memo.
+func (d *agentDir) resolveWith(memo *harness.Memo) (harness.Agent, error) {
+	if err := d.alive(); err != nil {
+		return harness.Agent{}, err
+	}
+	env := d.a.cfg.Envs[d.h]
+	env.Memo = memo
+	return harness.ByName(d.h).Resolve(env, d.p), nil
+}
+
+// numeric are the fields the table (and ps --json) carries as numbers.
+var numeric = map[string]bool{"pid": true, "ppid": true, "started": true}
+
+// row appends d's line of the table: what its files hold, from facts a.
+func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
+	out.WriteString(`{"harness":`)
+	jsonString(out, d.h)
+	for _, f := range fields {
+		always := f.name == "zmx" || f.name == "tmux"
+		v, ok := "", d.shows(f)
+		if ok {
+			v, ok = f.value(d, a)
+		}
+		switch {
+		case !ok && !always:
+			continue
+		case ok && f.name == "tmux":
+			v = r.tmux(d, a)
+		case ok && f.read != nil:
+			v = f.read(d, a)
+		}
+		out.WriteString(`,`)
+		jsonString(out, f.name)
+		out.WriteString(`:`)
+		if numeric[f.name] {
+			out.WriteString(v)
+		} else {
+			jsonString(out, v)
+		}
+	}
+	if n, err := d.transcript(a.Transcript); err == nil {
+		if _, err := n.Attr(); err == nil {
+			out.WriteString(`,"transcript":`)
+			jsonString(out, d.treePath()+"/transcript")
+		}
+	}
+	var subs []string
+	for _, s := range a.Agents {
+		if saferoot.ValidName(s.Name) == nil {
+			subs = append(subs, s.Name)
+		}
+	}
+	if len(subs) > 0 {
+		sort.Strings(subs)
+		b, _ := json.Marshal(subs)
+		out.WriteString(`,"agents":`)
+		out.Write(b)
+	}
+	out.WriteString("}\n")
+}
+
+func jsonString(out *bytes.Buffer, s string) {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	out.Truncate(out.Len() - 1) // Encode's newline
+}
