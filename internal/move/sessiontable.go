@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/9harness/9harness/internal/proc"
 )
@@ -28,22 +30,43 @@ func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent 
 	if err != nil {
 		return none
 	}
-	panes, err := tmuxPaneSessions(ctx, tm, s.HostPath, socket)
-	if err != nil {
-		return none
+	// The server is asked only for an agent that passes the per-agent
+	// checks, and at most once: an agent in a sandbox (another namespace)
+	// can name a socket of a server it runs itself, and a tmux client does
+	// what its server tells it, so its socket must never be dialled on its
+	// word alone (rule 9). The caller's deadline bounds that one call.
+	bound := tmuxLookupBound
+	if d, ok := ctx.Deadline(); ok {
+		bound = time.Until(d)
 	}
+	var (
+		once  sync.Once
+		panes map[string]string
+	)
 	return func(agent proc.Proc, pane, tmpdir string) string {
-		name, ok := panes[pane]
-		if !ok || pane == "" || !s.Procs.Alive(agent.PID, agent.Start) {
+		if pane == "" || !s.Procs.Alive(agent.PID, agent.Start) {
 			return ""
 		}
 		ns, err := s.Procs.Namespaces(agent.PID)
 		if err != nil || ns.Differs(ref) != "" {
 			return ""
 		}
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			panes, _ = tmuxPaneSessions(ctx, tm, s.HostPath, socket)
+		})
+		name, ok := panes[pane]
+		if !ok {
+			return ""
+		}
 		return TmuxDisplay(socket, tmpdir, s.UID, name)
 	}
 }
+
+// tmuxLookupBound bounds the one tmux call of a table read when the caller
+// gave no deadline: a server that does not answer must not hold the read.
+const tmuxLookupBound = 2 * time.Second
 
 // tmuxPaneSessions maps every pane id (%N) of the server at socket to the
 // name of its session, with one tmux call.

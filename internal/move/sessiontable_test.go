@@ -76,4 +76,15 @@ func TestTmuxServer(t *testing.T) {
 	if b, err := os.ReadFile(calls); err == nil {
 		t.Errorf("tmux ran for an untrusted socket: %q", b)
 	}
+
+	// A trusted socket named only by agents that fail the per-agent checks
+	// (here: gone) is never dialled: the socket came from such an agent's
+	// environment, and it may be a server that agent runs itself.
+	ask = s.TmuxServer(context.Background(), good)
+	if got := ask(gone, "%3", ""); got != "" {
+		t.Errorf("an agent that is gone: %q", got)
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Errorf("tmux ran for a server only an unchecked agent named: %q", b)
+	}
 }
