@@ -26,6 +26,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	nharness "github.com/9harness/9harness/internal/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -592,6 +593,33 @@ func TestManGroff(t *testing.T) {
 		}
 		if o.Len() < 1000 {
 			t.Errorf("groff rendered %s to only %d bytes", page, o.Len())
+		}
+	}
+}
+
+// TestDocVerifiedVersions: the README's harness table and 9harnessd --help
+// quote the CLI versions the real-CLI tier pins (harness.Verified), so
+// neither can claim a version the tier did not run.
+func TestDocVerifiedVersions(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, err := exec.Command(bin("9harnessd"), "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range nharness.Names() {
+		v := nharness.Verified(h)
+		if v == "" {
+			continue
+		}
+		row := regexp.MustCompile(`(?m)^\|[^|\n]*\|.*\| ` + regexp.QuoteMeta(v) + `( |\|)`)
+		if !row.Match(readme) {
+			t.Errorf("README's harness table does not give %s %s, the version test/realcli runs", h, v)
+		}
+		if !bytes.Contains(help, []byte(" "+v)) {
+			t.Errorf("9harnessd --help does not give %s %s", h, v)
 		}
 	}
 }

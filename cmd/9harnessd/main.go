@@ -44,7 +44,8 @@ const (
 // names and their directories in the tree, all derived, never listed here.
 const usage = `usage: 9harnessd [flags]
 
-9harnessd serves the on-disk state of your AI coding agents (%[2]s)
+9harnessd serves the on-disk state of your AI coding agents
+(%[2]s)
 as a read-only file tree on a unix socket, in 9P2000.L and in plain 9P2000
 (the client picks by its version message). Only processes of your own uid
 are answered; credential-shaped files are never listed or read; symlinks
@@ -68,7 +69,8 @@ Flags:
   --name NAME       listen on $XDG_RUNTIME_DIR/9p/NAME instead of .../harness
   --fd N            serve exactly one connection already open on
                     descriptor N
-  --root NAME=PATH  pin a harness root (repeatable; default $HOME/.NAME),
+  --root NAME=PATH  anchor a harness root (repeatable; default $HOME/.NAME,
+                    opencode's $XDG_DATA_HOME/opencode),
                     resolved once at start; mounts beneath a root are never
                     crossed, unless given as NAME=PATH,xdev. NAME is one of
                     %[2]s
@@ -120,6 +122,10 @@ The tree:
 %[6]s
 A harness whose directory does not exist is simply absent.
 
+The formats are those of the versions the real-CLI tier runs (test/realcli):
+Claude Code %[7]s, Codex %[8]s, pi %[9]s, Gemini CLI %[10]s,
+opencode %[11]s.
+
 Exit status: 0 on success (and after --help or --version); 1 when it cannot
 serve (the socket cannot be made, a root cannot be opened); 2 for a usage
 error, with one line on standard error.
@@ -138,7 +144,8 @@ func helpText() string {
 		line += " /" + n + "/"
 	}
 	dirs.WriteString(line + "\n  /skills/          the skills of the harnesses that have them")
-	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String())
+	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String(),
+		harness.Verified("claude"), harness.Verified("codex"), harness.Verified("pi"), harness.Verified("gemini"), harness.Verified("opencode"))
 }
 
 // rootFlags collects --root NAME=PATH.

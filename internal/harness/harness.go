@@ -773,3 +773,23 @@ func checkRel(env Env, rel string) error {
 	}
 	return saferoot.CheckRel(rel)
 }
+
+// Verified names the version of each harness's CLI whose formats and
+// process shapes the real-CLI tier (test/realcli) drives and checks, for
+// the harnesses that tier can install; "" for the others. The tier pins
+// exactly these, so help and docs that quote them cannot drift from it.
+func Verified(name string) string {
+	switch name {
+	case "claude":
+		return "2.1.197"
+	case "codex":
+		return "0.169.0"
+	case "pi":
+		return "0.73.1"
+	case "gemini":
+		return "0.61.0"
+	case "opencode":
+		return "1.18.33"
+	}
+	return ""
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/9harness/9harness/internal/harness"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,7 +21,7 @@ const claudeKey = "sk-ant-api03-realcli-mock-key-0123456789abcdefABCDEF-01234567
 var claudeCode = &cli{
 	harness: "claude",
 	pkg:     "@anthropic-ai/claude-code",
-	pinned:  "2.1.197",
+	pinned:  harness.Verified("claude"),
 	bin:     "claude",
 	configure: func(w *world, cwd string) []string {
 		// Onboarding done, the key approved, cwd trusted; other cwds of

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/9harness/9harness/internal/harness"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +24,7 @@ var codexNoDaemon = []string{"-c", "features.daemon_auto_start=false"}
 var codex = &cli{
 	harness: "codex",
 	pkg:     "@openai/codex",
-	pinned:  "0.169.0",
+	pinned:  harness.Verified("codex"),
 	bin:     "codex",
 	configure: func(w *world, cwd string) []string {
 		dir := filepath.Join(w.home, ".codex")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/9harness/9harness/internal/harness"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +17,7 @@ import (
 var gemini = &cli{
 	harness: "gemini",
 	pkg:     "@google/gemini-cli",
-	pinned:  "0.61.0",
+	pinned:  harness.Verified("gemini"),
 	bin:     "gemini",
 	configure: func(w *world, cwd string) []string {
 		dir := filepath.Join(w.home, ".gemini")

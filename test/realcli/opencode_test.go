@@ -3,6 +3,7 @@ package realcli
 import (
 	"database/sql"
 	"encoding/json"
+	"github.com/9harness/9harness/internal/harness"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 var opencode = &cli{
 	harness:     "opencode",
 	pkg:         "opencode-ai",
-	pinned:      "1.18.33",
+	pinned:      harness.Verified("opencode"),
 	bin:         "opencode",
 	argvVisible: true,
 	aliases:     map[string]string{"-m": "--model", "-s": "--session"},

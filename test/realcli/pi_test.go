@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/9harness/9harness/internal/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ import (
 var pi = &cli{
 	harness: "pi",
 	pkg:     "@mariozechner/pi-coding-agent",
-	pinned:  "0.73.1",
+	pinned:  harness.Verified("pi"),
 	bin:     "pi",
 	configure: func(w *world, cwd string) []string {
 		dir := filepath.Join(w.home, ".pi", "agent")
