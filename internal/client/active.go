@@ -43,6 +43,51 @@ type Agent struct {
 	Tmux       string   `json:"tmux"`
 	Transcript string   `json:"transcript,omitempty"` // the tree path of the live transcript
 	Agents     []string `json:"agents,omitempty"`     // sub-agents: names under agents/
+	Tokens     Tokens   `json:"tokens,omitempty"`     // token counts by name, where the harness records them
+}
+
+// Tokens are an agent's token counts by name (context, input, output,
+// cache_read, cache_write), as its tokens file gives them: one "NAME N"
+// line each, only the names the harness records.
+type Tokens map[string]int64
+
+// ParseTokens reads the tokens file's text; a malformed line is skipped.
+func ParseTokens(s string) Tokens {
+	var t Tokens
+	for _, ln := range strings.Split(s, "\n") {
+		name, num, ok := strings.Cut(strings.TrimSpace(ln), " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || name == "" {
+			continue
+		}
+		if t == nil {
+			t = Tokens{}
+		}
+		t[name] = n
+	}
+	return t
+}
+
+// UnmarshalJSON takes the object ps --json writes, or the file's text,
+// which is how /active/table carries it.
+func (t *Tokens) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*t = ParseTokens(s)
+		return nil
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*t = m
+	return nil
 }
 
 // Dir is the agent's directory in the tree.
@@ -265,7 +310,7 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 func (c *Client) Agent(harness string, pid int) (Agent, error) {
 	dir := AgentDir(harness, pid)
 	a := Agent{Harness: harness, PID: pid}
-	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string)}
+	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string), "tokens": new(string)}
 	ents, err := c.ReadDir(dir)
 	if err != nil {
 		if IsErrno(err, linux.ENOENT) {
@@ -320,6 +365,7 @@ func (c *Client) Agent(harness string, pid int) (Agent, error) {
 	if v, err := strconv.ParseInt(*nums["started"], 10, 64); err == nil {
 		a.Started = v
 	}
+	a.Tokens = ParseTokens(*nums["tokens"])
 	return a, nil
 }
 
