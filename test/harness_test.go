@@ -211,6 +211,25 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// Await returns the buffer once it holds every one of subs, or as it is
+// after 10 s. A daemon's stderr reaches the buffer through a pipe and a
+// copying goroutine, so a line the daemon wrote before it answered can
+// arrive after the answer; a loaded machine shows it.
+func (b *syncBuffer) Await(subs ...string) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := b.String()
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(out, s)
+		}
+		if all || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func netDial(sock string) (net.Conn, error) { return net.DialTimeout("unix", sock, 5*time.Second) }
 
 // readAtLeast reads until n frames arrived, the peer closed, or the deadline.

@@ -273,7 +273,7 @@ func TestMoveRefusals(t *testing.T) {
 		nohost:   {"zmx is not on the daemon's host path (/nonexistent)", "tmux is not on the daemon's host path (/nonexistent)"},
 		noresume: {"does not name claude, and claude is not on the daemon's resume path (/nonexistent"},
 	} {
-		out := dd.stderr.String()
+		out := dd.stderr.Await(append([]string{"message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53"}, reasons...)...)
 		for _, r := range reasons {
 			if !strings.Contains(out, r) {
 				t.Errorf("the audit lacks the reason %q:\n%s", r, out)

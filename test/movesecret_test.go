@@ -246,6 +246,9 @@ func TestMoveSecret(t *testing.T) {
 	if n := strings.Count(d.stderr.String(), secret); n != 0 {
 		t.Errorf("the audit holds the secret %d times", n)
 	}
+	eventually(t, func() bool {
+		return strings.Count(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55") >= workers*moves
+	}, "every move's end in the audit")
 	if n := strings.Count(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55"); n != workers*moves {
 		t.Errorf("%d moves journaled done, want %d", n, workers*moves)
 	}
@@ -476,7 +479,7 @@ func TestMoveOutcomeTrue(t *testing.T) {
 		t.Fatalf("a relaunch that died: %v, want EIO\n%s", err, d.stderr.String())
 	}
 	t.Logf("reported failed after %v", time.Since(start).Round(time.Second))
-	log := d.stderr.String()
+	log := d.stderr.Await("message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e56")
 	if strings.Contains(log, "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55") {
 		t.Errorf("the journal says moved:\n%s", log)
 	}

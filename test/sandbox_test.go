@@ -237,7 +237,7 @@ func TestSandboxDaemon(t *testing.T) {
 					t.Errorf("%s: the write was not refused:\n%s", name, out)
 				}
 			}
-			log := d.stderr.String()
+			log := d.stderr.Await("another user namespace than " + cfg.against)
 			for _, ns := range []string{"user"} {
 				if want := "another " + ns + " namespace than " + cfg.against + " (a sandbox)"; !strings.Contains(log, want) {
 					t.Errorf("the daemon's log does not say %q:\n%s", want, log)
