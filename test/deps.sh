@@ -2,7 +2,7 @@
 # Installs the Debian packages the tests need, when they are missing.
 # diod: diodls/diodcat/diodload, an independent 9P2000.L client nobody here wrote.
 # zstd: the tests decode fixtures with the real tool. tmux: the move's
-# real host. nix-bin: the offline Nix checks. groff: the man pages render
+# real host. nix-bin: the offline Nix checks. groff-base: groff, the man pages render
 # clean (groff -ww). zsh, fish: the shell completions load in the shells
 # they are for. As root also systemd, dbus, polkitd and openssh-server for
 # the system tests.
@@ -22,7 +22,7 @@ command -v tmux >/dev/null 2>&1 || missing="$missing tmux"
 command -v fzf >/dev/null 2>&1 || missing="$missing fzf"
 command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 command -v nix-instantiate >/dev/null 2>&1 || missing="$missing nix-bin"
-command -v groff >/dev/null 2>&1 || missing="$missing groff"
+command -v groff >/dev/null 2>&1 || missing="$missing groff-base"
 command -v zsh >/dev/null 2>&1 || missing="$missing zsh"
 command -v fish >/dev/null 2>&1 || missing="$missing fish"
 # The real-CLI tier installs the agent CLIs from npm (test/realcli).
