@@ -367,10 +367,16 @@ func TestLiveWriter(t *testing.T) {
 				return
 			}
 			commits.Add(1)
-			// A few hundred commits a second: far more than an agent's
-			// database sees, while leaving a snapshot (slow under -race)
-			// some quiet moments.
+			// Bursts of commits 2 ms apart, far more than an agent's
+			// database sees, then a quiet moment as an agent has between
+			// turns: a snapshot taken in a burst is refused as Busy or
+			// retried, and one must succeed in a quiet moment however
+			// slow the machine (under -race and load a snapshot of the
+			// growing file takes tens of milliseconds).
 			time.Sleep(2 * time.Millisecond)
+			if tx%25 == 0 {
+				time.Sleep(150 * time.Millisecond)
+			}
 			if tx%50 == 0 {
 				// Some truncating checkpoints too: the -wal empties.
 				w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
