@@ -107,8 +107,8 @@ func main() {
 		os.Exit(2)
 	}
 	// No core files from the servers: a crash is reported (see stop), and
-	// a core dump (one diod's was 750 MiB) would be written in the middle
-	// of a measurement.
+	// a core dump of a server with a large msize runs to hundreds of MiB,
+	// written in the middle of a measurement.
 	var rl syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_CORE, &rl) == nil {
 		rl.Cur = 0
