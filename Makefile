@@ -29,10 +29,13 @@ deps:
 
 vet:
 	$(GO) vet ./...
+	cd internal/ninep/p9fork && $(GO) vet ./p9/
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
+	# The p9 fork is a module of its own: ./... does not enter it.
+	cd internal/ninep/p9fork && $(GO) test -race -count=1 ./p9/
 
 # The real-CLI tier (test/realcli, part of make test) against the newest
 # published Claude Code, Codex and pi instead of the pinned ones: the

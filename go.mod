@@ -20,3 +20,6 @@ require (
 	github.com/ncruces/julianday v1.0.0 // indirect
 	github.com/u-root/uio v0.0.0-20230305220412-3e8cd9d6bf63 // indirect
 )
+
+// The 9P2000.L engine, patched in the repository (internal/ninep/p9fork/PATCHES).
+replace github.com/hugelgupf/p9 => ./internal/ninep/p9fork
