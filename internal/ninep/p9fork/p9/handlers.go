@@ -228,6 +228,9 @@ func (t *tremove) handle(cs *connState) message {
 //
 // We don't support authentication, so this just returns ENOSYS.
 func (t *tauth) handle(cs *connState) message {
+	if cs.server.authErr != nil {
+		return newErr(cs.server.authErr)
+	}
 	return newErr(linux.ENOSYS)
 }
 

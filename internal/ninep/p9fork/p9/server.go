@@ -49,6 +49,9 @@ type Server struct {
 
 	// log is a logger to log to, if specified.
 	log ulog.Logger
+
+	// authErr, if not nil, answers every Tauth (WithAuthError).
+	authErr error
 }
 
 // ServerOpt is an optional config for a new server.
@@ -58,6 +61,16 @@ type ServerOpt func(s *Server)
 func WithServerLogger(l ulog.Logger) ServerOpt {
 	return func(s *Server) {
 		s.log = l
+	}
+}
+
+// WithAuthError makes the server answer every Tauth with err (an
+// Rlerror of its errno) instead of ENOSYS. diod's client library
+// (libnpclient: diodls, diodcat, ...) takes only success or ENOENT to mean
+// "no authentication required", so it needs linux.ENOENT here.
+func WithAuthError(err error) ServerOpt {
+	return func(s *Server) {
+		s.authErr = err
 	}
 }
 

@@ -1,0 +1,360 @@
+package p9_test
+
+// Tests of the patches listed in ../PATCHES, driven byte by byte: each
+// sends the frames a client (or an attacker) sends, and checks the replies
+// in the order they reach the socket.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hugelgupf/p9/fsimpl/templatefs"
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// Message types used here (9P2000.L).
+const (
+	tRlerror      = 7
+	tTlopen       = 12
+	tRlopen       = 13
+	tTgetattr     = 24
+	tRgetattr     = 25
+	tTxattrwalk   = 30
+	tTxattrcreate = 32
+	tTreaddir     = 40
+	tTversion     = 100
+	tRversion     = 101
+	tTauth        = 102
+	tTattach      = 104
+	tRattach      = 105
+	tTflush       = 108
+	tRflush       = 109
+	tTwalk        = 110
+	tRwalk        = 111
+	tTread        = 116
+	tRread        = 117
+	tTclunk       = 120
+	tRclunk       = 121
+	noFID         = ^uint32(0)
+)
+
+// testFS is a root directory holding "file" (its content) and "slow", whose
+// reads block until the request is cancelled or release is closed.
+type testFS struct {
+	content []byte
+	release chan struct{}
+	// blocked counts reads of slow in progress; entered is signalled by
+	// each one as it starts.
+	mu      sync.Mutex
+	blocked int
+	entered chan struct{}
+}
+
+func newTestFS() *testFS {
+	return &testFS{content: []byte("hello, world"), release: make(chan struct{}), entered: make(chan struct{}, 1024)}
+}
+
+func (fs *testFS) Attach() (p9.File, error) { return &node{fs: fs, name: "/"}, nil }
+
+type node struct {
+	templatefs.NoopFile
+	fs   *testFS
+	name string
+}
+
+func (n *node) qid() p9.QID {
+	switch n.name {
+	case "/":
+		return p9.QID{Type: p9.TypeDir, Path: 1}
+	case "file":
+		return p9.QID{Type: p9.TypeRegular, Path: 2}
+	}
+	return p9.QID{Type: p9.TypeRegular, Path: 3}
+}
+
+func (n *node) Walk(names []string) ([]p9.QID, p9.File, error) {
+	if len(names) == 0 {
+		return nil, &node{fs: n.fs, name: n.name}, nil
+	}
+	if n.name != "/" || len(names) != 1 || (names[0] != "file" && names[0] != "slow") {
+		return nil, nil, linux.ENOENT
+	}
+	c := &node{fs: n.fs, name: names[0]}
+	return []p9.QID{c.qid()}, c, nil
+}
+
+func (n *node) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	mode := p9.ModeRegular | 0o444
+	if n.name == "/" {
+		mode = p9.ModeDirectory | 0o555
+	}
+	return n.qid(), p9.AttrMask{Mode: true, Size: true}, p9.Attr{Mode: mode, Size: uint64(len(n.fs.content))}, nil
+}
+
+func (n *node) Open(p9.OpenFlags) (p9.QID, uint32, error) { return n.qid(), 0, nil }
+
+func (n *node) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(n.fs.content)) {
+		return 0, io.EOF
+	}
+	return copy(p, n.fs.content[off:]), nil
+}
+
+// ReadAtContext is the blocking read of slow; file reads through ReadAt.
+func (n *node) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if n.name != "slow" {
+		return n.ReadAt(p, off)
+	}
+	n.fs.mu.Lock()
+	n.fs.blocked++
+	n.fs.mu.Unlock()
+	defer func() {
+		n.fs.mu.Lock()
+		n.fs.blocked--
+		n.fs.mu.Unlock()
+	}()
+	n.fs.entered <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return 0, linux.EINTR
+	case <-n.fs.release:
+		return copy(p, "event"), nil
+	}
+}
+
+// Blocking reports that reads of slow wait for an event.
+func (n *node) Blocking() bool { return n.name == "slow" }
+
+func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	return nil, io.EOF
+}
+
+// rawConn is a client that speaks 9P as bytes.
+type rawConn struct {
+	t    *testing.T
+	c    net.Conn
+	done chan struct{} // closed when the server's Handle returned
+}
+
+// socketPair returns both ends of a unix stream socket pair.
+func socketPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return conn(fds[0]), conn(fds[1])
+}
+
+// serve starts a server for fs on one end of a socket pair and returns a
+// client on the other.
+func serve(t *testing.T, fs p9.Attacher, opts ...p9.ServerOpt) *rawConn {
+	t.Helper()
+	sc, cc := socketPair(t)
+	r := &rawConn{t: t, c: cc, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		p9.NewServer(fs, opts...).Handle(sc, sc)
+	}()
+	t.Cleanup(func() {
+		cc.Close()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("server did not return after the client hung up")
+		}
+	})
+	return r
+}
+
+// frame builds a message of type typ and tag from fields: uint8, uint16,
+// uint32, uint64, string ([s]) and []byte (raw).
+func frame(typ uint8, tag uint16, fields ...any) []byte {
+	b := []byte{0, 0, 0, 0, typ, byte(tag), byte(tag >> 8)}
+	for _, f := range fields {
+		switch v := f.(type) {
+		case uint8:
+			b = append(b, v)
+		case uint16:
+			b = binary.LittleEndian.AppendUint16(b, v)
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case int:
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		case uint64:
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case string:
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		case []byte:
+			b = append(b, v...)
+		default:
+			panic(fmt.Sprintf("frame: %T", f))
+		}
+	}
+	binary.LittleEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+func (r *rawConn) write(b []byte) {
+	r.t.Helper()
+	r.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.c.Write(b); err != nil {
+		r.t.Fatalf("write: %v", err)
+	}
+}
+
+func (r *rawConn) send(typ uint8, tag uint16, fields ...any) {
+	r.t.Helper()
+	r.write(frame(typ, tag, fields...))
+}
+
+type reply struct {
+	typ  uint8
+	tag  uint16
+	body []byte
+}
+
+func (m reply) errno() uint32 {
+	if m.typ != tRlerror || len(m.body) < 4 {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(m.body)
+}
+
+func (m reply) String() string {
+	if m.typ == tRlerror {
+		return fmt.Sprintf("Rlerror(tag %d, errno %d)", m.tag, m.errno())
+	}
+	return fmt.Sprintf("R%d(tag %d, %d bytes)", m.typ, m.tag, len(m.body))
+}
+
+// recvErr reads one reply, waiting at most d.
+func (r *rawConn) recvErr(d time.Duration) (reply, error) {
+	r.c.SetReadDeadline(time.Now().Add(d))
+	var h [7]byte
+	if _, err := io.ReadFull(r.c, h[:]); err != nil {
+		return reply{}, err
+	}
+	size := binary.LittleEndian.Uint32(h[:])
+	if size < 7 || size > 8<<20 {
+		return reply{}, fmt.Errorf("reply size %d", size)
+	}
+	body := make([]byte, size-7)
+	if _, err := io.ReadFull(r.c, body); err != nil {
+		return reply{}, err
+	}
+	return reply{typ: h[4], tag: binary.LittleEndian.Uint16(h[5:]), body: body}, nil
+}
+
+func (r *rawConn) recv() reply {
+	r.t.Helper()
+	m, err := r.recvErr(10 * time.Second)
+	if err != nil {
+		r.t.Fatalf("recv: %v", err)
+	}
+	return m
+}
+
+// expect reads one reply and checks its type and tag.
+func (r *rawConn) expect(typ uint8, tag uint16) reply {
+	r.t.Helper()
+	m := r.recv()
+	if m.typ != typ || m.tag != tag {
+		r.t.Fatalf("got %v, want R%d(tag %d)", m, typ, tag)
+	}
+	return m
+}
+
+// expectErr reads one reply and checks it is Rlerror(errno) for tag.
+func (r *rawConn) expectErr(tag uint16, errno linux.Errno) {
+	r.t.Helper()
+	m := r.recv()
+	if m.typ != tRlerror || m.tag != tag || m.errno() != uint32(errno) {
+		r.t.Fatalf("got %v, want Rlerror(tag %d, errno %d)", m, tag, errno)
+	}
+}
+
+// expectClosed checks that the server ends the connection within d.
+func (r *rawConn) expectClosed(d time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		m, err := r.recvErr(time.Until(deadline))
+		if err == nil {
+			continue // replies to what came before are fine
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			r.t.Fatalf("connection still open after %v", d)
+		}
+		_ = m
+		return
+	}
+}
+
+// version negotiates msize and returns the granted one.
+func (r *rawConn) version(msize uint32) uint32 {
+	r.t.Helper()
+	r.send(tTversion, 0xFFFF, msize, "9P2000.L")
+	m := r.expect(tRversion, 0xFFFF)
+	return binary.LittleEndian.Uint32(m.body)
+}
+
+// session negotiates, attaches fid 0 to the root and returns the msize.
+func (r *rawConn) session(msize uint32) uint32 {
+	r.t.Helper()
+	got := r.version(msize)
+	r.send(tTattach, 1, uint32(0), noFID, "u", "", uint32(0))
+	r.expect(tRattach, 1)
+	return got
+}
+
+// walkOpen walks fid 0 to name as fid and opens it read-only.
+func (r *rawConn) walkOpen(fid uint32, name string) {
+	r.t.Helper()
+	r.send(tTwalk, 2, uint32(0), fid, uint16(1), name)
+	r.expect(tRwalk, 2)
+	r.send(tTlopen, 3, fid, uint32(0))
+	r.expect(tRlopen, 3)
+}
+
+func TestAuthError(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []p9.ServerOpt
+		errno linux.Errno
+	}{
+		{"stock", nil, linux.ENOSYS},
+		{"ENOENT", []p9.ServerOpt{p9.WithAuthError(linux.ENOENT)}, linux.ENOENT},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := serve(t, newTestFS(), tc.opts...)
+			r.version(8192)
+			r.send(tTauth, 5, uint32(1), "u", "", uint32(0))
+			r.expectErr(5, tc.errno)
+			// The session goes on.
+			r.send(tTattach, 6, uint32(0), noFID, "u", "", uint32(0))
+			r.expect(tRattach, 6)
+		})
+	}
+}
