@@ -63,6 +63,9 @@ func (t *tversion) handle(cs *connState) message {
 	if t.MSize > maximumLength {
 		msize = maximumLength
 	}
+	if max := cs.server.maxMsize; max != 0 && msize > max {
+		msize = max
+	}
 
 	reqBaseVersion, reqVersion, ok := parseVersion(t.Version)
 	if !ok {
@@ -699,6 +702,22 @@ func (t *treadlink) handle(cs *connState) message {
 	return &rreadlink{target}
 }
 
+// rreadHeaderLength is the size of an Rread before its data: size[4]
+// type[1] tag[2] count[4].
+const rreadHeaderLength = headerLength + 4
+
+// readLimit is the largest count an Rread of the negotiated msize holds.
+func (cs *connState) readLimit() uint32 {
+	msize := atomic.LoadUint32(&cs.messageSize)
+	if msize == 0 {
+		msize = maximumLength
+	}
+	if msize < rreadHeaderLength {
+		return 0
+	}
+	return msize - rreadHeaderLength
+}
+
 // handle implements handler.handle.
 func (t *tread) handle(cs *connState) message {
 	// Lookup the fid.
@@ -711,6 +730,13 @@ func (t *tread) handle(cs *connState) message {
 	// Constrain the size of the read buffer.
 	if int(t.Count) > int(maximumLength) {
 		return newErr(linux.ENOBUFS)
+	}
+	// An Rread carries at most msize-11 bytes (header and count[4]): the
+	// read buffer is msize bytes, and a larger Rread would be refused by
+	// the client. A count above it asks for a short read, which 9P allows.
+	count := t.Count
+	if limit := cs.readLimit(); count > limit {
+		count = limit
 	}
 
 	var n int
@@ -730,7 +756,7 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EPERM
 			}
 
-			n, err = ref.file.ReadAt(dataBuf[:t.Count], int64(t.Offset))
+			n, err = ref.file.ReadAt(dataBuf[:count], int64(t.Offset))
 			return err
 
 		case xattrWalk:
@@ -749,11 +775,11 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EINVAL
 			}
 
-			if t.Offset+uint64(t.Count) > uint64(len(ref.pendingXattr.buf)) {
+			if t.Offset+uint64(count) > uint64(len(ref.pendingXattr.buf)) {
 				return linux.EINVAL
 			}
 
-			n = copy(dataBuf[:t.Count], ref.pendingXattr.buf[t.Offset:])
+			n = copy(dataBuf[:count], ref.pendingXattr.buf[t.Offset:])
 			return nil
 		default:
 			return linux.EINVAL
@@ -1043,6 +1069,12 @@ func (t *treaddir) handle(cs *connState) message {
 	}
 	defer ref.DecRef()
 
+	// Like an Rread, an Rreaddir holds at most msize-11 bytes of entries.
+	count := t.Count
+	if limit := cs.readLimit(); count > limit {
+		count = limit
+	}
+
 	var entries []Dirent
 	if err := ref.safelyRead(func() (err error) {
 		// Don't allow reading deleted directories.
@@ -1056,7 +1088,7 @@ func (t *treaddir) handle(cs *connState) message {
 		}
 
 		// Read the entries.
-		entries, err = ref.file.Readdir(t.Offset, t.Count)
+		entries, err = ref.file.Readdir(t.Offset, count)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
@@ -1065,7 +1097,7 @@ func (t *treaddir) handle(cs *connState) message {
 		return newErr(err)
 	}
 
-	return &rreaddir{Count: t.Count, Entries: entries}
+	return &rreaddir{Count: count, Entries: entries}
 }
 
 // handle implements handler.handle.

@@ -358,3 +358,46 @@ func TestAuthError(t *testing.T) {
 		})
 	}
 }
+
+// bigFS serves a "file" of size bytes.
+func bigFS(size int) *testFS {
+	fs := newTestFS()
+	fs.content = make([]byte, size)
+	for i := range fs.content {
+		fs.content[i] = byte(i)
+	}
+	return fs
+}
+
+func TestMaxMessageSize(t *testing.T) {
+	for _, tc := range []struct {
+		max, ask, want uint32
+	}{
+		{0, 16 << 20, 4 << 20}, // the library's own ceiling
+		{64 << 10, 16 << 20, 64 << 10},
+		{64 << 10, 8192, 8192},
+	} {
+		r := serve(t, newTestFS(), p9.WithMaxMessageSize(tc.max))
+		if got := r.version(tc.ask); got != tc.want {
+			t.Errorf("max %d, asked %d: granted %d, want %d", tc.max, tc.ask, got, tc.want)
+		}
+	}
+}
+
+// A Tread count above msize-11 is clamped: no panic (EFAULT), no Rread
+// larger than msize.
+func TestReadClamped(t *testing.T) {
+	const msize = 8192
+	r := serve(t, bigFS(64<<10))
+	if got := r.session(msize); got != msize {
+		t.Fatalf("msize %d", got)
+	}
+	r.walkOpen(5, "file")
+	for _, count := range []uint32{msize - 11, msize, 65536, 1 << 22} {
+		r.send(tTread, 9, uint32(5), uint64(0), count)
+		m := r.expect(tRread, 9)
+		if n := binary.LittleEndian.Uint32(m.body); n != msize-11 || len(m.body)+7 != msize {
+			t.Fatalf("count %d: Rread of %d data bytes, frame %d bytes; want %d, %d", count, n, len(m.body)+7, msize-11, msize)
+		}
+	}
+}

@@ -52,6 +52,10 @@ type Server struct {
 
 	// authErr, if not nil, answers every Tauth (WithAuthError).
 	authErr error
+
+	// maxMsize, if not 0, caps the msize a Tversion is granted
+	// (WithMaxMessageSize).
+	maxMsize uint32
 }
 
 // ServerOpt is an optional config for a new server.
@@ -71,6 +75,15 @@ func WithServerLogger(l ulog.Logger) ServerOpt {
 func WithAuthError(err error) ServerOpt {
 	return func(s *Server) {
 		s.authErr = err
+	}
+}
+
+// WithMaxMessageSize caps the msize granted to a client below the
+// library's own 4 MiB ceiling. A server sizes what it reads and writes by
+// msize, so this is the bound on the memory one request can make it hold.
+func WithMaxMessageSize(msize uint32) ServerOpt {
+	return func(s *Server) {
+		s.maxMsize = msize
 	}
 }
 
