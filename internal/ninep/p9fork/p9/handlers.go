@@ -989,6 +989,9 @@ func (t *tsetattr) handle(cs *connState) message {
 
 // handle implements handler.handle.
 func (t *txattrwalk) handle(cs *connState) message {
+	if cs.server.noXattrs {
+		return newErr(linux.EOPNOTSUPP)
+	}
 	// Lookup the fid.
 	ref, ok := cs.LookupFID(t.fid)
 	if !ok {
@@ -1037,6 +1040,9 @@ func (t *txattrwalk) handle(cs *connState) message {
 
 // handle implements handler.handle.
 func (t *txattrcreate) handle(cs *connState) message {
+	if cs.server.noXattrs {
+		return newErr(linux.EOPNOTSUPP)
+	}
 	// Lookup the fid.
 	ref, ok := cs.LookupFID(t.fid)
 	if !ok {

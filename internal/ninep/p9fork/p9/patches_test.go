@@ -401,3 +401,50 @@ func TestReadClamped(t *testing.T) {
 		}
 	}
 }
+
+// xattrFS is a testFS whose files accept any xattr (as a File that
+// implements them would), so that only the server's refusal stops a
+// client from making it buffer a value.
+type xattrFS struct{ *testFS }
+
+func (fs xattrFS) Attach() (p9.File, error) { return &xattrNode{node{fs: fs.testFS, name: "/"}}, nil }
+
+type xattrNode struct{ node }
+
+func (n *xattrNode) Walk(names []string) ([]p9.QID, p9.File, error) {
+	q, f, err := n.node.Walk(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q, &xattrNode{*f.(*node)}, nil
+}
+func (n *xattrNode) SetXattr(string, []byte, p9.XattrFlags) error { return nil }
+func (n *xattrNode) GetXattr(string) ([]byte, error)              { return []byte("v"), nil }
+func (n *xattrNode) ListXattrs() ([]string, error)                { return []string{"user.a"}, nil }
+
+func TestWithoutXattrs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []p9.ServerOpt
+		refuse bool
+	}{
+		{"stock", nil, false},
+		{"refused", []p9.ServerOpt{p9.WithoutXattrs()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := serve(t, xattrFS{newTestFS()}, tc.opts...)
+			r.session(8192)
+			// Txattrcreate of 2^50 bytes on a clone of the root.
+			r.send(tTwalk, 2, uint32(0), uint32(7), uint16(0))
+			r.expect(tRwalk, 2)
+			r.send(tTxattrcreate, 4, uint32(7), "user.big", uint64(1)<<50, uint32(0))
+			if m := r.recv(); tc.refuse != (m.typ == tRlerror) || (tc.refuse && m.errno() != uint32(linux.EOPNOTSUPP)) {
+				t.Fatalf("Txattrcreate: %v (refuse %v)", m, tc.refuse)
+			}
+			r.send(tTxattrwalk, 5, uint32(0), uint32(8), "user.a")
+			if m := r.recv(); tc.refuse != (m.typ == tRlerror) || (tc.refuse && m.errno() != uint32(linux.EOPNOTSUPP)) {
+				t.Fatalf("Txattrwalk: %v (refuse %v)", m, tc.refuse)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ type Server struct {
 	// maxMsize, if not 0, caps the msize a Tversion is granted
 	// (WithMaxMessageSize).
 	maxMsize uint32
+
+	// noXattrs refuses Txattrwalk and Txattrcreate (WithoutXattrs).
+	noXattrs bool
 }
 
 // ServerOpt is an optional config for a new server.
@@ -84,6 +87,18 @@ func WithAuthError(err error) ServerOpt {
 func WithMaxMessageSize(msize uint32) ServerOpt {
 	return func(s *Server) {
 		s.maxMsize = msize
+	}
+}
+
+// WithoutXattrs makes the server refuse Txattrwalk and Txattrcreate at
+// once with EOPNOTSUPP, without calling the File. Why: the server buffers
+// an xattr value in memory until the fid is clunked, up to the size the
+// client announces in Txattrcreate (any 64-bit number), and a Txattrwalk
+// holds the whole value or listing; a server whose files have no extended
+// attributes need not let a client make it hold either.
+func WithoutXattrs() ServerOpt {
+	return func(s *Server) {
+		s.noXattrs = true
 	}
 }
 
