@@ -239,6 +239,9 @@ func (t *tauth) handle(cs *connState) message {
 
 // handle implements handler.handle.
 func (t *tattach) handle(cs *connState) message {
+	if err := cs.fidRoom(t.fid); err != nil {
+		return newErr(err)
+	}
 	// Ensure no authentication fid is provided.
 	if t.Auth.Authenticationfid != noFID {
 		return newErr(linux.EINVAL)
@@ -992,6 +995,9 @@ func (t *txattrwalk) handle(cs *connState) message {
 	if cs.server.noXattrs {
 		return newErr(linux.EOPNOTSUPP)
 	}
+	if err := cs.fidRoom(t.newFID); err != nil {
+		return newErr(err)
+	}
 	// Lookup the fid.
 	ref, ok := cs.LookupFID(t.fid)
 	if !ok {
@@ -1323,6 +1329,9 @@ func doWalk(cs *connState, ref *fidRef, names []string, getattr bool) (qids []QI
 
 // handle implements handler.handle.
 func (t *twalk) handle(cs *connState) message {
+	if err := cs.fidRoom(t.newFID); err != nil {
+		return newErr(err)
+	}
 	// Lookup the fid.
 	ref, ok := cs.LookupFID(t.fid)
 	if !ok {
@@ -1359,6 +1368,9 @@ func (t *twalk) handle(cs *connState) message {
 
 // handle implements handler.handle.
 func (t *twalkgetattr) handle(cs *connState) message {
+	if err := cs.fidRoom(t.newFID); err != nil {
+		return newErr(err)
+	}
 	// Lookup the fid.
 	ref, ok := cs.LookupFID(t.fid)
 	if !ok {

@@ -448,3 +448,25 @@ func TestWithoutXattrs(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxFIDs(t *testing.T) {
+	const max = 10
+	r := serve(t, newTestFS(), p9.WithMaxFIDs(max))
+	r.session(8192) // fid 0
+	for fid := uint32(1); fid < max; fid++ {
+		r.send(tTwalk, 2, uint32(0), fid, uint16(1), "file")
+		r.expect(tRwalk, 2)
+	}
+	r.send(tTwalk, 2, uint32(0), uint32(max), uint16(1), "file")
+	r.expectErr(2, linux.EMFILE)
+	r.send(tTattach, 2, uint32(max), noFID, "u", "", uint32(0))
+	r.expectErr(2, linux.EMFILE)
+	// Walking onto a fid it holds replaces it: allowed at the bound.
+	r.send(tTwalk, 2, uint32(0), uint32(3), uint16(0))
+	r.expect(tRwalk, 2)
+	// A clunk makes room.
+	r.send(tTclunk, 2, uint32(5))
+	r.expect(tRclunk, 2)
+	r.send(tTwalk, 2, uint32(0), uint32(max), uint16(1), "file")
+	r.expect(tRwalk, 2)
+}
