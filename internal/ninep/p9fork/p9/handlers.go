@@ -89,6 +89,12 @@ func (t *tversion) handle(cs *connState) message {
 		}
 	}
 
+	// "A successful version request initializes the connection. All
+	// outstanding I/O on the connection is aborted; all active fids are
+	// freed (`clunked') automatically." - version(5). Without this a
+	// client's second Tversion kept every fid of the first session.
+	cs.resetSession()
+
 	// From Tversion(9P): "The server may respond with the client’s version
 	// string, or a version string identifying an earlier defined protocol version".
 	atomic.StoreUint32(&cs.messageSize, msize)

@@ -470,3 +470,20 @@ func TestMaxFIDs(t *testing.T) {
 	r.send(tTwalk, 2, uint32(0), uint32(max), uint16(1), "file")
 	r.expect(tRwalk, 2)
 }
+
+// A Tversion in mid-session starts a new session: the old fids are gone.
+func TestVersionResetsSession(t *testing.T) {
+	r := serve(t, newTestFS(), p9.WithMaxFIDs(4))
+	r.session(8192)
+	r.walkOpen(5, "file")
+	r.version(8192)
+	r.send(tTread, 9, uint32(5), uint64(0), uint32(64))
+	r.expectErr(9, linux.EBADF)
+	r.send(tTgetattr, 9, uint32(0), uint64(0x7ff))
+	r.expectErr(9, linux.EBADF)
+	// And their slots are free again.
+	for fid := uint32(10); fid < 14; fid++ {
+		r.send(tTattach, 1, fid, noFID, "u", "", uint32(0))
+		r.expect(tRattach, 1)
+	}
+}

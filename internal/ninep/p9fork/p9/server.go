@@ -466,6 +466,19 @@ func (cs *connState) InsertFID(fid fid, newRef *fidRef) {
 	cs.fids[fid] = newRef
 }
 
+// resetSession clunks every fid of the connection, as a Tversion does.
+// Requests in flight keep the references they hold, so a File is closed
+// once the last of them is done with it.
+func (cs *connState) resetSession() {
+	cs.fidMu.Lock()
+	old := cs.fids
+	cs.fids = make(map[fid]*fidRef)
+	cs.fidMu.Unlock()
+	for _, ref := range old {
+		ref.DecRef()
+	}
+}
+
 // fidRoom reports EMFILE if installing fid would take the connection past
 // its fid bound. Requests run concurrently, so the bound may be overshot by
 // the requests in flight at once, never more.
