@@ -123,8 +123,17 @@ func (t *tversion) handle(cs *connState) message {
 }
 
 // handle implements handler.handle.
+//
+// Rflush is written only after the reply to the flushed request: the client
+// may reuse oldtag as soon as it reads Rflush, and would take a late reply
+// to the old request for the answer to its new one. t.old was looked up
+// when the Tflush was read (handleRequests); nil means there is nothing in
+// flight to wait for (done already, never sent, or the Tflush's own tag).
 func (t *tflush) handle(cs *connState) message {
-	cs.WaitTag(t.OldTag)
+	if old := t.old; old != nil {
+		t.old = nil
+		<-old.sent
+	}
 	return &rflush{}
 }
 

@@ -125,6 +125,10 @@ func (r *rversion) String() string {
 type tflush struct {
 	// OldTag is the tag to wait on.
 	OldTag tag
+
+	// old is the request OldTag names, if it is in flight
+	// (handleRequests).
+	old *tagState
 }
 
 // decode implements encoder.decode.

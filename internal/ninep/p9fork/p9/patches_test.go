@@ -105,6 +105,10 @@ func (n *node) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 func (n *node) Open(p9.OpenFlags) (p9.QID, uint32, error) { return n.qid(), 0, nil }
 
 func (n *node) ReadAt(p []byte, off int64) (int, error) {
+	if n.name == "slow" {
+		// A server that knows no ReadAtContext waits for the event.
+		return n.ReadAtContext(context.Background(), p, off)
+	}
 	if off >= int64(len(n.fs.content)) {
 		return 0, io.EOF
 	}
@@ -485,5 +489,84 @@ func TestVersionResetsSession(t *testing.T) {
 	for fid := uint32(10); fid < 14; fid++ {
 		r.send(tTattach, 1, fid, noFID, "u", "", uint32(0))
 		r.expect(tRattach, 1)
+	}
+}
+
+// waitEntered waits until n reads of slow have started.
+func (fs *testFS) waitEntered(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-fs.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read of slow never started")
+		}
+	}
+}
+
+// expectNothing checks that no reply arrives within d.
+func (r *rawConn) expectNothing(d time.Duration) {
+	r.t.Helper()
+	if m, err := r.recvErr(d); err == nil {
+		r.t.Fatalf("unexpected %v", m)
+	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+		r.t.Fatalf("recv: %v", err)
+	}
+}
+
+// Rflush follows the reply to the request it flushes; a Tflush of an idle
+// tag or of its own tag is answered at once.
+func TestFlushOrder(t *testing.T) {
+	fs := newTestFS()
+	r := serve(t, fs)
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	r.send(tTflush, 11, uint16(10))
+	r.send(tTflush, 12, uint16(99)) // idle tag
+	r.expect(tRflush, 12)
+	r.send(tTflush, 13, uint16(13)) // itself
+	r.expect(tRflush, 13)
+	r.expectNothing(100 * time.Millisecond)
+	close(fs.release)
+	r.expect(tRread, 10)
+	r.expect(tRflush, 11)
+}
+
+// runFlushRounds pipelines, rounds times, a Tread of file and a Tflush of
+// it, then reuses the read's tag at once, and counts the rounds where
+// Rflush came before the read's reply or the reused tag got the old reply.
+func runFlushRounds(t *testing.T, r *rawConn, rounds int) (flushFirst, stale int) {
+	t.Helper()
+	for i := 0; i < rounds; i++ {
+		r.write(append(frame(tTread, 10, uint32(5), uint64(0), uint32(64)), frame(tTflush, 11, uint16(10))...))
+		var order []uint8
+		for len(order) < 2 {
+			m := r.recv()
+			order = append(order, m.typ)
+		}
+		if order[0] == tRflush {
+			flushFirst++
+			if order[1] == tRread {
+				// The Rread already arrived after the Rflush: had the client reused tag 10, it would have taken this reply.
+				stale++
+			}
+		}
+		r.send(tTgetattr, 10, uint32(5), uint64(0x7ff))
+		if m := r.recv(); m.typ != tRgetattr || m.tag != 10 {
+			stale++
+			t.Logf("reused tag got %v", m)
+		}
+	}
+	return flushFirst, stale
+}
+
+func TestFlushRounds(t *testing.T) {
+	r := serve(t, newTestFS())
+	r.session(8192)
+	r.walkOpen(5, "file")
+	if first, stale := runFlushRounds(t, r, 500); first != 0 || stale != 0 {
+		t.Fatalf("500 rounds: Rflush before the reply %d times, stale reply %d times", first, stale)
 	}
 }

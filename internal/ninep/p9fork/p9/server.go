@@ -142,12 +142,10 @@ type connState struct {
 	fidMu sync.Mutex
 	fids  map[fid]*fidRef
 
-	// tags is the set of active tags.
-	//
-	// The given channel is closed when the
-	// tag is finished with processing.
+	// tags is the set of active tags: requests read whose reply has not
+	// been written yet.
 	tagMu sync.Mutex
-	tags  map[tag]chan struct{}
+	tags  map[tag]*tagState
 
 	// messageSize is the maximum message size. The server does not
 	// do automatic splitting of messages.
@@ -165,21 +163,7 @@ type connState struct {
 	// pendingWg counts requests that are still being handled.
 	pendingWg sync.WaitGroup
 
-	// recvMu serializes receiving from t.
-	recvMu sync.Mutex
-
-	// recvIdle is the number of goroutines in handleRequests() attempting to
-	// lock recvMu so that they can receive from t. recvIdle is accessed
-	// using atomic memory operations.
-	recvIdle int32
-
-	// If recvShutdown is true, at least one goroutine has observed a
-	// connection error while receiving from t, and all goroutines in
-	// handleRequests() should exit immediately. recvShutdown is protected
-	// by recvMu.
-	recvShutdown bool
-
-	// sendMu serializes sending to r.
+	// sendMu serializes sending to r, and clearing a tag with it.
 	sendMu sync.Mutex
 
 	// t reads T messages and r write R messages
@@ -509,135 +493,114 @@ func (cs *connState) DeleteFID(fid fid) error {
 	return fidRef.DecRef()
 }
 
+// tagState is a request in flight.
+type tagState struct {
+	// sent is closed once the request's reply has been written (or
+	// has failed to be).
+	sent chan struct{}
+}
+
 // StartTag starts handling the tag.
 //
 // False is returned if this tag is already active.
-func (cs *connState) StartTag(t tag) bool {
+func (cs *connState) StartTag(t tag) (*tagState, bool) {
 	cs.tagMu.Lock()
 	defer cs.tagMu.Unlock()
-	_, ok := cs.tags[t]
-	if ok {
-		return false
+	if _, ok := cs.tags[t]; ok {
+		return nil, false
 	}
-	cs.tags[t] = make(chan struct{})
-	return true
+	st := &tagState{sent: make(chan struct{})}
+	cs.tags[t] = st
+	return st, true
 }
 
-// ClearTag finishes handling a tag.
+// lookupTag returns the request in flight under t, or nil.
+func (cs *connState) lookupTag(t tag) *tagState {
+	cs.tagMu.Lock()
+	defer cs.tagMu.Unlock()
+	return cs.tags[t]
+}
+
+// ClearTag finishes handling a tag. It is called under sendMu, just before
+// the tag's reply is written: the client may reuse the tag as soon as it
+// reads the reply, and a Tflush read from now on finds the tag gone and is
+// answered at once, with an Rflush that sendMu orders after this reply.
 func (cs *connState) ClearTag(t tag) {
 	cs.tagMu.Lock()
 	defer cs.tagMu.Unlock()
-	ch, ok := cs.tags[t]
-	if !ok {
+	if _, ok := cs.tags[t]; !ok {
 		// Should never happen.
 		panic("unused tag cleared")
 	}
 	delete(cs.tags, t)
-
-	// Notify.
-	close(ch)
 }
 
-// Waittag waits for a tag to finish.
-func (cs *connState) WaitTag(t tag) {
-	cs.tagMu.Lock()
-	ch, ok := cs.tags[t]
-	cs.tagMu.Unlock()
-	if !ok {
-		return
-	}
-
-	// Wait for close.
-	<-ch
-}
-
-// handleRequest handles a single request.
+// handleRequests reads the connection's requests, one after the other, and
+// runs each in a goroutine of its own, until the connection fails.
 //
-// The recvDone channel is signaled when recv is done (with a error if
-// necessary). The sendDone channel is signaled with the result of the send.
-func (cs *connState) handleRequest() bool {
-	cs.pendingWg.Add(1)
+// Every request is registered (StartTag) here, in the order the client sent
+// them, before any handler runs: a Tflush then always finds the request it
+// names if that request came before it and is not answered yet, and waits
+// for that reply (see tflush.handle). Its oldtag is looked up before its own
+// tag is started, so a Tflush naming itself finds nothing to wait for.
+func (cs *connState) handleRequests() {
+	for {
+		messageSize := atomic.LoadUint32(&cs.messageSize)
+		if messageSize == 0 {
+			// Default or not yet negotiated.
+			messageSize = maximumLength
+		}
+
+		tag, m, err := recv(cs.server.log, cs.t, messageSize, msgDotLRegistry.get)
+		if errSocket, ok := err.(ConnError); ok {
+			if errSocket.error != io.EOF {
+				// Connection problem; stop serving.
+				cs.server.log.Printf("p9.recv: %v", errSocket.error)
+			}
+			return
+		}
+		if err != nil {
+			// Not a connection error but some other protocol error:
+			// answer it at once.
+			cs.sendMu.Lock()
+			err := send(cs.server.log, cs.r, tag, newErr(err))
+			cs.sendMu.Unlock()
+			if err != nil {
+				cs.server.log.Printf("p9.send: %v", err)
+			}
+			continue
+		}
+
+		if f, ok := m.(*tflush); ok {
+			f.old = cs.lookupTag(f.OldTag)
+		}
+		st, ok := cs.StartTag(tag)
+		if !ok {
+			cs.server.log.Printf("no valid tag [%05d]", tag)
+			// Nothing we can do at this point; client is bogus.
+			continue
+		}
+		cs.pendingWg.Add(1)
+		go cs.handleRequest(tag, st, m)
+	}
+}
+
+// handleRequest handles one request and writes its reply.
+func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	defer cs.pendingWg.Done()
 
-	// Obtain the right to receive a message from cs.t.
-	atomic.AddInt32(&cs.recvIdle, 1)
-	cs.recvMu.Lock()
-	atomic.AddInt32(&cs.recvIdle, -1)
-
-	if cs.recvShutdown {
-		// Another goroutine already detected a connection problem; exit
-		// immediately.
-		cs.recvMu.Unlock()
-		return false
-	}
-
-	messageSize := atomic.LoadUint32(&cs.messageSize)
-	if messageSize == 0 {
-		// Default or not yet negotiated.
-		messageSize = maximumLength
-	}
-
-	// Receive a message.
-	tag, m, err := recv(cs.server.log, cs.t, messageSize, msgDotLRegistry.get)
-	if errSocket, ok := err.(ConnError); ok {
-		if errSocket.error != io.EOF {
-			// Connection problem; stop serving.
-			cs.server.log.Printf("p9.recv: %v", errSocket.error)
-		}
-		cs.recvShutdown = true
-		cs.recvMu.Unlock()
-		return false
-	}
-
-	// Ensure that another goroutine is available to receive from cs.t.
-	if atomic.LoadInt32(&cs.recvIdle) == 0 {
-		cs.pendingWg.Add(1)
-		go func() {
-			defer cs.pendingWg.Done()
-			cs.handleRequests() // S/R-SAFE: Irrelevant.
-		}()
-	}
-	cs.recvMu.Unlock()
-
-	// Deal with other errors.
-	if err != nil && err != io.EOF {
-		// If it's not a connection error, but some other protocol error,
-		// we can send a response immediately.
-		cs.sendMu.Lock()
-		err := send(cs.server.log, cs.r, tag, newErr(err))
-		cs.sendMu.Unlock()
-		if err != nil {
-			cs.server.log.Printf("p9.send: %v", err)
-		}
-		return true
-	}
-
-	// Try to start the tag.
-	if !cs.StartTag(tag) {
-		cs.server.log.Printf("no valid tag [%05d]", tag)
-		// Nothing we can do at this point; client is bogus.
-		return true
-	}
-
-	// Handle the message.
 	r := cs.handle(m)
 
-	// Clear the tag before sending. That's because as soon as this
-	// hits the wire, the client can legally send another message
-	// with the same tag.
-	cs.ClearTag(tag)
-
-	// Send back the result.
 	cs.sendMu.Lock()
-	err = send(cs.server.log, cs.r, tag, r)
+	cs.ClearTag(tag)
+	err := send(cs.server.log, cs.r, tag, r)
+	close(st.sent)
 	cs.sendMu.Unlock()
 	if err != nil {
 		cs.server.log.Printf("p9.send: %v", err)
 	}
 
 	msgDotLRegistry.put(m)
-	m = nil // 'm' should not be touched after this point.
-	return true
 }
 
 func (cs *connState) handle(m message) (r message) {
@@ -666,14 +629,6 @@ func (cs *connState) handle(m message) (r message) {
 	return
 }
 
-func (cs *connState) handleRequests() {
-	for {
-		if !cs.handleRequest() {
-			return
-		}
-	}
-}
-
 func (cs *connState) stop() {
 	// Wait for completion of all inflight request goroutines.. If a
 	// request is stuck, something has the opportunity to kill us with
@@ -699,12 +654,12 @@ func (s *Server) Handle(t io.ReadCloser, r io.WriteCloser) error {
 		t:      t,
 		r:      r,
 		fids:   make(map[fid]*fidRef),
-		tags:   make(map[tag]chan struct{}),
+		tags:   make(map[tag]*tagState),
 	}
 	defer cs.stop()
 
-	// Serve requests from t in the current goroutine; handleRequests()
-	// will create more goroutines as needed.
+	// Read requests from t in the current goroutine; handleRequests()
+	// runs each in a goroutine of its own.
 	cs.handleRequests()
 	return nil
 }
