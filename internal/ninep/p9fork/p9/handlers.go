@@ -132,6 +132,9 @@ func (t *tversion) handle(cs *connState) message {
 func (t *tflush) handle(cs *connState) message {
 	if old := t.old; old != nil {
 		t.old = nil
+		if old.cancel != nil {
+			old.cancel()
+		}
 		<-old.sent
 	}
 	return &rflush{}
@@ -774,7 +777,7 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EPERM
 			}
 
-			n, err = ref.file.ReadAt(dataBuf[:count], int64(t.Offset))
+			n, err = readAt(t.ctx, ref.file, dataBuf[:count], int64(t.Offset))
 			return err
 
 		case xattrWalk:

@@ -15,6 +15,7 @@
 package p9
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -975,6 +976,9 @@ type tread struct {
 
 	// Count indicates the number of bytes to read.
 	Count uint32
+
+	// ctx is the request's context (handleRequests, ReaderAtContext).
+	ctx context.Context
 }
 
 // decode implements encoder.decode.

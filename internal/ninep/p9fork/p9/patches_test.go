@@ -49,8 +49,9 @@ const (
 	noFID         = ^uint32(0)
 )
 
-// testFS is a root directory holding "file" (its content) and "slow", whose
-// reads block until the request is cancelled or release is closed.
+// testFS is a root directory holding "file" (its content), "slow", whose
+// reads block until the request is cancelled or release is closed, and
+// "wait", whose reads ignore the request's context and wait for release.
 type testFS struct {
 	content []byte
 	release chan struct{}
@@ -79,6 +80,8 @@ func (n *node) qid() p9.QID {
 		return p9.QID{Type: p9.TypeDir, Path: 1}
 	case "file":
 		return p9.QID{Type: p9.TypeRegular, Path: 2}
+	case "wait":
+		return p9.QID{Type: p9.TypeRegular, Path: 4}
 	}
 	return p9.QID{Type: p9.TypeRegular, Path: 3}
 }
@@ -87,7 +90,7 @@ func (n *node) Walk(names []string) ([]p9.QID, p9.File, error) {
 	if len(names) == 0 {
 		return nil, &node{fs: n.fs, name: n.name}, nil
 	}
-	if n.name != "/" || len(names) != 1 || (names[0] != "file" && names[0] != "slow") {
+	if n.name != "/" || len(names) != 1 || (names[0] != "file" && names[0] != "slow" && names[0] != "wait") {
 		return nil, nil, linux.ENOENT
 	}
 	c := &node{fs: n.fs, name: names[0]}
@@ -105,9 +108,9 @@ func (n *node) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
 func (n *node) Open(p9.OpenFlags) (p9.QID, uint32, error) { return n.qid(), 0, nil }
 
 func (n *node) ReadAt(p []byte, off int64) (int, error) {
-	if n.name == "slow" {
-		// A server that knows no ReadAtContext waits for the event.
-		return n.ReadAtContext(context.Background(), p, off)
+	if n.name == "slow" || n.name == "wait" {
+		// Without a context the read waits for the event.
+		return n.block(context.Background(), p)
 	}
 	if off >= int64(len(n.fs.content)) {
 		return 0, io.EOF
@@ -120,6 +123,11 @@ func (n *node) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	if n.name != "slow" {
 		return n.ReadAt(p, off)
 	}
+	return n.block(ctx, p)
+}
+
+// block waits for ctx or for fs.release.
+func (n *node) block(ctx context.Context, p []byte) (int, error) {
 	n.fs.mu.Lock()
 	n.fs.blocked++
 	n.fs.mu.Unlock()
@@ -520,7 +528,7 @@ func TestFlushOrder(t *testing.T) {
 	fs := newTestFS()
 	r := serve(t, fs)
 	r.session(8192)
-	r.walkOpen(5, "slow")
+	r.walkOpen(5, "wait")
 	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
 	fs.waitEntered(t, 1)
 	r.send(tTflush, 11, uint16(10))
@@ -569,4 +577,60 @@ func TestFlushRounds(t *testing.T) {
 	if first, stale := runFlushRounds(t, r, 500); first != 0 || stale != 0 {
 		t.Fatalf("500 rounds: Rflush before the reply %d times, stale reply %d times", first, stale)
 	}
+}
+
+// A Tflush cancels the read it names: the read returns EINTR at once, and
+// the Rflush follows its reply. A second read on the same connection stays
+// blocked: the cancel is per request.
+func TestFlushCancels(t *testing.T) {
+	fs := newTestFS()
+	r := serve(t, fs)
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTwalk, 2, uint32(0), uint32(6), uint16(1), "slow")
+	r.expect(tRwalk, 2)
+	r.send(tTlopen, 3, uint32(6), uint32(0))
+	r.expect(tRlopen, 3)
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	r.send(tTread, 20, uint32(6), uint64(0), uint32(64))
+	fs.waitEntered(t, 2)
+	r.send(tTflush, 11, uint16(10))
+	r.expectErr(10, linux.EINTR)
+	r.expect(tRflush, 11)
+	r.expectNothing(50 * time.Millisecond)
+	close(fs.release)
+	if m := r.expect(tRread, 20); string(m.body[4:]) != "event" {
+		t.Fatalf("Rread %q", m.body[4:])
+	}
+}
+
+// The client hanging up cancels its blocked reads, so Handle returns (the
+// serve cleanup checks it).
+func TestEOFCancels(t *testing.T) {
+	fs := newTestFS()
+	r := serve(t, fs)
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	r.c.Close()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Handle did not return after the client hung up")
+	}
+}
+
+// Cancelling the server's context (WithContext) ends blocked reads.
+func TestServerContextCancels(t *testing.T) {
+	fs := newTestFS()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := serve(t, fs, p9.WithContext(ctx))
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	cancel()
+	r.expectErr(10, linux.EINTR)
 }

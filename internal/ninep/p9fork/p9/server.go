@@ -63,6 +63,9 @@ type Server struct {
 	// maxFIDs, if not 0, is how many fids one connection may hold
 	// (WithMaxFIDs).
 	maxFIDs int
+
+	// ctx is the parent of every connection's context (WithContext).
+	ctx context.Context
 }
 
 // ServerOpt is an optional config for a new server.
@@ -162,6 +165,13 @@ type connState struct {
 
 	// pendingWg counts requests that are still being handled.
 	pendingWg sync.WaitGroup
+
+	// ctx is the parent of the connection's requests' contexts. It is
+	// cancelled when reading requests ends (the client hung up, or the
+	// connection failed), so that no handler waits for a client that is
+	// gone: Handle returns only once every handler has.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// sendMu serializes sending to r, and clearing a tag with it.
 	sendMu sync.Mutex
@@ -498,6 +508,10 @@ type tagState struct {
 	// sent is closed once the request's reply has been written (or
 	// has failed to be).
 	sent chan struct{}
+
+	// cancel cancels the request's context; nil for requests that
+	// have none (only Tread has one).
+	cancel context.CancelFunc
 }
 
 // StartTag starts handling the tag.
@@ -580,6 +594,11 @@ func (cs *connState) handleRequests() {
 			// Nothing we can do at this point; client is bogus.
 			continue
 		}
+		if r, ok := m.(*tread); ok {
+			// Only reads may wait (ReaderAtContext), so only they pay
+			// for a context of their own.
+			r.ctx, st.cancel = context.WithCancel(cs.ctx)
+		}
 		cs.pendingWg.Add(1)
 		go cs.handleRequest(tag, st, m)
 	}
@@ -596,6 +615,9 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	err := send(cs.server.log, cs.r, tag, r)
 	close(st.sent)
 	cs.sendMu.Unlock()
+	if st.cancel != nil {
+		st.cancel()
+	}
 	if err != nil {
 		cs.server.log.Printf("p9.send: %v", err)
 	}
@@ -656,11 +678,17 @@ func (s *Server) Handle(t io.ReadCloser, r io.WriteCloser) error {
 		fids:   make(map[fid]*fidRef),
 		tags:   make(map[tag]*tagState),
 	}
+	parent := s.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	cs.ctx, cs.cancel = context.WithCancel(parent)
 	defer cs.stop()
 
 	// Read requests from t in the current goroutine; handleRequests()
 	// runs each in a goroutine of its own.
 	cs.handleRequests()
+	cs.cancel()
 	return nil
 }
 
