@@ -20,7 +20,6 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hugelgupf/p9/linux"
@@ -102,19 +101,6 @@ func (t *tversion) handle(cs *connState) message {
 	// This is not thread-safe. We're changing this into sessions anyway,
 	// so who cares.
 	cs.baseVersion = baseVersion
-
-	// Initial a pool with msize-shaped buffers.
-	cs.readBufPool = sync.Pool{
-		New: func() interface{} {
-			// These buffers are used for decoding without a payload.
-			// We need to return a pointer to avoid unnecessary allocations
-			// (see https://staticcheck.io/docs/checks#SA6002).
-			b := make([]byte, msize)
-			return &b
-		},
-	}
-	// Buffer of zeros.
-	cs.pristineZeros = make([]byte, msize)
 
 	return &rversion{
 		MSize:   msize,
@@ -760,10 +746,11 @@ func (t *tread) handle(cs *connState) message {
 		count = limit
 	}
 
-	var n int
-	data := cs.readBufPool.Get().(*[]byte)
-	// Retain a reference to the full length of the buffer.
-	dataBuf := (*data)
+	var (
+		n       int
+		data    *[]byte // sized by count, taken only if needed (fastpath.go)
+		spliced message // the reply, if the data is spliced (splice_linux.go)
+	)
 	if err := ref.safelyRead(func() (err error) {
 		switch ref.pendingXattr.op {
 		case xattrNone:
@@ -777,7 +764,11 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EPERM
 			}
 
-			n, err = readAt(t.ctx, ref.file, dataBuf[:count], int64(t.Offset))
+			if spliced = cs.spliceRead(ref.file, t.Offset, count); spliced != nil {
+				return nil
+			}
+			data = getReadBuf(int(count))
+			n, err = readAt(t.ctx, ref.file, (*data)[:count], int64(t.Offset))
 			return err
 
 		case xattrWalk:
@@ -800,21 +791,27 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EINVAL
 			}
 
-			n = copy(dataBuf[:count], ref.pendingXattr.buf[t.Offset:])
+			data = getReadBuf(int(count))
+			n = copy((*data)[:count], ref.pendingXattr.buf[t.Offset:])
 			return nil
 		default:
 			return linux.EINVAL
 		}
 	}); err != nil && !errors.Is(err, io.EOF) {
+		putReadBuf(data)
 		return newErr(err)
 	}
-
+	if spliced != nil {
+		return spliced
+	}
+	if data == nil {
+		return &rread{}
+	}
 	return &rreadServerPayloader{
 		rread: rread{
-			Data: dataBuf[:n],
+			Data: (*data)[:n],
 		},
-		cs:         cs,
-		fullBuffer: dataBuf,
+		buf: data,
 	}
 }
 
@@ -1105,7 +1102,10 @@ func (t *treaddir) handle(cs *connState) message {
 		count = limit
 	}
 
-	var entries []Dirent
+	var (
+		entries []Dirent
+		wire    *rreaddirWire // the reply, if the File encodes (fastpath.go)
+	)
 	if err := ref.safelyRead(func() (err error) {
 		// Don't allow reading deleted directories.
 		if ref.isDeleted() || !ref.mode.IsDir() {
@@ -1118,6 +1118,17 @@ func (t *treaddir) handle(cs *connState) message {
 		}
 
 		// Read the entries.
+		if d, ok := ref.file.(DirentsReader); ok {
+			b, err := d.ReaddirWire(t.Offset, count)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if len(b) > int(count) {
+				return linux.EIO // a File that overran count: never send more than msize
+			}
+			wire = &rreaddirWire{data: b}
+			return nil
+		}
 		entries, err = ref.file.Readdir(t.Offset, count)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
@@ -1126,7 +1137,9 @@ func (t *treaddir) handle(cs *connState) message {
 	}); err != nil {
 		return newErr(err)
 	}
-
+	if wire != nil {
+		return wire
+	}
 	return &rreaddir{Count: count, Entries: entries}
 }
 

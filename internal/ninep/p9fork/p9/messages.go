@@ -1013,8 +1013,7 @@ func (t *tread) String() string {
 type rreadServerPayloader struct {
 	rread
 
-	fullBuffer []byte
-	cs         *connState
+	buf *[]byte // Data's pooled buffer (fastpath.go)
 }
 
 // rread is the response for a Tread.
@@ -1078,10 +1077,13 @@ func (r *rreadServerPayloader) SetPayload(p []byte) {
 }
 
 // PayloadCleanup implements payloader.PayloadCleanup.
+//
+// The buffer goes back to its pool as it is: only the n bytes ReadAt
+// reported were sent, and io.ReaderAt requires it to have written them, so
+// nothing of an earlier read can be sent from it.
 func (r *rreadServerPayloader) PayloadCleanup() {
-	// Fill it with zeros to not risk leaking previous files' data.
-	copy(r.Data, r.cs.pristineZeros)
-	r.cs.readBufPool.Put(&r.fullBuffer)
+	putReadBuf(r.buf)
+	r.buf = nil
 }
 
 // String implements fmt.Stringer.

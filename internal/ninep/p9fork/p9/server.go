@@ -152,9 +152,10 @@ type connState struct {
 
 	// messageSize is the maximum message size. The server does not
 	// do automatic splitting of messages.
-	messageSize   uint32
-	readBufPool   sync.Pool
-	pristineZeros []byte
+	messageSize uint32
+
+	// splice moves Tread data from host files to the socket (fastpath.go).
+	splice splicer
 
 	// baseVersion is the version of 9P protocol.
 	baseVersion baseVersion
@@ -660,6 +661,7 @@ func (cs *connState) stop() {
 	// Ensure the connection is closed.
 	cs.r.Close()
 	cs.t.Close()
+	cs.splice.close()
 
 	for _, fidRef := range cs.fids {
 		// Drop final reference in the fid table. Note this should

@@ -78,6 +78,13 @@ var dataPool = sync.Pool{
 
 // send sends the given message over the socket.
 func send(l ulog.Logger, w io.Writer, tag tag, m message) error {
+	if d, ok := m.(directSender); ok {
+		l.Printf("send [w %p] [Tag %06d] %s", w, tag, m)
+		if err := d.sendDirect(w, tag); err != nil {
+			return ConnError{err}
+		}
+		return nil
+	}
 	data := dataPool.Get().(*[]byte)
 	dataBuf := buffer{data: (*data)[:0]}
 

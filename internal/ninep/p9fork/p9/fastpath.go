@@ -1,0 +1,126 @@
+package p9
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/bits"
+	"sync"
+	"syscall"
+)
+
+// The read and listing paths carry the bulk of a session's bytes, so they
+// have ways around the general ones, each chosen by an optional interface
+// of the File: nothing changes for a File that has none of them.
+//
+//   - Every Tread is read into a buffer taken from a pool of size classes,
+//     sized by the request's count, not by msize, and put back after the
+//     reply is written without being zeroed: only the n bytes ReadAt
+//     reports are ever sent, and io.ReaderAt requires them to be written.
+//     (Stock p9 keeps a pool of msize buffers per connection and a second
+//     msize buffer of zeros it copies over each reply's data.)
+//   - A File that is a HostFileReader and a transport that is a socket
+//     (the writer given to Handle is a syscall.Conn): the data goes from the
+//     file to the socket with splice(2), through a pipe, and is never copied
+//     through this process's memory (splice_linux.go).
+//   - A File that is a DirentsReader answers Treaddir with entries it keeps
+//     already encoded, and the reply is its slice, written as it is.
+
+// HostFileReader is implemented by a File whose ReadAt reads an open host
+// file: the server may then serve a Tread by moving the bytes from that file
+// to the socket with splice(2), without ReadAt.
+type HostFileReader interface {
+	// HostFile returns the file ReadAt reads (an *os.File), or false when
+	// reads are not of a host file at the moment; the server then calls
+	// ReadAt. It is called under the fid's reference, and the file must
+	// stay open until the Tread's reply has been built.
+	HostFile() (syscall.Conn, bool)
+}
+
+// DirentsReader is implemented by a directory File that keeps its listing
+// in Rreaddir's wire form.
+type DirentsReader interface {
+	// ReaddirWire returns the entries from offset, already encoded
+	// (qid[13] offset[8] type[1] name[s] each), as many whole entries as
+	// fit in count bytes; nil at the end. The server writes the slice as
+	// it is and keeps it only until the reply has been written: the File
+	// must not change those bytes meanwhile.
+	ReaddirWire(offset uint64, count uint32) ([]byte, error)
+}
+
+// Read buffers, by size class: class k holds buffers of 4 KiB << k, up to
+// maximumLength. Shared by every connection of the process, like dataPool:
+// a connection holds a buffer only while one of its Treads is being read
+// and written, so an idle connection holds none.
+var readBufs [12]sync.Pool
+
+func readBufClass(n int) int {
+	if n <= 4096 {
+		return 0
+	}
+	return min(bits.Len(uint(n-1))-12, len(readBufs)-1)
+}
+
+// getReadBuf returns a buffer of at least n bytes, not zeroed.
+func getReadBuf(n int) *[]byte {
+	k := readBufClass(n)
+	if b, ok := readBufs[k].Get().(*[]byte); ok && cap(*b) >= n {
+		*b = (*b)[:cap(*b)]
+		return b
+	}
+	b := make([]byte, max(4096<<k, n))
+	return &b
+}
+
+// putReadBuf returns b to its class. A nil b is ignored.
+func putReadBuf(b *[]byte) {
+	if b == nil {
+		return
+	}
+	readBufs[readBufClass(cap(*b))].Put(b)
+}
+
+// rreaddirWire is an Rreaddir whose entries the File encoded: the payload
+// is written as it is.
+type rreaddirWire struct {
+	data []byte
+}
+
+func (r *rreaddirWire) decode(b *buffer)    { b.markOverrun() } // only ever sent
+func (r *rreaddirWire) encode(b *buffer)    { b.Write32(uint32(len(r.data))) }
+func (*rreaddirWire) typ() msgType          { return msgRreaddir }
+func (*rreaddirWire) FixedSize() uint32     { return 4 }
+func (r *rreaddirWire) Payload() []byte     { return r.data }
+func (r *rreaddirWire) SetPayload(p []byte) { r.data = p }
+func (*rreaddirWire) PayloadCleanup()       {}
+func (r *rreaddirWire) String() string      { return fmt.Sprintf("Rreaddir{len(Data): %d}", len(r.data)) }
+
+// decodeDirents decodes wire-form entries (for tests and logs).
+func decodeDirents(p []byte) (Dirents, error) {
+	b := buffer{data: p}
+	var out Dirents
+	for len(b.data) > 0 {
+		var d Dirent
+		d.decode(&b)
+		if b.isOverrun() {
+			return out, io.ErrUnexpectedEOF
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// directSender is a reply that writes itself to the transport (under the
+// connection's send lock) instead of being encoded by send.
+type directSender interface {
+	message
+	sendDirect(w io.Writer, t tag) error
+}
+
+// putRreadHeader fills h with an Rread's header for count bytes of data.
+func putRreadHeader(h *[rreadHeaderLength]byte, t tag, count uint32) {
+	binary.LittleEndian.PutUint32(h[0:], rreadHeaderLength+count)
+	h[4] = uint8(msgRread)
+	binary.LittleEndian.PutUint16(h[5:], uint16(t))
+	binary.LittleEndian.PutUint32(h[7:], count)
+}
