@@ -55,6 +55,7 @@ const (
 type testFS struct {
 	content []byte
 	release chan struct{}
+	step    chan struct{} // each token ends one waiting read
 	// blocked counts reads of slow in progress; entered is signalled by
 	// each one as it starts.
 	mu      sync.Mutex
@@ -63,7 +64,7 @@ type testFS struct {
 }
 
 func newTestFS() *testFS {
-	return &testFS{content: []byte("hello, world"), release: make(chan struct{}), entered: make(chan struct{}, 1024)}
+	return &testFS{content: []byte("hello, world"), release: make(chan struct{}), step: make(chan struct{}), entered: make(chan struct{}, 1024)}
 }
 
 func (fs *testFS) Attach() (p9.File, error) { return &node{fs: fs, name: "/"}, nil }
@@ -141,6 +142,8 @@ func (n *node) block(ctx context.Context, p []byte) (int, error) {
 	case <-ctx.Done():
 		return 0, linux.EINTR
 	case <-n.fs.release:
+		return copy(p, "event"), nil
+	case <-n.fs.step:
 		return copy(p, "event"), nil
 	}
 }
@@ -633,4 +636,71 @@ func TestServerContextCancels(t *testing.T) {
 	fs.waitEntered(t, 1)
 	cancel()
 	r.expectErr(10, linux.EINTR)
+}
+
+// noneEntered checks that no read of slow or wait starts within d.
+func (fs *testFS) noneEntered(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-fs.entered:
+		t.Fatal("a read started beyond the bound")
+	case <-time.After(d):
+	}
+}
+
+// At most WithMaxRequests requests of a connection are handled at once;
+// the rest stay on the socket and are served, in full, as replies go out.
+func TestMaxRequests(t *testing.T) {
+	const max, n = 3, 8
+	fs := newTestFS()
+	r := serve(t, fs, p9.WithMaxRequests(max))
+	r.session(8192)
+	r.walkOpen(5, "wait")
+	for i := 0; i < n; i++ {
+		r.send(tTread, uint16(10+i), uint32(5), uint64(0), uint32(64))
+	}
+	fs.waitEntered(t, max)
+	fs.noneEntered(t, 100*time.Millisecond)
+	for got := 0; got < n; got++ {
+		fs.step <- struct{}{}
+		if m := r.recv(); m.typ != tRread || string(m.body[4:]) != "event" {
+			t.Fatalf("reply %d: %v", got, m)
+		}
+		if left := n - got - 1; left >= max {
+			fs.waitEntered(t, 1)
+		}
+	}
+}
+
+// Reads of a Blocker file hold slots of their own: with every blocking slot
+// taken, the connection still answers its other requests, and one more
+// blocking read is refused with EAGAIN at once.
+func TestMaxBlockingReads(t *testing.T) {
+	const maxReq, maxBlock = 2, 3
+	fs := newTestFS()
+	r := serve(t, fs, p9.WithMaxRequests(maxReq), p9.WithMaxBlockingReads(maxBlock))
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	for i := 0; i < maxBlock; i++ {
+		r.send(tTread, uint16(10+i), uint32(5), uint64(0), uint32(64))
+	}
+	fs.waitEntered(t, maxBlock)
+	for i := 0; i < 4*maxReq; i++ {
+		r.send(tTgetattr, 30, uint32(0), uint64(0x7ff))
+		r.expect(tRgetattr, 30)
+	}
+	r.send(tTread, 40, uint32(5), uint64(0), uint32(64))
+	r.expectErr(40, linux.EAGAIN)
+	// A flush frees a blocking slot.
+	r.send(tTflush, 41, uint16(10))
+	r.expectErr(10, linux.EINTR)
+	r.expect(tRflush, 41)
+	r.send(tTread, 42, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	close(fs.release)
+	for i := 0; i < maxBlock; i++ {
+		if m := r.recv(); m.typ != tRread {
+			t.Fatalf("got %v", m)
+		}
+	}
 }

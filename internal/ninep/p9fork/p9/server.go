@@ -66,6 +66,11 @@ type Server struct {
 
 	// ctx is the parent of every connection's context (WithContext).
 	ctx context.Context
+
+	// maxRequests and maxBlocking bound the requests of a connection
+	// in flight, and its blocking reads (bounds.go).
+	maxRequests int
+	maxBlocking int
 }
 
 // ServerOpt is an optional config for a new server.
@@ -173,6 +178,11 @@ type connState struct {
 	// gone: Handle returns only once every handler has.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// slots and blocking are the semaphores of WithMaxRequests and
+	// WithMaxBlockingReads; nil when unbounded.
+	slots    chan struct{}
+	blocking chan struct{}
 
 	// sendMu serializes sending to r, and clearing a tag with it.
 	sendMu sync.Mutex
@@ -513,6 +523,11 @@ type tagState struct {
 	// cancel cancels the request's context; nil for requests that
 	// have none (only Tread has one).
 	cancel context.CancelFunc
+
+	// slot is the semaphore whose slot the request holds until its
+	// reply is written (bounds.go); refuse, if not nil, is its answer.
+	slot   chan struct{}
+	refuse error
 }
 
 // StartTag starts handling the tag.
@@ -560,6 +575,10 @@ func (cs *connState) ClearTag(t tag) {
 // tag is started, so a Tflush naming itself finds nothing to wait for.
 func (cs *connState) handleRequests() {
 	for {
+		// A request is read only when it can be handled: beyond the
+		// bound, frames stay on the socket.
+		acquire(cs.slots)
+
 		messageSize := atomic.LoadUint32(&cs.messageSize)
 		if messageSize == 0 {
 			// Default or not yet negotiated.
@@ -572,6 +591,7 @@ func (cs *connState) handleRequests() {
 				// Connection problem; stop serving.
 				cs.server.log.Printf("p9.recv: %v", errSocket.error)
 			}
+			release(cs.slots)
 			return
 		}
 		if err != nil {
@@ -580,6 +600,7 @@ func (cs *connState) handleRequests() {
 			cs.sendMu.Lock()
 			err := send(cs.server.log, cs.r, tag, newErr(err))
 			cs.sendMu.Unlock()
+			release(cs.slots)
 			if err != nil {
 				cs.server.log.Printf("p9.send: %v", err)
 			}
@@ -593,8 +614,10 @@ func (cs *connState) handleRequests() {
 		if !ok {
 			cs.server.log.Printf("no valid tag [%05d]", tag)
 			// Nothing we can do at this point; client is bogus.
+			release(cs.slots)
 			continue
 		}
+		st.slot, st.refuse = cs.slotFor(m)
 		if r, ok := m.(*tread); ok {
 			// Only reads may wait (ReaderAtContext), so only they pay
 			// for a context of their own.
@@ -609,7 +632,12 @@ func (cs *connState) handleRequests() {
 func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	defer cs.pendingWg.Done()
 
-	r := cs.handle(m)
+	var r message
+	if st.refuse != nil {
+		r = newErr(st.refuse)
+	} else {
+		r = cs.handle(m)
+	}
 
 	cs.sendMu.Lock()
 	cs.ClearTag(tag)
@@ -619,6 +647,7 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	if st.cancel != nil {
 		st.cancel()
 	}
+	release(st.slot)
 	if err != nil {
 		cs.server.log.Printf("p9.send: %v", err)
 	}
@@ -685,6 +714,8 @@ func (s *Server) Handle(t io.ReadCloser, r io.WriteCloser) error {
 		parent = context.Background()
 	}
 	cs.ctx, cs.cancel = context.WithCancel(parent)
+	cs.slots = newSlots(s.maxRequests)
+	cs.blocking = newSlots(s.maxBlocking)
 	defer cs.stop()
 
 	// Read requests from t in the current goroutine; handleRequests()
