@@ -704,3 +704,71 @@ func TestMaxBlockingReads(t *testing.T) {
 		}
 	}
 }
+
+// A client that stops in the middle of a frame is disconnected after the
+// read timeout; one idle between frames is not.
+func TestHalfFrameStall(t *testing.T) {
+	const rto = 200 * time.Millisecond
+	for _, cut := range []int{1, 7, 12} { // in the header, after it, in the body
+		r := serve(t, newTestFS(), p9.WithReadTimeout(rto))
+		r.session(8192)
+		// Idle between frames for longer than the bound: still served.
+		time.Sleep(2 * rto)
+		r.send(tTgetattr, 3, uint32(0), uint64(0x7ff))
+		r.expect(tRgetattr, 3)
+		f := frame(tTgetattr, 4, uint32(0), uint64(0x7ff))
+		r.write(f[:cut])
+		start := time.Now()
+		r.expectClosed(10 * time.Second)
+		if d := time.Since(start); d < rto/2 {
+			t.Fatalf("cut %d: closed after %v, before the bound", cut, d)
+		}
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("cut %d: Handle did not return", cut)
+		}
+	}
+}
+
+// A client that stops reading replies is disconnected once a reply could
+// not be written for the write timeout.
+func TestNonReader(t *testing.T) {
+	fs := bigFS(1 << 20)
+	r := serve(t, fs, p9.WithWriteTimeout(200*time.Millisecond), p9.WithMaxRequests(4))
+	r.session(1 << 20)
+	r.walkOpen(5, "file")
+	// Far more reply bytes than the socket buffers hold, never read.
+	go func() {
+		for i := 0; i < 64; i++ {
+			if _, err := r.c.Write(frame(tTread, uint16(10+i), uint32(5), uint64(0), uint32(1<<20))); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-r.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server never gave up on a client that does not read")
+	}
+}
+
+// WithIdleTimeout closes a connection with nothing in flight, and none
+// with a request in flight.
+func TestIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	fs := newTestFS()
+	r := serve(t, fs, p9.WithIdleTimeout(idle))
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	time.Sleep(3 * idle) // a blocked read is in flight: not idle
+	close(fs.release)
+	r.expect(tRread, 10)
+	start := time.Now()
+	r.expectClosed(10 * time.Second)
+	if d := time.Since(start); d < idle/2 {
+		t.Fatalf("closed %v after the last reply", d)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/u-root/uio/ulog"
@@ -71,6 +72,11 @@ type Server struct {
 	// in flight, and its blocking reads (bounds.go).
 	maxRequests int
 	maxBlocking int
+
+	// readTimeout, writeTimeout and idleTimeout bound stalls (stall.go).
+	readTimeout  time.Duration
+	writeTimeout time.Duration
+	idleTimeout  time.Duration
 }
 
 // ServerOpt is an optional config for a new server.
@@ -183,6 +189,16 @@ type connState struct {
 	// WithMaxBlockingReads; nil when unbounded.
 	slots    chan struct{}
 	blocking chan struct{}
+
+	// in is what requests are read from: t, under the stall bounds
+	// (stall.go).
+	in io.Reader
+
+	// activeAt is when a frame or a reply last went by (UnixNano).
+	activeAt int64
+
+	// closeOnce closes t once when a reply fails (fail).
+	closeOnce sync.Once
 
 	// sendMu serializes sending to r, and clearing a tag with it.
 	sendMu sync.Mutex
@@ -585,7 +601,8 @@ func (cs *connState) handleRequests() {
 			messageSize = maximumLength
 		}
 
-		tag, m, err := recv(cs.server.log, cs.t, messageSize, msgDotLRegistry.get)
+		startFrame(cs.in)
+		tag, m, err := recv(cs.server.log, cs.in, messageSize, msgDotLRegistry.get)
 		if errSocket, ok := err.(ConnError); ok {
 			if errSocket.error != io.EOF {
 				// Connection problem; stop serving.
@@ -598,11 +615,13 @@ func (cs *connState) handleRequests() {
 			// Not a connection error but some other protocol error:
 			// answer it at once.
 			cs.sendMu.Lock()
+			cs.writeDeadline()
 			err := send(cs.server.log, cs.r, tag, newErr(err))
 			cs.sendMu.Unlock()
 			release(cs.slots)
 			if err != nil {
 				cs.server.log.Printf("p9.send: %v", err)
+				cs.fail()
 			}
 			continue
 		}
@@ -641,6 +660,7 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 
 	cs.sendMu.Lock()
 	cs.ClearTag(tag)
+	cs.writeDeadline()
 	err := send(cs.server.log, cs.r, tag, r)
 	close(st.sent)
 	cs.sendMu.Unlock()
@@ -648,8 +668,10 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 		st.cancel()
 	}
 	release(st.slot)
+	cs.active()
 	if err != nil {
 		cs.server.log.Printf("p9.send: %v", err)
+		cs.fail()
 	}
 
 	msgDotLRegistry.put(m)
@@ -716,6 +738,8 @@ func (s *Server) Handle(t io.ReadCloser, r io.WriteCloser) error {
 	cs.ctx, cs.cancel = context.WithCancel(parent)
 	cs.slots = newSlots(s.maxRequests)
 	cs.blocking = newSlots(s.maxBlocking)
+	cs.in = newFrameReader(cs)
+	cs.active()
 	defer cs.stop()
 
 	// Read requests from t in the current goroutine; handleRequests()
