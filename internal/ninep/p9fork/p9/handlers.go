@@ -325,7 +325,9 @@ func (t *tlopen) handle(cs *connState) message {
 		qid    QID
 		ioUnit uint32
 	)
-	if err := ref.safelyRead(func() (err error) {
+	// Under the write lock: opened and openFlags are set here and read
+	// under the read lock by every request on the fid.
+	if err := ref.safelyWrite(func() (err error) {
 		// Has it been deleted already?
 		if ref.isDeleted() {
 			return linux.EINVAL
@@ -342,15 +344,17 @@ func (t *tlopen) handle(cs *connState) message {
 		}
 
 		// Do the open.
-		qid, ioUnit, err = ref.file.Open(t.Flags)
-		return err
+		if qid, ioUnit, err = ref.file.Open(t.Flags); err != nil {
+			return err
+		}
+
+		// Mark file as opened and set open mode.
+		ref.opened = true
+		ref.openFlags = t.Flags
+		return nil
 	}); err != nil {
 		return newErr(err)
 	}
-
-	// Mark file as opened and set open mode.
-	ref.opened = true
-	ref.openFlags = t.Flags
 
 	return &rlopen{QID: qid, IoUnit: ioUnit}
 }

@@ -772,3 +772,30 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("closed %v after the last reply", d)
 	}
 }
+
+// A Tread pipelined right behind the Tlopen of its fid is served as a read
+// of the open file, never refused as if the fid were not open.
+func TestPipelinedOpenRead(t *testing.T) {
+	r := serve(t, newTestFS())
+	r.session(8192)
+	for i := 0; i < 200; i++ {
+		fid := uint32(100 + i)
+		r.write(append(append(
+			frame(tTwalk, 2, uint32(0), fid, uint16(1), "file"),
+			frame(tTlopen, 3, fid, uint32(0))...),
+			frame(tTread, 4, fid, uint64(0), uint32(64))...))
+		got := map[uint16]reply{}
+		for len(got) < 3 {
+			m := r.recv()
+			got[m.tag] = m
+		}
+		if m := got[4]; m.typ != tRread || string(m.body[4:]) != "hello, world" {
+			t.Fatalf("round %d: Tread behind Tlopen got %v", i, m)
+		}
+		if got[2].typ != tRwalk || got[3].typ != tRlopen {
+			t.Fatalf("round %d: %v %v", i, got[2], got[3])
+		}
+		r.send(tTclunk, 5, fid)
+		r.expect(tRclunk, 5)
+	}
+}

@@ -161,6 +161,10 @@ type connState struct {
 	tagMu sync.Mutex
 	tags  map[tag]*tagState
 
+	// opening holds the fids whose Tlopen is in flight (opening.go).
+	// Protected by tagMu.
+	opening map[fid]chan struct{}
+
 	// messageSize is the maximum message size. The server does not
 	// do automatic splitting of messages.
 	messageSize uint32
@@ -544,6 +548,13 @@ type tagState struct {
 	// reply is written (bounds.go); refuse, if not nil, is its answer.
 	slot   chan struct{}
 	refuse error
+
+	// after, if not nil, is closed when the set-up of the request's fid
+	// (a Twalk, Tlopen, ... read before it) is done; opening is closed
+	// when this request, a set-up of openFid, is (opening.go).
+	after   chan struct{}
+	opening chan struct{}
+	openFid fid
 }
 
 // StartTag starts handling the tag.
@@ -637,12 +648,17 @@ func (cs *connState) handleRequests() {
 			continue
 		}
 		st.slot, st.refuse = cs.slotFor(m)
+		cs.orderOnFid(m, st)
 		if r, ok := m.(*tread); ok {
 			// Only reads may wait (ReaderAtContext), so only they pay
 			// for a context of their own.
 			r.ctx, st.cancel = context.WithCancel(cs.ctx)
 		}
 		cs.pendingWg.Add(1)
+		if st.after == nil && st.refuse == nil && cs.inline(m) {
+			cs.handleRequest(tag, st, m) // fastpath.go
+			continue
+		}
 		go cs.handleRequest(tag, st, m)
 	}
 }
@@ -651,12 +667,19 @@ func (cs *connState) handleRequests() {
 func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	defer cs.pendingWg.Done()
 
+	if st.after != nil {
+		select {
+		case <-st.after:
+		case <-cs.ctx.Done():
+		}
+	}
 	var r message
 	if st.refuse != nil {
 		r = newErr(st.refuse)
 	} else {
 		r = cs.handle(m)
 	}
+	cs.opened(st)
 
 	cs.sendMu.Lock()
 	cs.ClearTag(tag)
