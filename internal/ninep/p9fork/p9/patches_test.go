@@ -799,3 +799,61 @@ func TestPipelinedOpenRead(t *testing.T) {
 		r.expect(tRclunk, 5)
 	}
 }
+
+// A malformed frame ends that connection, and only that one.
+func TestMalformed(t *testing.T) {
+	const msize = 8192
+	good := serve(t, newTestFS(), p9.WithMaxMessageSize(1<<20))
+	good.session(msize)
+	good.walkOpen(5, "file")
+	check := func() {
+		t.Helper()
+		good.send(tTread, 9, uint32(5), uint64(0), uint32(64))
+		if m := good.expect(tRread, 9); string(m.body[4:]) != "hello, world" {
+			t.Fatalf("good connection: %v", m)
+		}
+	}
+	huge := frame(tTread, 2, uint32(5), uint64(0), uint32(64))
+	binary.LittleEndian.PutUint32(huge, msize+1)
+	cases := []struct {
+		name    string
+		version bool // negotiate first
+		bytes   []byte
+	}{
+		{"size<7", true, []byte{3, 0, 0, 0, 0, 0, 0, 0}},
+		{"size0 before version", false, make([]byte, 16)},
+		{"size>msize", true, append(huge, make([]byte, msize)...)},
+		{"size>max before version", false, frame(tTversion, 0xFFFF, uint32(8192), "9P2000.L")},
+		{"garbage", true, []byte("\xde\xad\xbe\xef garbage garbage garbage")},
+		{"garbage before version", false, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
+		{"short Tflush", true, frame(tTflush, 1, uint8(1))},
+		{"short Tread", true, frame(tTread, 1, uint32(2))},
+		{"short Tversion", false, frame(tTversion, 0xFFFF, uint32(8192))},
+		{"Tversion string overrun", false, frame(tTversion, 0xFFFF, uint32(8192), uint16(50), []byte("9P2000.L"))},
+		{"undecodable Twalk", true, frame(tTwalk, 1, uint32(0), uint32(5), uint16(3))},
+		{"truncated frame", true, frame(tTread, 2, uint32(5), uint64(0), uint32(64))[:12]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := serve(t, newTestFS(), p9.WithMaxMessageSize(1<<20))
+			if c.name == "size>max before version" {
+				binary.LittleEndian.PutUint32(c.bytes, 2<<20)
+			}
+			if c.version {
+				bad.session(msize)
+			}
+			bad.write(c.bytes)
+			if c.name == "truncated frame" {
+				bad.c.(interface{ CloseWrite() error }).CloseWrite()
+			}
+			check()
+			bad.expectClosed(10 * time.Second)
+			select {
+			case <-bad.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Handle did not return")
+			}
+			check()
+		})
+	}
+}

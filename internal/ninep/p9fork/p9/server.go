@@ -608,8 +608,12 @@ func (cs *connState) handleRequests() {
 
 		messageSize := atomic.LoadUint32(&cs.messageSize)
 		if messageSize == 0 {
-			// Default or not yet negotiated.
+			// Default or not yet negotiated: no frame can be larger
+			// than the largest msize the server grants.
 			messageSize = maximumLength
+			if max := cs.server.maxMsize; max != 0 && max < messageSize {
+				messageSize = max
+			}
 		}
 
 		startFrame(cs.in)
@@ -625,14 +629,23 @@ func (cs *connState) handleRequests() {
 		if err != nil {
 			// Not a connection error but some other protocol error:
 			// answer it at once.
+			perr := err
 			cs.sendMu.Lock()
 			cs.writeDeadline()
-			err := send(cs.server.log, cs.r, tag, newErr(err))
+			err := send(cs.server.log, cs.r, tag, newErr(perr))
 			cs.sendMu.Unlock()
 			release(cs.slots)
 			if err != nil {
 				cs.server.log.Printf("p9.send: %v", err)
 				cs.fail()
+			}
+			if errors.Is(perr, ErrNoValidMessage) {
+				// The frame could not be decoded: its tag is
+				// unknown, so its request can never be answered,
+				// and what follows it cannot be trusted to start
+				// a frame. End the connection.
+				cs.server.log.Printf("p9.recv: %v", perr)
+				return
 			}
 			continue
 		}
