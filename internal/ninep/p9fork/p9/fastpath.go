@@ -124,3 +124,41 @@ func putRreadHeader(h *[rreadHeaderLength]byte, t tag, count uint32) {
 	binary.LittleEndian.PutUint16(h[5:], uint16(t))
 	binary.LittleEndian.PutUint32(h[7:], count)
 }
+
+// inline reports whether m is served in the goroutine that reads the
+// connection, before the next request is read: a Tread of an open host
+// file, or a Treaddir past the start of a listing a DirentsReader keeps.
+// Each is a splice, a pread or a slice of memory, and none waits on
+// anything but the local file system; handing it to a goroutine of its
+// own and back costs more than it does (at 64 KiB, about as much as the
+// read). A Treaddir at offset 0 lists the directory anew, which can take
+// long: it gets its goroutine.
+func (cs *connState) inline(m message) bool {
+	var id fid
+	switch r := m.(type) {
+	case *tread:
+		id = r.fid
+	case *treaddir:
+		if r.Offset == 0 {
+			return false
+		}
+		id = r.Directory
+	default:
+		return false
+	}
+	ref, ok := cs.LookupFID(id)
+	if !ok {
+		return false
+	}
+	defer ref.DecRef()
+	if _, ok := m.(*treaddir); ok {
+		_, ok := ref.file.(DirentsReader)
+		return ok
+	}
+	hf, ok := ref.file.(HostFileReader)
+	if !ok {
+		return false
+	}
+	_, ok = hf.HostFile()
+	return ok
+}
