@@ -738,13 +738,9 @@ func (t *tread) handle(cs *connState) message {
 	}
 	defer ref.DecRef()
 
-	// Constrain the size of the read buffer.
-	if int(t.Count) > int(maximumLength) {
-		return newErr(linux.ENOBUFS)
-	}
-	// An Rread carries at most msize-11 bytes (header and count[4]): the
-	// read buffer is msize bytes, and a larger Rread would be refused by
-	// the client. A count above it asks for a short read, which 9P allows.
+	// An Rread carries at most msize-11 bytes (header and count[4]), and
+	// msize is at most 4 MiB: a count above it (even above 4 MiB, which
+	// was refused ENOBUFS) gets a short read, which 9P allows.
 	count := t.Count
 	if limit := cs.readLimit(); count > limit {
 		count = limit

@@ -408,7 +408,7 @@ func TestReadClamped(t *testing.T) {
 		t.Fatalf("msize %d", got)
 	}
 	r.walkOpen(5, "file")
-	for _, count := range []uint32{msize - 11, msize, 65536, 1 << 22} {
+	for _, count := range []uint32{msize - 11, msize, 65536, 1 << 22, 1<<22 + 1, 1 << 31} {
 		r.send(tTread, 9, uint32(5), uint64(0), count)
 		m := r.expect(tRread, 9)
 		if n := binary.LittleEndian.Uint32(m.body); n != msize-11 || len(m.body)+7 != msize {
