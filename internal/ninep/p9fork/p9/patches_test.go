@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -855,5 +856,95 @@ func TestMalformed(t *testing.T) {
 			}
 			check()
 		})
+	}
+}
+
+// Flushes of a flush and of an idle tag: Rflush of the idle tag at once;
+// the Rflushes of the read and of its flush only after the read's reply,
+// in that order.
+func TestFlushOfFlush(t *testing.T) {
+	fs := newTestFS()
+	r := serve(t, fs)
+	r.session(8192)
+	r.walkOpen(5, "wait") // its reads ignore the flush
+	r.write(append(append(append(
+		frame(tTread, 5, uint32(5), uint64(0), uint32(64)),
+		frame(tTflush, 6, uint16(5))...),
+		frame(tTflush, 7, uint16(6))...),
+		frame(tTflush, 8, uint16(99))...))
+	fs.waitEntered(t, 1)
+	r.expect(tRflush, 8)
+	r.expectNothing(50 * time.Millisecond)
+	close(fs.release)
+	r.expect(tRread, 5)
+	r.expect(tRflush, 6)
+	r.expect(tRflush, 7)
+}
+
+// At the library's largest msize a file reads whole, in Rreads no larger
+// than msize.
+func TestReadAtMaxMsize(t *testing.T) {
+	const size = 10<<20 + 123
+	r := serve(t, bigFS(size))
+	msize := r.session(16 << 20)
+	if msize != 4<<20 {
+		t.Fatalf("msize %d", msize)
+	}
+	r.walkOpen(5, "file")
+	total := 0
+	for {
+		r.send(tTread, 9, uint32(5), uint64(total), msize)
+		m := r.expect(tRread, 9)
+		n := int(binary.LittleEndian.Uint32(m.body))
+		if n > int(msize)-11 {
+			t.Fatalf("Rread of %d bytes at msize %d", n, msize)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	if total != size {
+		t.Fatalf("read %d bytes, want %d", total, size)
+	}
+}
+
+// An idle connection, even one that negotiated the largest msize and read
+// a file, holds far less than msize: buffers are taken per request and
+// pooled, not per connection. Measured as the growth of the heap and the
+// goroutine stacks over n idle connections, per connection.
+func TestIdleConnectionCost(t *testing.T) {
+	const n = 64
+	const limit = 64 << 10
+	fs := bigFS(1 << 20)
+	inuse := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	// One connection first, so that what every connection shares (pools,
+	// the registry, code paths' first allocations) is already there.
+	warm := serve(t, fs)
+	warm.session(1 << 20)
+	warm.walkOpen(5, "file")
+	warm.send(tTread, 9, uint32(5), uint64(0), uint32(1<<20))
+	warm.expect(tRread, 9)
+	before := inuse()
+	conns := make([]*rawConn, n)
+	for i := range conns {
+		r := serve(t, fs)
+		r.session(4 << 20)
+		r.walkOpen(5, "file")
+		r.send(tTread, 9, uint32(5), uint64(0), uint32(1<<20))
+		r.expect(tRread, 9)
+		conns[i] = r
+	}
+	after := inuse()
+	per := (int64(after) - int64(before)) / n
+	t.Logf("%d idle connections (4 MiB msize, one 1 MiB read each): %d bytes each", n, per)
+	if per > limit {
+		t.Fatalf("an idle connection holds %d bytes, above %d", per, limit)
 	}
 }
