@@ -495,3 +495,39 @@ func (r *benchConn) rpc(b *testing.B, typ uint8, body []byte) []byte {
 	}
 	return r.buf[7:n]
 }
+
+// The pipes a connection splices through are closed with it: after many
+// spliced reads, concurrent ones included, and the hang-up, the process
+// holds the descriptors it held before.
+func TestSplicePipesClosed(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	fs, content := newHostFS(t, 2<<20)
+	before := fds()
+	t.Run("reads", func(t *testing.T) {
+		f := openData(t, serveHost(t, fs, 256<<10, false), "data")
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, len(content))
+				if n, err := f.ReadAt(buf, 0); err != nil || !bytes.Equal(buf[:n], content) {
+					t.Errorf("read: %d bytes, %v; not the file", n, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if fs.hostFiles.Load() == 0 {
+			t.Error("nothing was spliced")
+		}
+	})
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open after the connection ended, %d before", after, before)
+	}
+}
