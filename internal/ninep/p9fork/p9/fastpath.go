@@ -30,7 +30,8 @@ import (
 // file: the server may then serve a Tread by moving the bytes from that file
 // to the socket with splice(2), without ReadAt.
 type HostFileReader interface {
-	// HostFile returns the file ReadAt reads (an *os.File), or false when
+	// HostFile returns the file ReadAt reads (an *os.File, or a type that
+	// embeds one and reads as it does), or false when
 	// reads are not of a host file at the moment; the server then calls
 	// ReadAt. It is called under the fid's reference, and the file must
 	// stay open until the Tread's reply has been built.
@@ -94,21 +95,6 @@ func (r *rreaddirWire) Payload() []byte     { return r.data }
 func (r *rreaddirWire) SetPayload(p []byte) { r.data = p }
 func (*rreaddirWire) PayloadCleanup()       {}
 func (r *rreaddirWire) String() string      { return fmt.Sprintf("Rreaddir{len(Data): %d}", len(r.data)) }
-
-// decodeDirents decodes wire-form entries (for tests and logs).
-func decodeDirents(p []byte) (Dirents, error) {
-	b := buffer{data: p}
-	var out Dirents
-	for len(b.data) > 0 {
-		var d Dirent
-		d.decode(&b)
-		if b.isOverrun() {
-			return out, io.ErrUnexpectedEOF
-		}
-		out = append(out, d)
-	}
-	return out, nil
-}
 
 // directSender is a reply that writes itself to the transport (under the
 // connection's send lock) instead of being encoded by send.
