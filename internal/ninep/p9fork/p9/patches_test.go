@@ -487,6 +487,28 @@ func TestMaxFIDs(t *testing.T) {
 	r.expect(tRwalk, 2)
 }
 
+// A Tversion in mid-session aborts the reads in flight.
+func TestVersionAbortsReads(t *testing.T) {
+	fs := newTestFS()
+	r := serve(t, fs)
+	r.session(8192)
+	r.walkOpen(5, "slow")
+	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
+	fs.waitEntered(t, 1)
+	r.send(tTversion, 0xFFFF, uint32(8192), "9P2000.L")
+	got := map[uint8]reply{}
+	for len(got) < 2 {
+		m := r.recv()
+		got[m.typ] = m
+	}
+	if m := got[tRlerror]; m.tag != 10 || m.errno() != uint32(linux.EINTR) {
+		t.Fatalf("the read in flight got %v", m)
+	}
+	if _, ok := got[tRversion]; !ok {
+		t.Fatalf("no Rversion: %v", got)
+	}
+}
+
 // A Tversion in mid-session starts a new session: the old fids are gone.
 func TestVersionResetsSession(t *testing.T) {
 	r := serve(t, newTestFS(), p9.WithMaxFIDs(4))

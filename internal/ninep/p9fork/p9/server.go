@@ -495,6 +495,16 @@ func (cs *connState) InsertFID(fid fid, newRef *fidRef) {
 // Requests in flight keep the references they hold, so a File is closed
 // once the last of them is done with it.
 func (cs *connState) resetSession() {
+	// "All outstanding I/O on the connection is aborted": the reads in
+	// flight are cancelled (they are answered, EINTR, as a flush would).
+	cs.tagMu.Lock()
+	for _, st := range cs.tags {
+		if st.cancel != nil {
+			st.cancel()
+		}
+	}
+	cs.tagMu.Unlock()
+
 	cs.fidMu.Lock()
 	old := cs.fids
 	cs.fids = make(map[fid]*fidRef)
@@ -560,13 +570,19 @@ type tagState struct {
 // StartTag starts handling the tag.
 //
 // False is returned if this tag is already active.
-func (cs *connState) StartTag(t tag) (*tagState, bool) {
+func (cs *connState) StartTag(t tag, m message) (*tagState, bool) {
 	cs.tagMu.Lock()
 	defer cs.tagMu.Unlock()
 	if _, ok := cs.tags[t]; ok {
 		return nil, false
 	}
 	st := &tagState{sent: make(chan struct{})}
+	if r, ok := m.(*tread); ok {
+		// Only reads may wait (ReaderAtContext), so only they pay
+		// for a context of their own. Set under tagMu, where
+		// resetSession reads it.
+		r.ctx, st.cancel = context.WithCancel(cs.ctx)
+	}
 	cs.tags[t] = st
 	return st, true
 }
@@ -653,7 +669,7 @@ func (cs *connState) handleRequests() {
 		if f, ok := m.(*tflush); ok {
 			f.old = cs.lookupTag(f.OldTag)
 		}
-		st, ok := cs.StartTag(tag)
+		st, ok := cs.StartTag(tag, m)
 		if !ok {
 			cs.server.log.Printf("no valid tag [%05d]", tag)
 			// Nothing we can do at this point; client is bogus.
@@ -662,11 +678,6 @@ func (cs *connState) handleRequests() {
 		}
 		st.slot, st.refuse = cs.slotFor(m)
 		cs.orderOnFid(m, st)
-		if r, ok := m.(*tread); ok {
-			// Only reads may wait (ReaderAtContext), so only they pay
-			// for a context of their own.
-			r.ctx, st.cancel = context.WithCancel(cs.ctx)
-		}
 		cs.pendingWg.Add(1)
 		if st.after == nil && st.refuse == nil && cs.inline(m) {
 			cs.handleRequest(tag, st, m) // fastpath.go
