@@ -161,8 +161,8 @@ type connState struct {
 	tagMu sync.Mutex
 	tags  map[tag]*tagState
 
-	// opening holds the fids whose Tlopen is in flight (opening.go).
-	// Protected by tagMu.
+	// opening holds the fids whose set-up (Tattach, Twalk, Tlopen, ...)
+	// is in flight (opening.go). Protected by tagMu.
 	opening map[fid]chan struct{}
 
 	// messageSize is the maximum message size. The server does not
