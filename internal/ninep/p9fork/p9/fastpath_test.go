@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -469,7 +470,7 @@ func str9(s string) []byte {
 
 // rpc sends one request and returns the body of its reply, failing on any
 // reply but the type after typ.
-func (r *benchConn) rpc(b *testing.B, typ uint8, body []byte) []byte {
+func (r *benchConn) rpc(b testing.TB, typ uint8, body []byte) []byte {
 	tag := uint16(1)
 	if typ == tTversion {
 		tag = 0xffff
@@ -529,5 +530,69 @@ func TestSplicePipesClosed(t *testing.T) {
 	})
 	if after := fds(); after != before {
 		t.Errorf("%d descriptors open after the connection ended, %d before", after, before)
+	}
+}
+
+// A client that asks for spliced reads and never takes the replies is
+// dropped by the write timeout, as it is on the copying path: the splice
+// into the socket waits on the same deadline. Without it the server would
+// wait on the full socket for ever and Handle would not return.
+func TestSpliceWriteTimeout(t *testing.T) {
+	fs, _ := newHostFS(t, 8<<20)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "socketpair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	s, c := conns[0], conns[1]
+	defer c.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p9.NewServer(fs, p9.WithWriteTimeout(200*time.Millisecond)).Handle(s, s)
+	}()
+	const msize = 1 << 20
+	rc := &benchConn{c: c, buf: make([]byte, msize)}
+	rc.rpc(t, tTversion, append(binary.LittleEndian.AppendUint32(nil, msize), str9("9P2000.L")...))
+	attach := binary.LittleEndian.AppendUint32(nil, 0)
+	attach = binary.LittleEndian.AppendUint32(attach, noFID)
+	attach = append(append(attach, str9("")...), str9("")...)
+	rc.rpc(t, tTattach, binary.LittleEndian.AppendUint32(attach, 0))
+	walk := binary.LittleEndian.AppendUint32(nil, 0)
+	walk = binary.LittleEndian.AppendUint32(walk, 1)
+	walk = binary.LittleEndian.AppendUint16(walk, 1)
+	rc.rpc(t, tTwalk, append(walk, str9("data")...))
+	rc.rpc(t, tTlopen, binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 1), 0))
+	// Eight 1 MiB Treads, written and never read: far more than the
+	// socket buffers hold.
+	go func() {
+		for i := 0; i < 8; i++ {
+			req := binary.LittleEndian.AppendUint32(nil, 1)
+			req = binary.LittleEndian.AppendUint64(req, uint64(i)<<20)
+			req = binary.LittleEndian.AppendUint32(req, msize-24)
+			frame := binary.LittleEndian.AppendUint32(nil, uint32(7+len(req)))
+			frame = append(frame, tTread)
+			frame = binary.LittleEndian.AppendUint16(frame, uint16(10+i))
+			if _, err := c.Write(append(frame, req...)); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server still waits on a client that does not read, 10 s on")
+	}
+	if fs.hostFiles.Load() == 0 {
+		t.Error("nothing was spliced")
 	}
 }
