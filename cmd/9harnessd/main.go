@@ -74,7 +74,12 @@ Flags:
                     resolved once at start; mounts beneath a root are never
                     crossed, unless given as NAME=PATH,xdev. NAME is one of
                     %[2]s
-  --max-conns N     refuse connections beyond N at once (default %[3]d)
+  --max-conns N     refuse connections beyond N at once (default %[3]d);
+                    other uids may hold all but %[12]d of them, each uid at
+                    most %[13]d
+  --idle-timeout DURATION
+                    close a connection of another uid after DURATION with
+                    no request in flight (default %[14]s; 0: never)
   --msize BYTES     largest 9P message size granted, 4096..4194304
                     (default %[4]d)
   --allow-uid USER  also let USER (a name or uid) read the tree (repeatable)
@@ -145,7 +150,8 @@ func helpText() string {
 	}
 	dirs.WriteString(line + "\n  /skills/          the skills of the harnesses that have them")
 	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String(),
-		harness.Verified("claude"), harness.Verified("codex"), harness.Verified("pi"), harness.Verified("gemini"), harness.Verified("opencode"))
+		harness.Verified("claude"), harness.Verified("codex"), harness.Verified("pi"), harness.Verified("gemini"), harness.Verified("opencode"),
+		daemon.DefaultOwnerReserve, daemon.DefaultMaxConnsPerUID, strings.TrimSuffix(daemon.DefaultIdleTimeout.String(), "0s"))
 }
 
 // rootFlags collects --root NAME=PATH.
@@ -318,6 +324,7 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	fd := fs.Int("fd", -1, "")
 	fs.Var(roots, "root", "")
 	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "")
+	idleTimeout := fs.Duration("idle-timeout", daemon.DefaultIdleTimeout, "")
 	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "")
 	var allowUIDs, allowGroups []string
 	fs.StringArrayVar(&allowUIDs, "allow-uid", nil, "")
@@ -369,6 +376,12 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	if *maxConns < 1 {
 		return nil, usageError{fmt.Errorf("--max-conns %d: must be at least 1", *maxConns)}
 	}
+	if *idleTimeout < 0 {
+		return nil, usageError{fmt.Errorf("--idle-timeout %v: must not be negative", *idleTimeout)}
+	}
+	if *idleTimeout == 0 {
+		*idleTimeout = -1 // the Config's "never"; its 0 is the default
+	}
 	uids, err := idList(allowUIDs).resolve(lookupUser)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--allow-uid: %w", err)}
@@ -389,13 +402,14 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	logger := log.New(os.Stderr, "", 0)
 	logf := logger.Printf
 	cfg := &daemon.Config{
-		Unix:     *unixPath,
-		Name:     *name,
-		FD:       *fd,
-		Roots:    all,
-		MaxConns: *maxConns,
-		MaxMsize: uint32(*msize),
-		Logf:     logf,
+		Unix:        *unixPath,
+		Name:        *name,
+		FD:          *fd,
+		Roots:       all,
+		MaxConns:    *maxConns,
+		IdleTimeout: *idleTimeout,
+		MaxMsize:    uint32(*msize),
+		Logf:        logf,
 
 		AllowUIDs:   uids,
 		AllowGroups: gids,

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/9harness/9harness/internal/daemon"
 	"github.com/9harness/9harness/internal/harness"
 )
 
@@ -32,6 +34,7 @@ func TestRunStatus(t *testing.T) {
 		{[]string{"--msize", "x"}, 2, "", "9harnessd: --msize x: must be a non-negative integer (try '9harnessd --help')\n"},
 		{[]string{"--msize", "1"}, 2, "", "9harnessd: --msize 1: must be between 4096 and 4194304 (try '9harnessd --help')\n"},
 		{[]string{"--root", "nosuch=/x"}, 2, "", "9harnessd: --root nosuch=/x: unknown harness \"nosuch\" (known: " + strings.Join(harness.Names(), ", ") + ") (try '9harnessd --help')\n"},
+		{[]string{"--idle-timeout", "-1s"}, 2, "", "9harnessd: --idle-timeout -1s: must not be negative (try '9harnessd --help')\n"},
 		{[]string{"extra"}, 2, "", "9harnessd: unexpected argument \"extra\" (try '9harnessd --help')\n"},
 		{[]string{"--unix", "/a", "--fd", "3"}, 2, "", "9harnessd: --unix, --name and --fd are alternatives: give at most one (try '9harnessd --help')\n"},
 	} {
@@ -39,6 +42,27 @@ func TestRunStatus(t *testing.T) {
 		status := run(tc.args, &stdout, &stderr)
 		if status != tc.status || !strings.HasPrefix(stdout.String(), tc.stdout) || (tc.stdout == "") != (stdout.Len() == 0) || stderr.String() != tc.stderr {
 			t.Errorf("9harnessd %q: status %d, stdout %.40q, stderr %q; want %d, %q..., %q", tc.args, status, stdout.String(), stderr.String(), tc.status, tc.stdout, tc.stderr)
+		}
+	}
+}
+
+// TestParseIdleTimeout: --idle-timeout reaches the Config, 0 as "never"
+// (negative there), since the Config's 0 is the default.
+func TestParseIdleTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, daemon.DefaultIdleTimeout},
+		{[]string{"--idle-timeout", "30s"}, 30 * time.Second},
+		{[]string{"--idle-timeout", "0"}, -1},
+	} {
+		cfg, err := parse(append(tc.args, "--root", "claude=/nonexistent"), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if cfg.IdleTimeout != tc.want {
+			t.Errorf("%q: IdleTimeout %v, want %v", tc.args, cfg.IdleTimeout, tc.want)
 		}
 	}
 }

@@ -4,17 +4,13 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
@@ -22,7 +18,6 @@ import (
 	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/prochelper"
 	"github.com/9harness/9harness/internal/tree"
-	"github.com/9harness/9harness/internal/wire"
 )
 
 // Logf is a printf-style logger.
@@ -35,6 +30,27 @@ const (
 	// cap is what bounds memory: 64 connections at 1 MiB is 64 MiB of
 	// buffers at worst, well under what a per-user daemon may take.
 	DefaultMaxConns = 64
+	// DefaultOwnerReserve is how many of those slots only the owner may
+	// take, so that no other uid, nor all of them together, can lock the
+	// owner out (rule 10). 16 covers what one person runs at once: a FUSE
+	// mount, a `ps --watch`, an editor's mount, a few scripts each holding
+	// a connection for a command. It is at most half of --max-conns, so a
+	// small cap still admits other uids.
+	DefaultOwnerReserve = 16
+	// DefaultMaxConnsPerUID bounds the connections of each uid that is
+	// not the owner (a grantee, or the owner's uid inside a sandbox), so
+	// that one grantee cannot take every slot the others share. A
+	// grantee's client uses one connection per command and a mount one
+	// more: 8 leaves room for a few at once.
+	DefaultMaxConnsPerUID = 8
+	// DefaultIdleTimeout closes a connection of another uid once it has
+	// had no request in flight and sent no frame for this long, so slots
+	// held and forgotten come back. It is far above the pauses of any
+	// client that is working (a ps --watch asks every few seconds), and
+	// short enough that a peer parking connections gets them back within
+	// minutes. The owner's connections never time out: its own mount may
+	// sit idle all day.
+	DefaultIdleTimeout = 5 * time.Minute
 	// DefaultMaxMsize is the largest msize granted. 1 MiB is where the
 	// measured read throughput of both diod's C client and the Go client
 	// levels off (BENCHMARKS.md); p9's own cap, 4 MiB, quadruples the
@@ -56,9 +72,19 @@ type Server struct {
 	Sandbox  func(c net.Conn, p *peer.Peer) (string, error)
 	UID, GID uint32 // the daemon's own ids: the gate admits only this uid
 	MaxConns int
-	MaxMsize uint32
-	Owner    string // the daemon's user name, for 9P2000 stats
-	Logf     Logf
+	// OwnerReserve is how many of MaxConns only the owner may take (0:
+	// DefaultOwnerReserve, at most half of MaxConns; negative: none).
+	OwnerReserve int
+	// MaxConnsPerUID bounds each other uid's connections (0:
+	// DefaultMaxConnsPerUID); one over it is closed at once.
+	MaxConnsPerUID int
+	// IdleTimeout closes another uid's connection after that long with no
+	// request in flight and no frame (0: DefaultIdleTimeout; negative:
+	// never). The owner's connections have none.
+	IdleTimeout time.Duration
+	MaxMsize    uint32
+	Owner       string // the daemon's user name, for 9P2000 stats
+	Logf        Logf
 	// Policy decides who may read (and later move). Nil admits only the
 	// daemon's own uid.
 	Policy *authz.Policy
@@ -77,7 +103,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	idle   time.Time // when the last connection closed (zero while one is open)
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]slot
+	others int            // connections of uids other than the owner
+	perUID map[uint32]int // the same, by uid
 	wg     sync.WaitGroup
 	closed bool
 }
@@ -149,56 +177,34 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	root := s.Root
-	if !s.policy().IsOwner(subj) {
+	owner := s.policy().IsOwner(subj)
+	if !owner {
 		root = s.GranteeRoot
 		if root == nil {
 			root = tree.NewStatic("/", time.Time{})
 		}
 	}
-	if !s.track(c) {
-		s.refuse(p, fmt.Sprintf("%d connections are already open (the cap)", s.maxConns()))
+	if ok, why := s.track(c, slot{owner: owner, uid: p.UID}); !ok {
+		s.refuse(p, why)
 		return
 	}
 	defer s.untrack(c)
 
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-
-	first, err := readFirst(c)
-	if err != nil {
+	cfg := ninep.Conn{
+		Root: root, UID: s.UID, GID: s.GID, Owner: s.owner(),
+		Writer: tree.Writer{Subject: subj, Comm: p.Comm},
+		// Writes (moves) run on a context that neither the client's
+		// hang-up nor the daemon's SIGTERM cancels: a started move
+		// completes within its own bounds, and shutdown waits for it.
+		WriteCtx: context.WithoutCancel(ctx),
+		MaxMsize: s.maxMsize(),
+		Logf:     s.Logf,
+	}
+	if !owner {
+		cfg.IdleTimeout = s.idleTimeout()
+	}
+	if err := ninep.Serve(ctx, c, cfg); err != nil {
 		s.logf("closed connection from %v: %v", p, err)
-		return
-	}
-	tag, msize, version, err := parseTversion(first)
-	if err != nil {
-		s.logf("closed connection from %v: %v", p, err)
-		return
-	}
-	if msize < minMsize {
-		s.logf("closed connection from %v: msize %d below the floor of %d", p, msize, minMsize)
-		return
-	}
-	writer := tree.Writer{Subject: subj, Comm: p.Comm}
-	// Writes (moves) run on a context that neither the client's hang-up
-	// nor the daemon's SIGTERM cancels: a started move completes within
-	// its own bounds, and shutdown waits for it.
-	wctx := context.WithoutCancel(ctx)
-	switch pick(version) {
-	case dialectL:
-		w := wire.New(c, io.MultiReader(bytes.NewReader(first), c), wire.Options{MaxMsize: s.maxMsize(), MinMsize: minMsize, Logf: s.Logf})
-		a := &ninep.Attacher{Root: root, UID: s.UID, GID: s.GID, Writer: writer, Ctx: wctx, Fast: w}
-		p9.NewServer(a).Handle(w, w)
-	case dialect2000:
-		// srv9p's Serve returns at EOF without cancelling handlers; none of
-		// this tree's handlers block, and the replay cancels at EOF for
-		// the ones that will (the move).
-		rctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		g := newGate9(rctx, newReplay(first, c, cancel), c, s.maxMsize())
-		ninep.NewPlan9(root, s.owner(), s.maxMsize(), writer, wctx).Serve(g, g)
-	default:
-		c.Write(rversionMsg(tag, msize, "unknown"))
-		s.logf("closed connection from %v: unknown version %q", p, version)
 	}
 }
 
@@ -259,23 +265,82 @@ func (s *Server) maxConns() int {
 	return DefaultMaxConns
 }
 
-func (s *Server) track(c net.Conn) bool {
+// ownerReserve is the number of slots other uids may not take.
+func (s *Server) ownerReserve() int {
+	r := s.OwnerReserve
+	switch {
+	case r < 0:
+		return 0
+	case r == 0:
+		r = DefaultOwnerReserve
+	}
+	return min(r, s.maxConns()/2)
+}
+
+func (s *Server) maxConnsPerUID() int {
+	if s.MaxConnsPerUID > 0 {
+		return s.MaxConnsPerUID
+	}
+	return DefaultMaxConnsPerUID
+}
+
+// idleTimeout is the idle bound of a connection of another uid (0: none).
+func (s *Server) idleTimeout() time.Duration {
+	switch {
+	case s.IdleTimeout < 0:
+		return 0
+	case s.IdleTimeout == 0:
+		return DefaultIdleTimeout
+	}
+	return s.IdleTimeout
+}
+
+// slot is what a tracked connection counts against.
+type slot struct {
+	owner bool
+	uid   uint32
+}
+
+// track takes a slot for c, or says why there is none. The owner may take
+// any of MaxConns; other uids share all but the owner's reserve, each at
+// most MaxConnsPerUID.
+func (s *Server) track(c net.Conn, sl slot) (ok bool, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || len(s.conns) >= s.maxConns() {
-		return false
+	switch {
+	case s.closed:
+		return false, "the daemon is stopping"
+	case len(s.conns) >= s.maxConns():
+		return false, fmt.Sprintf("%d connections are already open (the cap)", s.maxConns())
+	case !sl.owner && s.perUID[sl.uid] >= s.maxConnsPerUID():
+		return false, fmt.Sprintf("uid %d already holds %d connections (the cap of each uid but the owner's)", sl.uid, s.maxConnsPerUID())
+	case !sl.owner && s.others >= s.maxConns()-s.ownerReserve():
+		return false, fmt.Sprintf("other uids already hold %d connections (the cap; %d more are kept for the owner)", s.others, s.ownerReserve())
 	}
 	if s.conns == nil {
-		s.conns = make(map[net.Conn]struct{})
+		s.conns = make(map[net.Conn]slot)
+		s.perUID = make(map[uint32]int)
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = sl
+	if !sl.owner {
+		s.others++
+		s.perUID[sl.uid]++
+	}
 	s.idle = time.Time{}
-	return true
+	return true, ""
 }
 
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	if sl, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		if !sl.owner {
+			s.others--
+			if s.perUID[sl.uid]--; s.perUID[sl.uid] == 0 {
+				delete(s.perUID, sl.uid)
+			}
+		}
+	}
 	if len(s.conns) == 0 {
 		s.idle = time.Now()
 	}

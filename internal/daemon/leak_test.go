@@ -307,7 +307,7 @@ func TestNoLeaks(t *testing.T) {
 	// 2. Fuzz-style: the FuzzConn seeds and corpus, mutations of them and
 	// random streams, each on a live connection of the running server.
 	streams := append([][]byte{}, seeds...)
-	corpus, _ := filepath.Glob("testdata/fuzz/FuzzConn/*")
+	corpus, _ := filepath.Glob(fuzzCorpus)
 	for _, p := range corpus {
 		if b, err := readCorpus(p); err == nil {
 			streams = append(streams, b)

@@ -33,6 +33,10 @@ type Config struct {
 	MaxConns int
 	MaxMsize uint32
 	Logf     Logf
+	// IdleTimeout closes a connection of a uid other than the owner's
+	// after that long with no request in flight and no frame (0: the
+	// default, DefaultIdleTimeout; negative: never).
+	IdleTimeout time.Duration
 
 	// CrossMounts names the roots whose --root asked for mounts beneath
 	// them to be served (NAME=PATH,xdev); no other root crosses a mount.
@@ -243,6 +247,7 @@ func Run(ctx context.Context, cfg Config) error {
 		UID:         uint32(os.Getuid()),
 		GID:         uint32(os.Getgid()),
 		MaxConns:    cfg.MaxConns,
+		IdleTimeout: cfg.IdleTimeout,
 		MaxMsize:    cfg.MaxMsize,
 		Logf:        cfg.Logf,
 	}

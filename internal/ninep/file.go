@@ -7,11 +7,13 @@ import (
 	"context"
 	"io"
 	"sync"
+	"syscall"
 
 	"github.com/hugelgupf/p9/fsimpl/templatefs"
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 
+	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/tree"
 )
 
@@ -28,10 +30,6 @@ type Attacher struct {
 	// Ctx bounds writes. It is the daemon's, not the connection's: a move,
 	// once started, completes whether or not the client stays.
 	Ctx context.Context
-	// Fast, if not nil, is told of every file opened for reading, so that
-	// it may answer the fid's Treads and Treaddirs itself (wire.Conn's fast
-	// path; the file is its FileReader and DirReader).
-	Fast interface{ Opened(flags uint32, f any) }
 }
 
 // Attach implements p9.Attacher.
@@ -144,35 +142,47 @@ func (f *file) StatFS() (p9.FSStat, error) {
 // failed write returns the reason (reason.go). p9 calls it at most once per
 // file.
 func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
-	if mode.Mode() != p9.ReadOnly || mode&oTrunc != 0 {
-		if _, ok := f.node.(tree.Writable); !ok {
-			return p9.QID{}, 0, linux.EROFS
-		}
-	}
-	a, err := f.node.Attr()
+	h, err := openNode(f.node, mode.Mode() != p9.ReadOnly || mode&oTrunc != 0, true)
 	if err != nil {
 		return p9.QID{}, 0, Errno(err)
 	}
-	f.mu.Lock()
-	if fn, ok := f.node.(tree.File); ok {
-		h, err := fn.Open()
-		if err != nil {
-			f.mu.Unlock()
-			return p9.QID{}, 0, Errno(err)
+	a, err := f.node.Attr()
+	if err != nil {
+		if h != nil {
+			h.Close()
 		}
-		f.h = h
+		return p9.QID{}, 0, Errno(err)
 	}
+	f.mu.Lock()
+	f.h = h
 	f.open = true
 	f.mu.Unlock()
-	if f.a.Fast != nil && mode.Mode() == p9.ReadOnly && mode&oTrunc == 0 {
-		f.a.Fast.Opened(uint32(mode), f)
-	}
 	return qidOf(a), 0, nil
 }
 
 // ReadAt implements p9.File. After a failed write on this fid, it reads
 // the reason instead of the file.
-func (f *file) ReadAt(p []byte, off int64) (int, error) {
+func (f *file) ReadAt(p []byte, off int64) (int, error) { return f.read(nil, p, off) }
+
+// ReadAtContext implements p9.ReaderAtContext: the p9 fork cancels ctx
+// when a Tflush names the read or the connection ends, which ends a read
+// that waits (a ContextReader handle, the events file) with EINTR.
+func (f *file) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.read(ctx, p, off)
+}
+
+// Blocking implements p9.Blocker: reads of a ContextReader handle wait
+// for events, and hold the connection's blocking-read slots, not its
+// request slots (lBlockingReads).
+func (f *file) Blocking() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.h.(ContextReader)
+	return ok
+}
+
+// read is ReadAt, with ctx (if not nil) handed to a handle that waits.
+func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	h, reason := f.h, f.reason
 	f.mu.Unlock()
@@ -188,12 +198,21 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return 0, linux.EBADF
 	}
-	n, err := h.ReadAt(p, off)
+	var n int
+	var err error
+	if ctx != nil {
+		n, err = readHandle(ctx, nil, h, p, off)
+	} else {
+		n, err = h.ReadAt(p, off)
+	}
 	if err == io.EOF {
 		if n > 0 {
 			return n, nil
 		}
 		return 0, io.EOF
+	}
+	if errs.KindOf(err) == errs.Interrupted {
+		return n, linux.EINTR
 	}
 	if err != nil {
 		return n, linux.EIO
@@ -201,15 +220,30 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// HostFile implements p9.HostFileReader: when ReadAt is a pread of an open
+// host file (a mirrored file's handle is an *os.File, and nothing else in
+// the tree is a syscall.Conn), the server may splice that file's bytes to
+// the socket instead of calling ReadAt. Not after a failed write, whose
+// reads are the reason, not the file.
+func (f *file) HostFile() (syscall.Conn, bool) {
+	f.mu.Lock()
+	h, reason := f.h, f.reason
+	f.mu.Unlock()
+	if reason != nil || h == nil {
+		return nil, false
+	}
+	sc, ok := h.(syscall.Conn)
+	return sc, ok
+}
+
 // Readdir implements p9.File. The listing is snapshotted at offset 0 and
 // offsets are indices into that snapshot (offset i+1 resumes after entry i),
 // so one listing of any size is complete and consistent, and the next
 // listing from 0 sees the directory as it is then. count is a byte budget.
 //
-// On a connection with the wire layer's fast path, Treaddir never reaches
-// here: ReaddirWire answers it. This is the path for the rest (no fast
-// path, or a fid it could not bind), and it decodes the range it returns
-// from the snapshot.
+// The p9 fork answers Treaddir with ReaddirWire (p9.DirentsReader), so
+// Treaddir never reaches here; this is the path for a caller of the File
+// itself, and it decodes the range it returns from the snapshot.
 func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	b, err := f.ReaddirWire(offset, count)
 	if err != nil {
@@ -221,7 +255,7 @@ func (f *file) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	return decodeDirents(b), nil
 }
 
-// ReaddirWire implements wire.DirReader: the entries from offset that fit
+// ReaddirWire implements p9.DirentsReader: the entries from offset that fit
 // in count bytes, as a slice of the snapshot, which is kept in Rreaddir's
 // wire form. Why: encoding each Rreaddir (p9 appends entry after entry into
 // a buffer that grows as it goes) was most of what a listing allocated,
@@ -267,26 +301,14 @@ func (f *file) Close() error {
 // offset 0 (echo name > file), and the write returns when the move it asks
 // for has completed or been refused.
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	w, ok := f.node.(tree.Writable)
-	if !ok {
-		return 0, linux.EROFS
-	}
-	if off != 0 {
-		return 0, linux.EINVAL
-	}
-	ctx := f.a.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := w.Write(ctx, f.a.Writer, p); err != nil {
+	err := writeNode(f.a.Ctx, f.node, f.a.Writer, p, off, func(reason []byte) {
 		f.mu.Lock()
-		f.reason = reasonOf(err)
+		f.reason = reason
 		f.mu.Unlock()
+	})
+	if err != nil {
 		return 0, Errno(err)
 	}
-	f.mu.Lock()
-	f.reason = nil
-	f.mu.Unlock()
 	return len(p), nil
 }
 

@@ -16,11 +16,10 @@ import (
 
 	"github.com/9harness/9harness/internal/saferoot"
 	"github.com/9harness/9harness/internal/tree"
-	"github.com/9harness/9harness/internal/wire"
 )
 
-// The benchmarks here run the whole serving stack the daemon runs (the
-// wire.Conn, p9's server, this adapter, the tree and saferoot) over a real
+// The benchmarks here run the whole serving stack the daemon runs (the p9
+// fork's server, this adapter, the tree and saferoot) over a real
 // unix socket pair, driven by a raw 9P2000.L client that does what diodls
 // does: walk to the directory, open it, Treaddir until an empty reply,
 // clunk. Profile with
@@ -113,20 +112,25 @@ func dial(tb testing.TB, root tree.Dir, msize uint32) *rawClient {
 	return dialWith(tb, root, msize, true)
 }
 
-// dialWith serves root on a new connection, with the wire layer's fast
-// path (as the daemon does) or with p9 answering every request.
-func dialWith(tb testing.TB, root tree.Dir, msize uint32, fast bool) *rawClient {
+// dialWith serves root on a new connection with the p9 fork writing to the
+// socket itself (socket: Treads of host files are spliced), or through a
+// writer that hides the socket (every Tread is read and copied).
+func dialWith(tb testing.TB, root tree.Dir, msize uint32, socket bool) *rawClient {
 	srv, cli, err := socketPair()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := wire.New(srv, srv, wire.Options{MaxMsize: 4 << 20})
-	a := &Attacher{Root: root}
-	if fast {
-		a.Fast = w
+	var w io.WriteCloser = srv
+	if !socket {
+		w = struct{ io.WriteCloser }{srv}
 	}
-	go p9.NewServer(a).Handle(w, w)
+	go p9.NewServer(&Attacher{Root: root}, p9.WithMaxMessageSize(4<<20)).Handle(srv, w)
 	tb.Cleanup(func() { cli.Close() })
+	return attachRaw(tb, cli, msize)
+}
+
+// attachRaw is a raw client on cli after Tversion and Tattach (fid 0).
+func attachRaw(tb testing.TB, cli net.Conn, msize uint32) *rawClient {
 	r := &rawClient{c: cli, resp: make([]byte, msize+64)}
 	r.begin(100)
 	r.u32(msize)
@@ -226,21 +230,32 @@ func benchTree(home string) tree.Dir {
 	return tree.New(tree.Config{Roots: map[string]*saferoot.Root{"dsh": saferoot.New(home)}, PID: 1, Start: time.Now()})
 }
 
+// servePaths are the two ways of serving compared: the fork on the socket
+// itself (splice), and through a writer that hides it (read and copy).
+var servePaths = []struct {
+	name string
+	dial func(testing.TB, tree.Dir, uint32) *rawClient
+}{{"splice", dial}, {"copy", func(tb testing.TB, root tree.Dir, msize uint32) *rawClient {
+	return dialWith(tb, root, msize, false)
+}}}
+
 func BenchmarkListing(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, msize := range []uint32{64 << 10, 1 << 20} {
-			b.Run(fmt.Sprintf("entries=%d/msize=%dK", n, msize>>10), func(b *testing.B) {
-				home := benchHome(b, n)
-				r := dial(b, benchTree(home), msize)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if got := r.list(b, "dsh", "dir"); got != n {
-						b.Fatalf("listed %d, want %d", got, n)
+			for _, sp := range servePaths {
+				b.Run(fmt.Sprintf("entries=%d/msize=%dK/%s", n, msize>>10, sp.name), func(b *testing.B) {
+					home := benchHome(b, n)
+					r := sp.dial(b, benchTree(home), msize)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for b.Loop() {
+						if got := r.list(b, "dsh", "dir"); got != n {
+							b.Fatalf("listed %d, want %d", got, n)
+						}
 					}
-				}
-				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
-			})
+					b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+				})
+			}
 		}
 	}
 }
@@ -248,34 +263,36 @@ func BenchmarkListing(b *testing.B) {
 // BenchmarkRead reads a 4 MiB file whole with Treads of msize-24 bytes.
 func BenchmarkRead(b *testing.B) {
 	for _, msize := range []uint32{64 << 10, 1 << 20} {
-		b.Run(fmt.Sprintf("msize=%dK", msize>>10), func(b *testing.B) {
-			home := benchHome(b, 10)
-			r := dial(b, benchTree(home), msize)
-			b.ReportAllocs()
-			b.SetBytes(4 << 20)
-			for b.Loop() {
-				r.walk(b, 0, 1, "dsh", "big")
-				r.open(b, 1)
-				total := 0
-				for off := uint64(0); ; {
-					r.begin(116)
-					r.u32(1)
-					r.u64(off)
-					r.u32(r.msize - 24)
-					_, body := r.rpc(b)
-					cnt := binary.LittleEndian.Uint32(body)
-					if cnt == 0 {
-						break
+		for _, sp := range servePaths {
+			b.Run(fmt.Sprintf("msize=%dK/%s", msize>>10, sp.name), func(b *testing.B) {
+				home := benchHome(b, 10)
+				r := sp.dial(b, benchTree(home), msize)
+				b.ReportAllocs()
+				b.SetBytes(4 << 20)
+				for b.Loop() {
+					r.walk(b, 0, 1, "dsh", "big")
+					r.open(b, 1)
+					total := 0
+					for off := uint64(0); ; {
+						r.begin(116)
+						r.u32(1)
+						r.u64(off)
+						r.u32(r.msize - 24)
+						_, body := r.rpc(b)
+						cnt := binary.LittleEndian.Uint32(body)
+						if cnt == 0 {
+							break
+						}
+						off += uint64(cnt)
+						total += int(cnt)
 					}
-					off += uint64(cnt)
-					total += int(cnt)
+					r.clunk(b, 1)
+					if total != 4<<20 {
+						b.Fatalf("read %d", total)
+					}
 				}
-				r.clunk(b, 1)
-				if total != 4<<20 {
-					b.Fatalf("read %d", total)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 

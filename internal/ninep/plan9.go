@@ -79,9 +79,15 @@ var errNotReady = errors.New("fid not ready: its walk has not completed")
 // refusals. It uses srv9p with Tree == nil: srv9p's Tree stores stats and
 // cannot drop entries, which a live tree needs. One server per connection.
 func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
-	if wctx == nil {
-		wctx = context.Background()
-	}
+	return newPlan9(context.Background(), nil, root, owner, msize, writer, wctx)
+}
+
+// newPlan9 is NewPlan9 for a connection whose end cancels conn and whose
+// gate holds bounds (nil: none). srv9p gives each request a context that
+// a Tflush naming it cancels (and writes the Rflush after the request's
+// reply), but derives it from context.Background(): a blocking read is
+// also handed conn, so that a client hanging up releases it.
+func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
 	return recovering(&srv9p.Server{
 		Msize: msize,
 		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
@@ -135,24 +141,18 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if mode&3 != plan9.OREAD || mode&(plan9.OTRUNC|plan9.ORCLOSE) != 0 {
-				// Only the one writable node may be opened for writing:
-				// write-only, or read-write so that a read after a failed
-				// write returns the reason (reason.go).
-				if _, ok := s.node.(tree.Writable); !ok || (mode&3 != plan9.OWRITE && mode&3 != plan9.ORDWR) || mode&plan9.ORCLOSE != 0 {
-					return errRO
-				}
-				if mode&3 == plan9.OWRITE {
-					return nil
-				}
+			// A writable node may be opened write-only, or read-write so
+			// that a read after a failed write returns the reason
+			// (reason.go); nothing is removed on clunk, nor executed.
+			write := mode&3 != plan9.OREAD || mode&plan9.OTRUNC != 0
+			if mode&plan9.ORCLOSE != 0 || (write && mode&3 != plan9.OWRITE && mode&3 != plan9.ORDWR) {
+				return errRO
 			}
-			if f, ok := s.node.(tree.File); ok {
-				h, err := f.Open()
-				if err != nil {
-					return plan9Err(err)
-				}
-				s.h = h
+			h, err := openNode(s.node, write, mode&3 != plan9.OWRITE)
+			if err != nil {
+				return plan9Err(err)
 			}
+			s.h = h
 			return nil
 		},
 		Read: func(ctx context.Context, fid *srv9p.Fid, data []byte, off int64) (int, error) {
@@ -161,8 +161,8 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 				return 0, err
 			}
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			if d, ok := s.node.(tree.Dir); ok {
+				defer s.mu.Unlock()
 				// The listing is snapshotted at offset 0 and served from
 				// the snapshot after, as on the 9P2000.L side.
 				if off == 0 || s.snap == nil {
@@ -194,20 +194,36 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 					return true
 				})
 			}
-			if s.reason != nil {
-				if off >= int64(len(s.reason)) {
+			// The handle is read without the fid's lock: a read that
+			// blocks (the events file) must not hold up a Tstat of the
+			// fid, and srv9p clunks (closes the handle) only after every
+			// request on the fid is answered.
+			h, reason := s.h, s.reason
+			s.mu.Unlock()
+			if reason != nil {
+				if off >= int64(len(reason)) {
 					return 0, nil
 				}
-				return copy(data, s.reason[off:]), nil
+				return copy(data, reason[off:]), nil
 			}
-			if s.h == nil {
+			if h == nil {
 				return 0, errors.New("not open for read")
 			}
-			n, err := s.h.ReadAt(data, off)
+			if _, ok := h.(ContextReader); ok {
+				done, err := bounds.block(conn)
+				if err != nil {
+					return 0, plan9Err(err)
+				}
+				defer done()
+			}
+			n, err := readHandle(ctx, conn, h, data, off)
 			if n > 0 || err == nil || errors.Is(err, io.EOF) {
 				return n, nil
 			}
-			return n, plan9Err(errs.E("read", errs.IO, "", err))
+			if errs.KindOf(err) != errs.Interrupted {
+				err = errs.E("read", errs.IO, "", err)
+			}
+			return n, plan9Err(err)
 		},
 		Stat: func(ctx context.Context, fid *srv9p.Fid) (*plan9.Dir, error) {
 			s, err := st(fid)
@@ -232,28 +248,22 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 			s.mu.Lock()
 			node := s.node
 			s.mu.Unlock()
-			w, ok := node.(tree.Writable)
-			if !ok {
-				return 0, errRO
-			}
-			if off != 0 {
-				return 0, errors.New(errString[errs.Invalid])
-			}
-			// The daemon's context, not the request's: a move completes
-			// whether or not the client stays.
-			if err := w.Write(wctx, writer, data); err != nil {
-				reason := reasonOf(err)
+			var reason []byte
+			err = writeNode(wctx, node, writer, data, off, func(r []byte) {
+				reason = r
 				s.mu.Lock()
-				s.reason = reason
+				s.reason = r
 				s.mu.Unlock()
+			})
+			if reason != nil {
 				// Rerror carries the reason after the spelling that
 				// clients map to an errno: plan9port's 9pfuse matches it
 				// as a substring, Plan 9 shows the whole string.
 				return 0, errors.New(plan9Err(err).Error() + ": " + strings.TrimSuffix(string(reason), "\n"))
 			}
-			s.mu.Lock()
-			s.reason = nil
-			s.mu.Unlock()
+			if err != nil {
+				return 0, plan9Err(err)
+			}
 			return len(data), nil
 		},
 		Wstat: func(context.Context, *srv9p.Fid, *plan9.Dir) error { return errRO },

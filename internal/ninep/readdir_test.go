@@ -15,17 +15,17 @@ import (
 	"github.com/9harness/9harness/internal/tree"
 )
 
-// A listing through the whole stack (wire, p9, this adapter) in many small
-// Rreaddirs: every listable name exactly once, no excluded name, each qid
-// what a walk of the name reports. Both ways: answered by the wire layer's
-// fast path from the encoded snapshot, and by p9 from the decoded one.
+// A listing through the whole stack (the p9 fork, this adapter) in many
+// small Rreaddirs, each a window of the encoded snapshot: every listable
+// name exactly once, no excluded name, each qid what a walk of the name
+// reports. With the server on the socket and behind a plain writer.
 func TestReaddirWire(t *testing.T) {
-	for _, fast := range []bool{true, false} {
-		t.Run(fmt.Sprintf("fast=%v", fast), func(t *testing.T) { testReaddirWire(t, fast) })
+	for _, socket := range []bool{true, false} {
+		t.Run(fmt.Sprintf("socket=%v", socket), func(t *testing.T) { testReaddirWire(t, socket) })
 	}
 }
 
-func testReaddirWire(t *testing.T, fast bool) {
+func testReaddirWire(t *testing.T, socket bool) {
 	home := t.TempDir()
 	dir := filepath.Join(home, "d")
 	os.Mkdir(dir, 0o755)
@@ -47,7 +47,7 @@ func testReaddirWire(t *testing.T, fast bool) {
 	os.Symlink("entry-0000", filepath.Join(dir, "link"))
 
 	root := tree.New(tree.Config{Roots: map[string]*saferoot.Root{"dsh": saferoot.New(home)}, PID: 1, Start: time.Now()})
-	r := dialWith(t, root, 8192, fast)
+	r := dialWith(t, root, 8192, socket)
 	r.walk(t, 0, 1, "dsh", "d")
 	r.open(t, 1)
 	seen := map[string]uint64{}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/tree"
-	"github.com/9harness/9harness/internal/wire"
 )
 
 // writableDir is a root with one writable file, "tmux", whose content is
@@ -80,7 +79,7 @@ var reasonRows = []struct {
 	{"fail", linux.EIO, "i/o error", "failed: no claude process appeared within 20s; resume by hand: cd /x && claude --resume s\n"},
 }
 
-// Over 9P2000.L, through the wire layer and p9's client: a refused write
+// Over 9P2000.L, through the p9 fork's server and client: a refused write
 // leaves its reason on the fid that wrote, a read of that fid returns it,
 // and another fid still reads the file. A write that succeeds leaves no
 // reason.
@@ -90,8 +89,7 @@ func TestReasonL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	w := wire.New(srv, srv, wire.Options{MaxMsize: 1 << 20})
-	go p9.NewServer(&Attacher{Root: writableDir{}, Fast: w}).Handle(w, w)
+	go p9.NewServer(&Attacher{Root: writableDir{}}, p9.WithMaxMessageSize(1<<20)).Handle(srv, srv)
 	c, err := p9.NewClient(cli, p9.WithMessageSize(1<<16))
 	if err != nil {
 		t.Fatal(err)

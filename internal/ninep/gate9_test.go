@@ -1,4 +1,4 @@
-package daemon
+package ninep
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ import (
 // file (and go test -race sees no race in srv9p's fid state; with the gate
 // removed it reports srv9p's Walk against its open).
 func TestGate9Pipelined(t *testing.T) {
-	s := testServer(t)
+	cfg := testConn(t)
 	var in []byte
 	add := func(f *plan9.Fcall) {
 		b, err := f.Bytes()
@@ -35,9 +35,9 @@ func TestGate9Pipelined(t *testing.T) {
 	}
 	// Keep the connection open until every reply is in: srv9p stops
 	// writing at EOF, so a half-close would drop the last replies.
-	srv, cli := socketpair(t)
+	srv, cli := connPair(t)
 	done := make(chan struct{})
-	go func() { defer close(done); s.ServeConn(t.Context(), srv) }()
+	go func() { defer close(done); serveConn(t, cfg, srv) }()
 	go cli.Write(in)
 	cli.SetReadDeadline(time.Now().Add(20 * time.Second))
 	reads := 0

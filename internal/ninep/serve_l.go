@@ -1,0 +1,104 @@
+package ninep
+
+import (
+	"context"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// The 9P2000.L side's bounds per connection (rule 10). The p9 fork
+// enforces them (internal/ninep/p9fork/PATCHES); these are its settings.
+const (
+	// lRequests bounds the requests p9 handles at once; the next frame
+	// stays on the socket until one is answered. Each holds a goroutine
+	// and, for a Tread, a read buffer of up to msize while its reply is
+	// written: 16 at the 1 MiB msize is 16 MiB for a client that
+	// pipelines reads and never takes the replies. A kernel mount keeps
+	// a few reads in flight per reader; 16 is the 9P2000 side's number
+	// (gateRequests) for the same reasons.
+	lRequests = 16
+	// lBlockingReads bounds the reads of one connection waiting in a
+	// ContextReader (the events file). They do not hold request slots
+	// while they wait, so waiting readers never keep a connection from
+	// its other requests, or from the Tflush that releases them; one
+	// beyond the bound is refused at once (EAGAIN). Same number as
+	// gateBlockingReads, for the same reasons (1,000 blocked readers
+	// across the connection cap, 16 msize of buffers at most).
+	lBlockingReads = 16
+	// lFids bounds the fids of one connection (EMFILE beyond it). Each
+	// holds a File and its walk's parents until clunked, about a
+	// kilobyte: 8192 is 8 MiB at most, far above what a client holds (a
+	// kernel mount keeps one per open file and per cached dentry, and
+	// the tree has hundreds of nodes, not thousands), and far below the
+	// 200,000 a Twalk loop made (1.65 GB).
+	lFids = 8192
+	// lReadTimeout bounds the rest of a frame once its first byte has
+	// arrived: a peer that sends half a frame and stalls is dropped. Any
+	// frame crosses a unix socket in far less; 30 s forgives a stopped
+	// (SIGSTOP, debugger) client.
+	lReadTimeout = 30 * time.Second
+	// lWriteTimeout bounds each reply's write: a peer that stops reading
+	// is dropped once its socket buffer has stayed full this long. Same
+	// reasoning as lReadTimeout.
+	lWriteTimeout = 30 * time.Second
+)
+
+// serveL serves a 9P2000.L session with the p9 fork, the Tversion first
+// read put back in front of the connection. Replies are written to c
+// itself, so that the fork can splice file data to the socket.
+func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
+	opts := []p9.ServerOpt{
+		// diod's libnpclient (diodls, diodcat) takes only success or
+		// ENOENT as "no authentication required".
+		p9.WithAuthError(linux.ENOENT),
+		p9.WithMaxMessageSize(cfg.MaxMsize),
+		p9.WithoutXattrs(),
+		p9.WithMaxFIDs(lFids),
+		p9.WithMaxRequests(lRequests),
+		p9.WithMaxBlockingReads(lBlockingReads),
+		p9.WithReadTimeout(lReadTimeout),
+		p9.WithWriteTimeout(lWriteTimeout),
+		p9.WithContext(ctx),
+	}
+	if cfg.IdleTimeout > 0 {
+		opts = append(opts, p9.WithIdleTimeout(cfg.IdleTimeout))
+	}
+	if cfg.Logf != nil {
+		opts = append(opts, p9.WithServerLogger(endLogger(cfg.Logf)))
+	}
+	a := &Attacher{Root: cfg.Root, UID: cfg.UID, GID: cfg.GID, Writer: cfg.Writer, Ctx: cfg.WriteCtx}
+	p9.NewServer(a, opts...).Handle(&prefixed{Conn: c, first: first}, c)
+}
+
+// prefixed is c with the bytes the front door consumed put back in front.
+// It keeps c's deadlines (the fork's stall bounds set them) but not its
+// SyscallConn: a readv from the socket would skip the bytes still here.
+type prefixed struct {
+	net.Conn
+	first []byte
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.first) > 0 {
+		n := copy(b, p.first)
+		p.first = p.first[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// endLogger passes on what p9 logs about a connection's end and drops its
+// per-message trace, before formatting it.
+type endLogger func(format string, args ...any)
+
+func (l endLogger) Printf(format string, args ...any) {
+	if strings.HasPrefix(format, "p9.recv:") || strings.HasPrefix(format, "p9.send:") || strings.HasPrefix(format, "panic") {
+		l(format, args...)
+	}
+}
+
+func (l endLogger) Print(args ...any) {}
