@@ -119,6 +119,8 @@ type nixCfg struct {
 	AllowGroups []any    `json:"allowGroups"`
 	SocketPath  string   `json:"socketPath"`
 	ExtraArgs   []string `json:"extraArgs"`
+	MemoryMax   string   `json:"memoryMax"`
+	TasksMax    any      `json:"tasksMax"`
 }
 
 // nixModuleEval is one evaluation of either module. The units are in the
@@ -455,7 +457,7 @@ func TestNixModules(t *testing.T) {
 	}
 	nixEval(t, "modules", &got)
 	ref := loadRefUnits(t)
-	wantOptions := []string{"allowGroups", "allowMove", "allowUids", "enable", "extraArgs", "package", "socketPath"}
+	wantOptions := []string{"allowGroups", "allowMove", "allowUids", "enable", "extraArgs", "memoryMax", "package", "socketPath", "tasksMax"}
 	wantUnits := []string{procServiceUnit, procSocketUnit, serviceUnit, socketUnit}
 	const fakePackage = "/nix/store/0000000000000000000000000000000a-fake-9harness"
 	const defaultPackage = "/nix/store/0000000000000000000000000000000a-ninep-harness-dev"
@@ -508,6 +510,9 @@ func TestNixModules(t *testing.T) {
 					skip := []string{"Service.ExecStart", "Service.Environment"}
 					if unitName == socketUnit && name != "default" {
 						skip = append(skip, "Socket.ListenStream", "Socket.SocketMode", "Socket.DirectoryMode")
+					}
+					if unitName == serviceUnit && name == "reachable" {
+						skip = append(skip, "Service.MemoryMax", "Service.TasksMax")
 					}
 					if d := diffUnits(u.without(skip...), ref.units[unitName].without(skip...)); len(d) > 0 {
 						t.Errorf("%s: %s differs from packaging/systemd:\n\t%s", name, unitName, strings.Join(d, "\n\t"))
@@ -630,6 +635,10 @@ func TestNixModules(t *testing.T) {
 						t.Errorf("grants under %%t: want one warning about socketPath, got %q", e.Warnings)
 					}
 				case "reachable":
+					// memoryMax and tasksMax change the daemon's bounds.
+					if m, n := svc.get("Service", "MemoryMax"), svc.get("Service", "TasksMax"); !slices.Equal(m, []string{"1G"}) || !slices.Equal(n, []string{"1024"}) {
+						t.Errorf("reachable: MemoryMax %q TasksMax %q, want 1G 1024 from the options", m, n)
+					}
 					if !slices.Equal(args, []string{"--allow-group", "agents"}) {
 						t.Errorf("reachable: ExecStart arguments %q", args)
 					}

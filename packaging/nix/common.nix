@@ -166,6 +166,28 @@ rec {
         '';
       };
 
+      memoryMax = mkOption {
+        type = types.str;
+        default = "512M";
+        example = "1G";
+        description = ''
+          The daemon's MemoryMax=: a backstop under its own bounds, which
+          hold it under 256 MiB resident whatever a peer does (idle, about
+          15 MiB). Past it the kernel stops the daemon and the socket starts
+          a fresh one on the next connection.
+        '';
+      };
+
+      tasksMax = mkOption {
+        type = types.either types.int types.str;
+        default = 512;
+        example = "infinity";
+        description = ''
+          The daemon's TasksMax=: its threads (one per CPU, plus one per
+          system call that blocks) and a move's short-lived children.
+        '';
+      };
+
       extraArgs = mkOption {
         type = types.listOf types.str;
         default = [ ];
@@ -264,6 +286,9 @@ rec {
       RuntimeDirectory = "9harness";
       RuntimeDirectoryMode = "0700";
       RuntimeDirectoryPreserve = "yes";
+      # Resource bounds (9harness.service.in says why these values).
+      MemoryMax = cfg.memoryMax;
+      TasksMax = toString cfg.tasksMax;
     }
     // daemonHardening;
 
@@ -272,6 +297,9 @@ rec {
     serviceBase
     // {
       ExecStart = procExecStart cfg;
+      # Its load follows its daemon's (9harness-proc.service.in).
+      MemoryMax = "256M";
+      TasksMax = "256";
     }
     // helperHardening;
 

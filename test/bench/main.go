@@ -8,8 +8,9 @@
 // systemd-socket-activate (Debian package systemd) and a Go toolchain (the
 // cold-start anchor is built on the fly). Sections: sequential reads of
 // 100 MiB and 1 GiB, listings of 10,000 and 100,000 entries, getattr on a
-// held fid, walk+getattr of 10,000 paths, /active, memory (VmRSS) and cold
-// start under socket activation; -only picks some of them.
+// held fid, walk+getattr of 10,000 paths, /active, memory (VmRSS), the
+// owner's latency under attack (attack.go) and cold start under socket
+// activation; -only picks some of them.
 // Every cell is measured once per round, the cells interleaved within a
 // round (A B A B over the rounds), and reported as median and min–max.
 // Before anything is timed, each path is checked once for correctness, so a
@@ -50,7 +51,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "coldstart"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -73,6 +74,9 @@ var (
 var selected = func(string) bool { return true }
 
 func main() {
+	if sock := os.Getenv(holdEnv); sock != "" {
+		holdIdle(sock) // the grantee of the attack section, run by it
+	}
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: go run ./test/bench [-rounds N] [-only SECTIONS] [-out BENCHMARKS.md]\n\n")
 		flag.PrintDefaults()
@@ -246,6 +250,10 @@ func run() int {
 	if selected("memory") {
 		mem = memorySection(e)
 	}
+	var atk *attackRun
+	if selected("attack") {
+		atk = attackSection(e)
+	}
 	var cold *coldRun
 	if selected("coldstart") {
 		cold = coldStart(e)
@@ -265,6 +273,9 @@ func run() int {
 	}
 	if mem != nil {
 		md.WriteString("\n" + memoryReport(mem))
+	}
+	if atk != nil {
+		md.WriteString("\n" + attackReport(atk))
 	}
 	if cold != nil {
 		md.WriteString("\n" + coldReport(cold))

@@ -356,6 +356,8 @@ let
         package = fakePackage;
         allowGroups = [ "agents" ];
         socketPath = "/run/9harness/%u/harness.sock";
+        memoryMax = "1G";
+        tasksMax = 1024;
       };
     };
     disabled = {
