@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
 )
@@ -234,7 +233,7 @@ func activeLines(t *testing.T, c *client.Client, root, home string) []string {
 		for _, e := range ents {
 			p := dir + "/" + e.Name
 			shown := strings.ReplaceAll(p, home, fixtureHomePath)
-			if e.QID.Type&p9.TypeDir != 0 {
+			if e.QID.IsDir() {
 				out = append(out, shown+"/")
 				walk(p)
 				continue

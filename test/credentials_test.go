@@ -19,7 +19,6 @@ import (
 
 	"9fans.net/go/plan9"
 	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/saferoot"
@@ -527,7 +526,7 @@ func subdirCount(t *testing.T, c *client.Client, p string) int {
 	must(t, err)
 	n := 0
 	for _, e := range ents {
-		if e.QID.Type&p9.TypeDir != 0 {
+		if e.QID.IsDir() {
 			n++
 		}
 	}

@@ -92,10 +92,10 @@ func TestDialectsConform(t *testing.T) {
 			t.Fatalf("9P2000.L stat %s: %v", p, err)
 		}
 		if d9.Qid.Path != q.Path || d9.Qid.Vers != q.Version || d9.Length != a.Size ||
-			uint32(d9.Mode&0o777) != uint32(a.Mode.Permissions()) || d9.Mtime != uint32(a.MTimeSeconds) ||
+			uint32(d9.Mode&0o777) != a.Perm || d9.Mtime != uint32(a.Mtime.Unix()) ||
 			(d9.Qid.Type&plan9.QTDIR != 0) != (q.Type&0x80 != 0) {
 			t.Errorf("%s: 9P2000 %v mode %o len %d mtime %d; 9P2000.L %v mode %o len %d mtime %d",
-				p, d9.Qid, d9.Mode, d9.Length, d9.Mtime, q, a.Mode.Permissions(), a.Size, a.MTimeSeconds)
+				p, d9.Qid, d9.Mode, d9.Length, d9.Mtime, q, a.Perm, a.Size, a.Mtime.Unix())
 		}
 		if d9.Qid.Type&plan9.QTDIR != 0 {
 			continue

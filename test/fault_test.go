@@ -353,7 +353,7 @@ func TestFaultAgentExitsDuringMove(t *testing.T) {
 		c := d.client()
 		f, err := c.Walk("/active/claude/" + strconv.Itoa(agent.pid()) + "/zmx")
 		must(t, err)
-		if _, _, err := f.Open(1); err != nil {
+		if err := f.Open(client.WriteOnly); err != nil {
 			t.Fatal(err)
 		}
 		agent.stop(t)

@@ -82,7 +82,7 @@ func treeFiles(t *testing.T, c *client.Client, roots ...string) (files, dirs []s
 		}
 		for _, e := range ents {
 			p := path.Join(dir, e.Name)
-			if e.Type == 4 /* DT_DIR */ || e.QID.Type&0x80 != 0 {
+			if e.QID.IsDir() {
 				if depth < 6 {
 					walk(p, depth+1)
 				}

@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hugelgupf/p9/p9"
-
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/client"
 )
@@ -663,7 +661,7 @@ func eventually15(t testing.TB, cond func() bool, what string) {
 	}
 }
 
-func hasEntry(ents []p9.Dirent, name string) bool {
+func hasEntry(ents []client.Entry, name string) bool {
 	for _, e := range ents {
 		if e.Name == name {
 			return true

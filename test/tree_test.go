@@ -15,6 +15,7 @@ import (
 	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/ninep/p9client"
 )
 
 // layout is the v1 tree contract as the test knows it, written out
@@ -78,7 +79,7 @@ func walk(t testing.TB, c *client.Client) []string {
 		}
 		for _, e := range ents {
 			p := strings.TrimSuffix(dir, "/") + "/" + e.Name
-			if e.QID.Type&p9.TypeDir != 0 {
+			if e.QID.IsDir() {
 				out = append(out, p+"/")
 				rec(p)
 			} else {
@@ -128,7 +129,12 @@ func diffSets(want, got []string) (missing, extra []string) {
 	return
 }
 
+// isErrno tells whether err is the daemon's answer e, through the client
+// (a syscall.Errno) or through a raw fid of the 9P library (a linux.Errno).
 func isErrno(err error, e linux.Errno) bool {
+	if got, ok := client.Errno(err); ok {
+		return got == syscall.Errno(e)
+	}
 	var got linux.Errno
 	return errors.As(err, &got) && got == e
 }
@@ -332,14 +338,15 @@ func TestReadOnly(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	c := d.client()
-	f, err := c.Walk("/codex/history")
+	cf, err := c.Walk("/codex/history")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer cf.Close()
+	f := p9client.Fid(cf) // the library's fid: the messages the client does not send
 	for _, mode := range []p9.OpenFlags{p9.WriteOnly, p9.ReadWrite, p9.ReadOnly | p9.OpenFlags(0o1000)} {
 		g, _ := c.Walk("/codex/history")
-		if _, _, err := g.Open(mode); !isErrno(err, linux.EROFS) {
+		if _, _, err := p9client.Fid(g).Open(mode); !isErrno(err, linux.EROFS) {
 			t.Errorf("open %v: %v, want EROFS", mode, err)
 		}
 		g.Close()
@@ -347,8 +354,9 @@ func TestReadOnly(t *testing.T) {
 	if err := f.SetAttr(p9.SetAttrMask{Size: true}, p9.SetAttr{Size: 0}); !isErrno(err, linux.EROFS) {
 		t.Errorf("setattr: %v, want EROFS", err)
 	}
-	dir, _ := c.Walk("/dsh")
-	defer dir.Close()
+	cdir, _ := c.Walk("/dsh")
+	defer cdir.Close()
+	dir := p9client.Fid(cdir)
 	if _, err := dir.Mkdir("x", 0o755, 0, 0); !isErrno(err, linux.EROFS) {
 		t.Errorf("mkdir: %v", err)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hugelgupf/p9/p9"
-
 	"github.com/9harness/9harness/internal/client"
 )
 
@@ -156,7 +154,7 @@ func treeEntries(c *client.Client, prefix string) ([]string, error) {
 			continue
 		}
 		n := spelled + e.Name
-		if e.QID.Type&p9.TypeDir != 0 {
+		if e.QID.IsDir() {
 			n += "/"
 		}
 		out = append(out, n)

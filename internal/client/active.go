@@ -10,9 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
+	"syscall"
 )
 
 // ActiveRoot is where the daemon lists the live agents:
@@ -112,19 +110,6 @@ func (e *UnknownHarnessError) Error() string {
 	return fmt.Sprintf("no harness %q under %s (there: %s)", e.Name, ActiveRoot, strings.Join(e.Known, ", "))
 }
 
-// IsErrno tells whether err is the wire errno e.
-func IsErrno(err error, e linux.Errno) bool {
-	var got linux.Errno
-	return errors.As(err, &got) && got == e
-}
-
-// IsWireErrno tells whether err is an answer from the daemon (an errno),
-// as opposed to a failed transport.
-func IsWireErrno(err error) bool {
-	var got linux.Errno
-	return errors.As(err, &got)
-}
-
 // TablePath is the daemon's whole table of agents as JSON Lines, one
 // object per agent with the keys of Agent's JSON (a daemon older than the
 // file has no such file).
@@ -134,14 +119,14 @@ const TablePath = ActiveRoot + "/table"
 func (c *Client) Harnesses() ([]string, error) {
 	ents, err := c.ReadDir(ActiveRoot)
 	if err != nil {
-		if IsErrno(err, linux.ENOENT) {
+		if IsErrno(err, syscall.ENOENT) {
 			return nil, fmt.Errorf("the daemon has no %s (is it older than this client?)", ActiveRoot)
 		}
 		return nil, err
 	}
 	var out []string
 	for _, e := range ents {
-		if e.QID.Type&p9.TypeDir != 0 {
+		if e.QID.IsDir() {
 			out = append(out, e.Name) // not a file beside them
 		}
 	}
@@ -161,7 +146,7 @@ const readers = 8
 // daemon older than that file, every agent's directory (AgentsWalk).
 func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 	all, err := c.Table()
-	if IsErrno(err, linux.ENOENT) {
+	if IsErrno(err, syscall.ENOENT) {
 		return c.AgentsWalk(harnesses...)
 	}
 	if err != nil {
@@ -253,7 +238,7 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 	for _, h := range want {
 		ents, err := c.ReadDir(ActiveRoot + "/" + h)
 		if err != nil {
-			if IsErrno(err, linux.ENOENT) {
+			if IsErrno(err, syscall.ENOENT) {
 				continue
 			}
 			return nil, err
@@ -313,7 +298,7 @@ func (c *Client) Agent(harness string, pid int) (Agent, error) {
 	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string), "tokens": new(string)}
 	ents, err := c.ReadDir(dir)
 	if err != nil {
-		if IsErrno(err, linux.ENOENT) {
+		if IsErrno(err, syscall.ENOENT) {
 			return a, ErrGone
 		}
 		return a, err
@@ -346,9 +331,9 @@ func (c *Client) Agent(harness string, pid int) (Agent, error) {
 			if !IsWireErrno(err) {
 				return a, err
 			}
-			if IsErrno(err, linux.ENOENT) {
+			if IsErrno(err, syscall.ENOENT) {
 				// The fact vanished, or the whole agent did.
-				if _, _, serr := c.Stat(dir); IsErrno(serr, linux.ENOENT) {
+				if _, _, serr := c.Stat(dir); IsErrno(serr, syscall.ENOENT) {
 					return a, ErrGone
 				}
 			}

@@ -1,6 +1,7 @@
 // Package client is the thin 9P2000.L client the 9harness command and the
 // tests use: dial a socket, attach, walk slash-separated paths, read, list,
-// stat. It knows nothing of harnesses.
+// stat. It knows nothing of harnesses, and nothing of 9P's bytes: the
+// session is internal/ninep/p9client's.
 package client
 
 import (
@@ -9,28 +10,42 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
-
+	"github.com/9harness/9harness/internal/ninep/p9client"
 	"github.com/9harness/9harness/internal/sockpath"
 )
 
 // Msize is what the client asks for; the daemon grants at most its cap.
-const Msize = 1 << 20
+const Msize = p9client.Msize
+
+// The 9P session's own types, under the names callers of this package use.
+type (
+	// QID is a file's identity: QID.IsDir tells a directory.
+	QID = p9client.QID
+	// Attr is a file's attributes.
+	Attr = p9client.Attr
+	// Entry is one name of a listing.
+	Entry = p9client.Entry
+	// File is a fid, walked (and maybe opened); the caller closes it.
+	File = p9client.File
+	// Mode is how a File is opened.
+	Mode = p9client.Mode
+)
+
+// The modes of OpenFile.
+const (
+	ReadOnly  = p9client.ReadOnly
+	WriteOnly = p9client.WriteOnly
+	ReadWrite = p9client.ReadWrite
+)
 
 // Client is one attached 9P session.
 type Client struct {
-	conn  net.Conn
-	c     *p9.Client
-	root  p9.File
-	msize uint32 // granted by the server
+	conn net.Conn // the session's connection: what TransportError asks
+	s    *p9client.Session
 }
-
-// ioHeader is the most a Rread or Rreaddir adds to its count of bytes
-// (size[4] type[1] tag[2] count[4], rounded up as servers reckon it).
-const ioHeader = 24
 
 // ErrUnanswered means the daemon accepted the connection and closed it
 // without a reply: the peer gate refused this uid, or the connection cap was
@@ -43,19 +58,8 @@ func Dial(sock string) (*Client, error) { return DialAname(sock, "/") }
 
 // DialAname connects to a 9P2000.L server's socket and attaches to the tree
 // named aname (9harnessd serves one tree and ignores it; diod serves each
-// of its exports by its path).
-//
-// It asks first for "9P2000.L.Google.7", the dialect of the 9P library
-// (hugelgupf/p9), whose extensions (Twalkgetattr: walk and stat in one round
-// trip) 9harnessd serves. A server that refuses that version string instead
-// of answering with the "9P2000.L" it speaks (diod replies Rlerror EIO to
-// anything but exactly "9P2000.L", and keeps the connection open) gets a
-// second connection on which the client asks for plain "9P2000.L": the
-// library lowers its version only on EAGAIN and has no option to ask for
-// 9P2000.L from the start, so the second attempt rewrites the Tversion on
-// its way out, and names this process's uid in the Tattach, which such a
-// server needs (see plainConn). The library then speaks 9P2000.L without
-// extensions, as the server's Rversion says.
+// of its exports by its path). It falls back to plain 9P2000.L for a
+// server that refuses the p9 library's version string (p9client.Dial).
 //
 // Before a byte is sent, the socket's directory and its server are checked
 // (sockpath.Dial): a socket that is not the user's, nor root's, nor its
@@ -68,82 +72,61 @@ func DialAname(sock, aname string) (*Client, error) {
 }
 
 // DialFunc is DialAname over the connections dial makes: one, or a second
-// one when the server refuses the Google version string.
+// one when the server refuses the Google version string. A daemon that
+// hangs up before answering gives an error wrapping ErrUnanswered.
 func DialFunc(dial func() (net.Conn, error), aname string) (*Client, error) {
-	conn, err := dial()
+	var last net.Conn
+	s, err := p9client.Dial(func() (net.Conn, error) {
+		c, err := dial()
+		last = c
+		return c, err
+	}, aname)
+	var ue *p9client.UnansweredError
+	if errors.As(err, &ue) {
+		return nil, fmt.Errorf("%w [%v]", ErrUnanswered, ue.Err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(conn, aname)
-	if err == nil {
-		return c, nil
-	}
-	if !versionRefused(err) {
-		// The socket accepted us, so something is there; a 9P daemon that
-		// hangs up before Rversion has refused this peer.
-		return nil, fmt.Errorf("%w [%v]", ErrUnanswered, err)
-	}
-	conn, err2 := dial()
-	if err2 != nil {
-		return nil, fmt.Errorf("%v; redialling for %s: %w", err, Version9P2000L, err2)
-	}
-	c, err2 = newClient(&plainConn{Conn: conn}, aname)
-	if err2 != nil {
-		return nil, fmt.Errorf("the server refused %s (%v), and then %s: %w", p9.HighestVersionString(), errors.Unwrap(err), Version9P2000L, err2)
-	}
-	return c, nil
+	return &Client{conn: last, s: s}, nil
 }
 
 // New runs a session over an established connection, asking for the p9
 // library's Google version of 9P2000.L (what 9harnessd, also through a
 // relay, serves). It does not fall back: a refusal is an error (Dial and
-// DialFunc, which can open a second connection, fall back).
+// DialFunc, which can open a second connection, fall back). On failure
+// conn is closed.
 func New(conn net.Conn) (*Client, error) {
-	return newClient(conn, "/")
-}
-
-func newClient(conn net.Conn, aname string) (*Client, error) {
-	mc := &msizeConn{Conn: conn}
-	c, err := p9.NewClient(mc, p9.WithMessageSize(Msize))
+	s, err := p9client.New(conn, "/")
 	if err != nil {
-		conn.Close()
-		return nil, &versionError{err}
+		return nil, err
 	}
-	root, err := c.Attach(aname)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("9P attach: %w", err)
-	}
-	return &Client{conn: conn, c: c, root: root, msize: mc.granted()}, nil
+	return &Client{conn: conn, s: s}, nil
 }
 
 // Msize is the msize the server granted: no request or reply of the
 // session is larger.
-func (c *Client) Msize() uint32 { return c.msize }
-
-// versionError is a failed Tversion exchange.
-type versionError struct{ err error }
-
-func (e *versionError) Error() string { return "9P version: " + e.err.Error() }
-func (e *versionError) Unwrap() error { return e.err }
-
-// versionRefused tells whether the Tversion failed because the server
-// answered it with an error (Rlerror, as diod does) or with a version string
-// the library does not take (the spec's "unknown"), rather than hanging up.
-func versionRefused(err error) bool {
-	var ve *versionError
-	if !errors.As(err, &ve) {
-		return false
-	}
-	var errno linux.Errno
-	return errors.As(ve.err, &errno) || errors.Is(ve.err, p9.ErrBadVersionString)
-}
+func (c *Client) Msize() uint32 { return c.s.Msize() }
 
 // Close ends the session.
-func (c *Client) Close() error {
-	c.root.Close()
-	return c.c.Close()
+func (c *Client) Close() error { return c.s.Close() }
+
+// IsErrno tells whether err is the daemon's answer e (an Rlerror), as
+// opposed to a failed transport.
+func IsErrno(err error, e syscall.Errno) bool {
+	got, ok := p9client.Errno(err)
+	return ok && got == e
 }
+
+// IsWireErrno tells whether err is an answer from the daemon (an errno),
+// as opposed to a failed transport.
+func IsWireErrno(err error) bool {
+	_, ok := p9client.Errno(err)
+	return ok
+}
+
+// Errno is the daemon's answer err carries, if it is one.
+func Errno(err error) (syscall.Errno, bool) { return p9client.Errno(err) }
 
 // Split turns "/a/b" or "a/b" into its components; "/" is none.
 func Split(path string) []string {
@@ -157,33 +140,40 @@ func Split(path string) []string {
 }
 
 // Walk returns a new fid for path. The caller closes it.
-func (c *Client) Walk(path string) (p9.File, error) {
-	_, f, err := c.root.Walk(Split(path))
-	return f, err
+func (c *Client) Walk(path string) (*File, error) {
+	return c.s.Root().Walk(Split(path))
 }
 
 // Stat returns the qid and attributes of path.
-func (c *Client) Stat(path string) (p9.QID, p9.Attr, error) {
+func (c *Client) Stat(path string) (QID, Attr, error) {
 	f, err := c.Walk(path)
 	if err != nil {
-		return p9.QID{}, p9.Attr{}, err
+		return QID{}, Attr{}, err
 	}
 	defer f.Close()
-	q, _, a, err := f.GetAttr(p9.AttrMaskAll)
-	return q, a, err
+	return f.Stat()
+}
+
+// OpenFile walks to path and opens it as mode says. The caller closes it.
+func (c *Client) OpenFile(path string, mode Mode) (*File, error) {
+	f, err := c.Walk(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Open(mode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Open opens path for reading and returns a reader over it.
 func (c *Client) Open(path string) (*Reader, error) {
-	f, err := c.Walk(path)
+	f, err := c.OpenFile(path, ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := f.Open(p9.ReadOnly); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &Reader{f: f, max: int(c.msize - ioHeader)}, nil
+	return &Reader{f: f, max: int(c.Msize() - p9client.IOHeader)}, nil
 }
 
 // ReadFile returns the whole content of path.
@@ -197,16 +187,16 @@ func (c *Client) ReadFile(path string) ([]byte, error) {
 }
 
 // ReadDir lists path completely, following the offset cookies.
-func (c *Client) ReadDir(path string) ([]p9.Dirent, error) {
+func (c *Client) ReadDir(path string) ([]Entry, error) {
 	r, err := c.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	var out []p9.Dirent
+	var out []Entry
 	var off uint64
 	for {
-		ents, err := r.f.Readdir(off, c.msize-ioHeader)
+		ents, err := r.f.Readdir(off, c.Msize()-p9client.IOHeader)
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +210,7 @@ func (c *Client) ReadDir(path string) ([]p9.Dirent, error) {
 
 // Reader reads an opened file sequentially.
 type Reader struct {
-	f   p9.File
+	f   *File
 	off int64
 	max int // the largest count one Tread may ask for
 }
@@ -255,7 +245,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // File is the underlying fid.
-func (r *Reader) File() p9.File { return r.f }
+func (r *Reader) File() *File { return r.f }
 
 // Close clunks the fid.
 func (r *Reader) Close() error { return r.f.Close() }
@@ -263,14 +253,11 @@ func (r *Reader) Close() error { return r.f.Close() }
 // WriteFile writes data at offset 0 of path in one write: the tree's one
 // writable kind of file (an agent's zmx or tmux) takes a whole value.
 func (c *Client) WriteFile(path string, data []byte) error {
-	f, err := c.Walk(path)
+	f, err := c.OpenFile(path, WriteOnly)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if _, _, err := f.Open(p9.WriteOnly); err != nil {
-		return err
-	}
 	_, err = f.WriteAt(data, 0)
 	return err
 }

@@ -22,8 +22,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
 )
@@ -55,7 +53,7 @@ func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, _, _, err := rootFid.GetAttr(p9.AttrMaskAll)
+	q, _, err := rootFid.Stat()
 	if err != nil {
 		rootFid.Close()
 		return nil, err
@@ -97,14 +95,24 @@ func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
 type mount struct {
 	onLost   func(error)
 	lostOnce sync.Once
+	// inos, if set, renumbers the daemon's qid paths: in a fleet mount
+	// two daemons' paths would otherwise name one inode.
+	inos *inoMap
+}
+
+// ino is the inode number of the daemon's qid path p.
+func (m *mount) ino(p uint64) uint64 {
+	if m.inos == nil {
+		return p
+	}
+	return m.inos.get(p)
 }
 
 // errno turns a 9P error into the errno the kernel answers with. An error
 // that is not the daemon's Rlerror is the connection failing.
 func (m *mount) errno(err error) syscall.Errno {
-	var e linux.Errno
-	if errors.As(err, &e) {
-		return syscall.Errno(e)
+	if e, ok := client.Errno(err); ok {
+		return e
 	}
 	m.lostOnce.Do(func() {
 		if m.onLost != nil {
@@ -119,7 +127,7 @@ func (m *mount) errno(err error) syscall.Errno {
 type node struct {
 	fs.Inode
 	m *mount
-	f p9.File
+	f *client.File
 }
 
 var (
@@ -141,40 +149,35 @@ var (
 	_ fs.NodeRenamer     = (*node)(nil)
 )
 
-func fileType(q p9.QID) uint32 {
-	if q.Type&p9.TypeDir != 0 {
+func fileType(q client.QID) uint32 {
+	if q.IsDir() {
 		return syscall.S_IFDIR
 	}
 	return syscall.S_IFREG
 }
 
-func fill(out *fuse.Attr, q p9.QID, a p9.Attr) {
-	out.Ino = q.Path
-	out.Mode = fileType(q) | uint32(a.Mode.Permissions())
+func (m *mount) fill(out *fuse.Attr, q client.QID, a client.Attr) {
+	out.Ino = m.ino(q.Path)
+	out.Mode = fileType(q) | a.Perm
 	out.Size = a.Size
 	out.Blocks = a.Blocks
 	out.Blksize = uint32(a.BlockSize)
 	out.Nlink = uint32(a.NLink)
-	out.Uid = uint32(a.UID)
-	out.Gid = uint32(a.GID)
-	out.Atime, out.Atimensec = a.ATimeSeconds, uint32(a.ATimeNanoSeconds)
-	out.Mtime, out.Mtimensec = a.MTimeSeconds, uint32(a.MTimeNanoSeconds)
-	out.Ctime, out.Ctimensec = a.CTimeSeconds, uint32(a.CTimeNanoSeconds)
+	out.Uid = a.UID
+	out.Gid = a.GID
+	out.Atime, out.Atimensec = uint64(a.Atime.Unix()), uint32(a.Atime.Nanosecond())
+	out.Mtime, out.Mtimensec = uint64(a.Mtime.Unix()), uint32(a.Mtime.Nanosecond())
+	out.Ctime, out.Ctimensec = uint64(a.Ctime.Unix()), uint32(a.Ctime.Nanosecond())
 }
 
 // Lookup walks one name from this node's fid.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	qids, nf, _, a, err := n.f.WalkGetAttr([]string{name})
+	nf, q, a, err := n.f.WalkStat(name)
 	if err != nil {
 		return nil, n.m.errno(err)
 	}
-	if len(qids) != 1 {
-		nf.Close()
-		return nil, syscall.ENOENT
-	}
-	q := qids[0]
-	fill(&out.Attr, q, a)
-	id := fs.StableAttr{Mode: fileType(q), Ino: q.Path}
+	n.m.fill(&out.Attr, q, a)
+	id := fs.StableAttr{Mode: fileType(q), Ino: n.m.ino(q.Path)}
 	// The kernel looks a name up again every TTL: the same file keeps
 	// its inode (and its fid); the new fid is not needed.
 	if ch := n.GetChild(name); ch != nil && ch.StableAttr() == id {
@@ -187,8 +190,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // OnForget clunks the fid of an inode the kernel no longer knows.
 func (n *node) OnForget() { n.f.Close() }
 
-func (n *node) attr() (p9.QID, p9.Attr, syscall.Errno) {
-	q, _, a, err := n.f.GetAttr(p9.AttrMaskAll)
+func (n *node) attr() (client.QID, client.Attr, syscall.Errno) {
+	q, a, err := n.f.Stat()
 	if err != nil {
 		return q, a, n.m.errno(err)
 	}
@@ -201,14 +204,14 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if errno != 0 {
 		return errno
 	}
-	fill(&out.Attr, q, a)
+	n.m.fill(&out.Attr, q, a)
 	return 0
 }
 
 // writable reports whether the daemon offers this file for writing: the
 // owner-write bit, set only on an agent's zmx and tmux under --allow-move.
-func writable(q p9.QID, a p9.Attr) bool {
-	return q.Type&p9.TypeDir == 0 && a.Mode.Permissions()&0o200 != 0
+func writable(q client.QID, a client.Attr) bool {
+	return !q.IsDir() && a.Perm&0o200 != 0
 }
 
 // Setattr accepts only what a shell does before it writes a session name:
@@ -222,7 +225,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if !ok || sz != 0 || !writable(q, a) || in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
 		return syscall.EROFS
 	}
-	fill(&out.Attr, q, a)
+	n.m.fill(&out.Attr, q, a)
 	return 0
 }
 
@@ -233,7 +236,7 @@ func (n *node) Access(ctx context.Context, mask uint32) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	perm := uint32(a.Mode.Permissions())
+	perm := a.Perm
 	if mask&2 != 0 && !writable(q, a) {
 		return syscall.EROFS
 	}
@@ -260,12 +263,12 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 // Readdir lists the directory completely: a 9P listing comes in pieces of
 // at most one message each, resumed from the last entry's offset.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	_, d, err := n.f.Walk(nil)
+	d, err := n.f.Walk(nil)
 	if err != nil {
 		return nil, n.m.errno(err)
 	}
 	defer d.Close()
-	if _, _, err := d.Open(p9.ReadOnly); err != nil {
+	if err := d.Open(client.ReadOnly); err != nil {
 		return nil, n.m.errno(err)
 	}
 	self := n.StableAttr().Ino
@@ -287,7 +290,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			return fs.NewListDirStream(out), 0
 		}
 		for _, e := range ents {
-			out = append(out, fuse.DirEntry{Name: e.Name, Ino: e.QID.Path, Mode: fileType(e.QID)})
+			out = append(out, fuse.DirEntry{Name: e.Name, Ino: n.m.ino(e.QID.Path), Mode: fileType(e.QID)})
 		}
 		off = ents[len(ents)-1].Offset
 	}
@@ -300,7 +303,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // reason (package ninep, reason.go).
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	acc := flags & syscall.O_ACCMODE
-	mode := p9.ReadOnly
+	mode := client.ReadOnly
 	if acc != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		q, a, errno := n.attr()
 		if errno != 0 {
@@ -311,16 +314,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		}
 		switch acc {
 		case syscall.O_WRONLY:
-			mode = p9.WriteOnly
+			mode = client.WriteOnly
 		case syscall.O_RDWR:
-			mode = p9.ReadWrite
+			mode = client.ReadWrite
 		}
 	}
-	_, f, err := n.f.Walk(nil)
+	f, err := n.f.Walk(nil)
 	if err != nil {
 		return nil, 0, n.m.errno(err)
 	}
-	if _, _, err := f.Open(mode); err != nil {
+	if err := f.Open(mode); err != nil {
 		f.Close()
 		return nil, 0, n.m.errno(err)
 	}
@@ -330,7 +333,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 // handle is one open file: a fid opened for reading or for writing.
 type handle struct {
 	m *mount
-	f p9.File
+	f *client.File
 }
 
 var (
@@ -342,9 +345,14 @@ var (
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	got := 0
 	for got < len(dest) {
-		k, err := h.f.ReadAt(dest[got:], off+int64(got))
+		k, err := h.readAt(ctx, dest[got:], off+int64(got))
+		if errors.Is(err, syscall.EINTR) && got == 0 {
+			return nil, syscall.EINTR
+		}
 		got += k
-		if errors.Is(err, io.EOF) || (err == nil && k == 0) {
+		// A short read is all there is for now: asking again would wait
+		// on a stream (/active/events) for a line already to be shown.
+		if errors.Is(err, io.EOF) || (err == nil && k < len(dest[got-k:])) {
 			break
 		}
 		if err != nil {
@@ -355,6 +363,30 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 	}
 	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// readAt is one read of the file that an interrupt (the reader's signal,
+// FUSE_INTERRUPT) ends at once with EINTR: a read of /active/events waits
+// for the next change, and the 9P client has no flush to send. The read
+// goes on aside into a buffer of its own (dest is go-fuse's, reused), and
+// ends with the next line, or when the mount's connection does.
+func (h *handle) readAt(ctx context.Context, dest []byte, off int64) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	buf := make([]byte, len(dest))
+	done := make(chan result, 1)
+	go func() {
+		n, err := h.f.ReadAt(buf, off)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return copy(dest, buf[:r.n]), r.err
+	case <-ctx.Done():
+		return 0, syscall.EINTR
+	}
 }
 
 // Write hands the bytes to the daemon as they come: the one write a

@@ -12,10 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
-
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/proc/proctest"
@@ -213,8 +211,7 @@ func walkActive(sock string, live, fields bool, each func(h, pid string, fields 
 		return l, err
 	}
 	gone := func(err error) bool {
-		var e linux.Errno
-		return live && errors.As(err, &e) && e == linux.ENOENT
+		return live && client.IsErrno(err, syscall.ENOENT)
 	}
 	for _, h := range hs {
 		pids, err := c.ReadDir("/active/" + h.Name)
@@ -239,7 +236,7 @@ func walkActive(sock string, live, fields bool, each func(h, pid string, fields 
 				fields = map[string]string{}
 			}
 			for _, e := range ents {
-				if e.QID.Type&p9.TypeDir != 0 || e.Name == "transcript" {
+				if e.QID.IsDir() || e.Name == "transcript" {
 					continue
 				}
 				b, err := c.ReadFile(dir + "/" + e.Name)

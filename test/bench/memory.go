@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/9harness/9harness/internal/wire"
 )
 
 // The memory section: 9harnessd's resident set (VmRSS in
@@ -20,10 +18,15 @@ import (
 // read load at the largest msize; diod beside it under the same load.
 
 const (
-	memStreams  = 4       // connections carrying the long run of requests
-	memDepth    = 8       // requests in flight on each of them
-	loadConns   = 64      // connections in the read load (9harnessd's default --max-conns)
-	loadMsize   = 4 << 20 // 9harnessd's largest msize, --msize 4194304
+	memStreams = 4       // connections carrying the long run of requests
+	memDepth   = 8       // requests in flight on each of them
+	loadConns  = 64      // connections in the read load (9harnessd's default --max-conns)
+	loadMsize  = 4 << 20 // 9harnessd's largest msize, --msize 4194304
+	// engineMsize is the msize 9harnessd's 9P2000.L engine runs with
+	// whatever msize a client is granted (1 MiB: larger messages read no
+	// faster), so a connection's buffers are bounded by it, not by --msize.
+	// The daemon's own constant is internal to its 9P package.
+	engineMsize = 1 << 20
 	memSettle   = 500 * time.Millisecond
 	kib         = 1024.0
 	flatGrowMiB = 1.0 // "flat": grows by at most this much from the first checkpoint to the last
@@ -421,8 +424,8 @@ func memoryReport(m *memRun) string {
 	p("| slope, KiB per 100k requests | %s | %s | | |\n", mib(sl), mib(dsl))
 	l4, l64, ld := st("load/ours4M"), st("load/ours64"), st("load/diod")
 	// Per connection: p9's zero buffer and one read buffer, each of at most
-	// wire.P9Msize (see the text below).
-	bound := float64(loadConns) * 2 * float64(min(loadMsize, wire.P9Msize)) / (1 << 20)
+	// engineMsize (see the text below).
+	bound := float64(loadConns) * 2 * float64(min(loadMsize, engineMsize)) / (1 << 20)
 	p("| peak, %d connections reading, 9harnessd msize 4 MiB | %s | | | | bound %.0f MiB: peak %.2fx |\n",
 		loadConns, mib(l4), bound, l4.med/bound)
 	p("| peak, %d connections reading, msize 64 KiB | %s | %s | %s | |\n", loadConns, mib(l64), mib(ld), ratio(l64.med, ld.med))

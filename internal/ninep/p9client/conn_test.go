@@ -1,32 +1,20 @@
-package client
+package p9client
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hugelgupf/p9/p9"
-)
 
-// missing skips when a component of the test is absent, and fails under
-// CI=true, where the component is installed and must not pass silently.
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("missing in CI: "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
+	"github.com/9harness/9harness/internal/ninep/proto"
+)
 
 // fakeDiod is a 9P2000.L server that refuses a Tversion as diod does (its
 // reply to anything but exactly "9P2000.L" is Rlerror EIO, and it keeps the
@@ -54,7 +42,7 @@ func readMsg(r io.Reader) ([]byte, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
-	size := binary.LittleEndian.Uint32(hdr[:])
+	size := proto.Uint32(hdr[:])
 	if size < 7 || size > 1<<20 {
 		return nil, fmt.Errorf("size %d", size)
 	}
@@ -66,14 +54,14 @@ func readMsg(r io.Reader) ([]byte, error) {
 
 func reply(typ byte, tag []byte, body ...byte) []byte {
 	m := make([]byte, 7, 7+len(body))
-	binary.LittleEndian.PutUint32(m, uint32(7+len(body)))
+	proto.PutUint32(m, uint32(7+len(body)))
 	m[4] = typ
 	copy(m[5:7], tag)
 	return append(m, body...)
 }
 
 func str(b []byte) (string, []byte) {
-	n := int(binary.LittleEndian.Uint16(b))
+	n := int(proto.Uint16(b))
 	return string(b[2 : 2+n]), b[2+n:]
 }
 
@@ -92,19 +80,19 @@ func (f *fakeDiod) conn(t *testing.T, c net.Conn) {
 			f.mu.Lock()
 			f.versions = append(f.versions, v)
 			f.mu.Unlock()
-			if v != Version9P2000L {
+			if v != proto.Version2000L {
 				out = reply(7, tag, 5, 0, 0, 0) // Rlerror EIO
 				break
 			}
-			body := binary.LittleEndian.AppendUint32(nil, 65536)
-			body = binary.LittleEndian.AppendUint16(body, uint16(len(v)))
+			body := proto.AppendUint32(nil, 65536)
+			body = proto.AppendUint16(body, uint16(len(v)))
 			out = reply(101, tag, append(body, v...)...)
 		case 104: // Tattach: fid[4] afid[4] uname[s] aname[s] n_uname[4]
 			_, rest := str(m[15:])
 			aname, rest := str(rest)
 			f.mu.Lock()
 			f.anames = append(f.anames, aname)
-			f.nunames = append(f.nunames, binary.LittleEndian.Uint32(rest))
+			f.nunames = append(f.nunames, proto.Uint32(rest))
 			f.mu.Unlock()
 			qid := make([]byte, 13)
 			qid[0] = 0x80 // a directory
@@ -134,9 +122,9 @@ func TestFallbackToPlain9P2000L(t *testing.T) {
 	f := &fakeDiod{}
 	go f.serve(t, ln)
 
-	c, err := DialAname(sock, "/srv/export")
+	c, err := Dial(func() (net.Conn, error) { return net.Dial("unix", sock) }, "/srv/export")
 	if err != nil {
-		t.Fatalf("DialAname against a server that takes only %q: %v", Version9P2000L, err)
+		t.Fatalf("Dial against a server that takes only %q: %v", proto.Version2000L, err)
 	}
 	if got := c.Msize(); got != 65536 {
 		t.Errorf("Msize() = %d, want the 65536 granted", got)
@@ -145,7 +133,7 @@ func TestFallbackToPlain9P2000L(t *testing.T) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	want := []string{p9.HighestVersionString(), Version9P2000L}
+	want := []string{p9.HighestVersionString(), proto.Version2000L}
 	if fmt.Sprint(f.versions) != fmt.Sprint(want) {
 		t.Errorf("Tversions sent: %q, want %q (the Google version first, then plain)", f.versions, want)
 	}
@@ -158,7 +146,7 @@ func TestFallbackToPlain9P2000L(t *testing.T) {
 }
 
 // TestNoFallbackOnHangUp: a server that hangs up without answering is a
-// refusal of this peer (ErrUnanswered), not a version to retry.
+// refusal of this peer (an *UnansweredError), not a version to retry.
 func TestNoFallbackOnHangUp(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "hangup.sock")
 	ln, err := net.Listen("unix", sock)
@@ -180,9 +168,9 @@ func TestNoFallbackOnHangUp(t *testing.T) {
 			c.Close()
 		}
 	}()
-	_, err = Dial(sock)
-	if !errors.Is(err, ErrUnanswered) {
-		t.Fatalf("Dial against a hang-up: %v, want ErrUnanswered", err)
+	_, err = Dial(func() (net.Conn, error) { return net.Dial("unix", sock) }, "/")
+	if ue := (*UnansweredError)(nil); !errors.As(err, &ue) {
+		t.Fatalf("Dial against a hang-up: %v, want an *UnansweredError", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -193,106 +181,21 @@ func TestNoFallbackOnHangUp(t *testing.T) {
 
 func TestPlainTversion(t *testing.T) {
 	in := []byte{0, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0}
-	in = binary.LittleEndian.AppendUint16(in, uint16(len("9P2000.L.Google.7")))
+	in = proto.AppendUint16(in, uint16(len("9P2000.L.Google.7")))
 	in = append(in, "9P2000.L.Google.7"...)
-	binary.LittleEndian.PutUint32(in, uint32(len(in)))
+	proto.PutUint32(in, uint32(len(in)))
 	want := []byte{21, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0, 8, 0}
 	want = append(want, "9P2000.L"...)
-	if got := plainTversion(in); !bytes.Equal(got, want) {
-		t.Errorf("plainTversion:\n got %x\nwant %x", got, want)
-	}
-}
-
-// TestDiod reads from diod, the independent 9P2000.L server that refuses
-// the Google version string: a file larger than its 64 KiB msize, byte for
-// byte, and a directory.
-func TestDiod(t *testing.T) {
-	diod, err := exec.LookPath("diod")
-	if err != nil {
-		for _, p := range []string{"/usr/sbin/diod", "/sbin/diod"} {
-			if _, serr := os.Stat(p); serr == nil {
-				diod, err = p, nil
-				break
-			}
+	rc := &recordConn{}
+	c := &plainConn{Conn: rc}
+	// In two pieces, as the library writes it: header, then body.
+	for _, p := range [][]byte{in[:7], in[7:]} {
+		if n, err := c.Write(p); n != len(p) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
 		}
 	}
-	if err != nil {
-		missing(t, "diod is not installed (Debian package diod)")
-	}
-	if os.Geteuid() != 0 {
-		missing(t, "needs root (diod serves as root)")
-	}
-	dir := t.TempDir()
-	export := filepath.Join(dir, "export")
-	if err := os.Mkdir(export, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 300<<10+7)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(export, "big"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		if err := os.WriteFile(filepath.Join(export, fmt.Sprintf("f%03d", i)), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sock := filepath.Join(dir, "diod.sock")
-	var log bytes.Buffer
-	cmd := exec.Command(diod, "-f", "-n", "-N", "-e", export, "-l", sock)
-	cmd.Stdout, cmd.Stderr, cmd.Dir = &log, &log, dir
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case <-done:
-			t.Fatalf("diod exited: %s", log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("diod did not listen on %s: %s", sock, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	c, err := DialAname(sock, export)
-	if err != nil {
-		t.Fatalf("DialAname(diod): %v\ndiod: %s", err, log.String())
-	}
-	defer c.Close()
-	if got := c.Msize(); got != 65536 {
-		t.Errorf("Msize() = %d, want diod's 65536", got)
-	}
-	got, err := c.ReadFile("/big")
-	if err != nil {
-		t.Fatalf("ReadFile(big): %v\ndiod: %s", err, log.String())
-	}
-	if !bytes.Equal(got, data) {
-		t.Errorf("ReadFile(big): %d bytes differ from the %d written", len(got), len(data))
-	}
-	ents, err := c.ReadDir("/")
-	if err != nil {
-		t.Fatalf("ReadDir: %v\ndiod: %s", err, log.String())
-	}
-	n := 0
-	for _, e := range ents {
-		if e.Name != "." && e.Name != ".." {
-			n++
-		}
-	}
-	if n != 101 {
-		t.Errorf("ReadDir: %d entries, want 101", n)
+	if got := bytes.Join(rc.writes, nil); !bytes.Equal(got, want) {
+		t.Errorf("the rewritten Tversion:\n got %x\nwant %x", got, want)
 	}
 }
 
@@ -312,7 +215,7 @@ func (c *recordConn) Write(p []byte) (int, error) {
 // that message (as header and the completing piece), in order.
 func TestMsizeConnGathers(t *testing.T) {
 	msg := func(typ byte, body string) []byte {
-		b := binary.LittleEndian.AppendUint32(nil, uint32(7+len(body)))
+		b := proto.AppendUint32(nil, uint32(7+len(body)))
 		b = append(b, typ, 1, 0)
 		return append(b, body...)
 	}
@@ -335,7 +238,7 @@ func TestMsizeConnGathers(t *testing.T) {
 		var cur []byte
 		for _, w := range rc.writes {
 			cur = append(cur, w...)
-			if len(cur) >= 4 && int(binary.LittleEndian.Uint32(cur)) == len(cur) {
+			if len(cur) >= 4 && int(proto.Uint32(cur)) == len(cur) {
 				got = append(got, cur)
 				cur = nil
 			}

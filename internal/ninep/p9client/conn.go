@@ -1,25 +1,17 @@
-package client
+package p9client
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
 	"sync/atomic"
+
+	"github.com/9harness/9harness/internal/ninep/proto"
 )
 
-// Version9P2000L is the plain dialect's version string, the only one diod
-// accepts.
-const Version9P2000L = "9P2000.L"
-
 const (
-	msgTversion   = 100
-	msgRversion   = 101
-	msgTattach    = 104
-	tversionFixed = 4 + 1 + 2 + 4 + 2 // size[4] type[1] tag[2] msize[4] version's length[2]
-	firstMax      = 8192              // a Tversion or a Tattach is a few short strings
-	noUID         = ^uint32(0)
-	maxMessage    = 4 << 20 // the largest msize any 9P2000.L server grants here
+	firstMax   = 8192    // a Tversion or a Tattach is a few short strings
+	maxMessage = 4 << 20 // the largest msize any 9P2000.L server grants here
 )
 
 // plainConn is the connection of the second attempt, against a server that
@@ -58,21 +50,25 @@ func (c *plainConn) Write(p []byte) (int, error) {
 	c.buf = append(c.buf, p...)
 	var out []byte
 	for c.seen < 2 && len(c.buf) >= 4 {
-		size := int(binary.LittleEndian.Uint32(c.buf))
-		if size < 7 || size > firstMax {
-			return 0, fmt.Errorf("client: message %d of %d bytes is not a Tversion or Tattach", c.seen+1, size)
+		size := int(proto.Uint32(c.buf))
+		if size < proto.HeaderSize || size > firstMax {
+			return 0, fmt.Errorf("9P client: message %d of %d bytes is not a Tversion or Tattach", c.seen+1, size)
 		}
 		if len(c.buf) < size {
 			break
 		}
 		msg := c.buf[:size]
 		switch {
-		case c.seen == 0 && msg[4] == msgTversion && size >= tversionFixed:
-			msg = plainTversion(msg)
-		case c.seen == 1 && msg[4] == msgTattach:
+		case c.seen == 0 && msg[4] == proto.Tversion:
+			v, err := proto.ParseVersion(msg, proto.Tversion)
+			if err != nil {
+				return 0, fmt.Errorf("9P client: the library's Tversion: %w", err)
+			}
+			msg = plainTversion(v)
+		case c.seen == 1 && msg[4] == proto.Tattach:
 			msg = attachAsEUID(msg)
 		default:
-			return 0, fmt.Errorf("client: message %d is of type %d, not the Tversion and Tattach a session begins with", c.seen+1, msg[4])
+			return 0, fmt.Errorf("9P client: message %d is of type %d, not the Tversion and Tattach a session begins with", c.seen+1, msg[4])
 		}
 		out = append(out, msg...)
 		c.buf = c.buf[size:]
@@ -91,15 +87,11 @@ func (c *plainConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// plainTversion is the Tversion msg with the version string "9P2000.L":
-// the same tag and msize, and the size field of the new length.
-func plainTversion(msg []byte) []byte {
-	out := make([]byte, tversionFixed+len(Version9P2000L))
-	binary.LittleEndian.PutUint32(out, uint32(len(out)))
-	copy(out[4:11], msg[4:11]) // type, tag, msize
-	binary.LittleEndian.PutUint16(out[11:], uint16(len(Version9P2000L)))
-	copy(out[tversionFixed:], Version9P2000L)
-	return out
+// plainTversion is the Tversion v with the version string "9P2000.L": the
+// same tag and msize.
+func plainTversion(v proto.Version) []byte {
+	v.Version = proto.Version2000L
+	return proto.AppendVersion(nil, proto.Tversion, v)
 }
 
 // attachAsEUID is a copy of the Tattach msg (size[4] type[1] tag[2] fid[4]
@@ -107,8 +99,8 @@ func plainTversion(msg []byte) []byte {
 // is the effective uid.
 func attachAsEUID(msg []byte) []byte {
 	out := append([]byte(nil), msg...)
-	if len(out) >= 4 && binary.LittleEndian.Uint32(out[len(out)-4:]) == noUID {
-		binary.LittleEndian.PutUint32(out[len(out)-4:], uint32(os.Geteuid()))
+	if len(out) >= 4 && proto.Uint32(out[len(out)-4:]) == proto.NoUID {
+		proto.PutUint32(out[len(out)-4:], uint32(os.Geteuid()))
 	}
 	return out
 }
@@ -148,14 +140,14 @@ func (c *msizeConn) Write(p []byte) (int, error) {
 			k := min(4-len(c.out), len(p))
 			c.out, p = append(c.out, p[:k]...), p[k:]
 			if len(c.out) == 4 {
-				if size := binary.LittleEndian.Uint32(c.out); size < 7 || size > maxMessage {
+				if size := proto.Uint32(c.out); size < proto.HeaderSize || size > maxMessage {
 					c.out = c.out[:0]
-					return total - len(p), fmt.Errorf("client: writing a message of %d bytes", size)
+					return total - len(p), fmt.Errorf("9P client: writing a message of %d bytes", size)
 				}
 			}
 			continue
 		}
-		need := int(binary.LittleEndian.Uint32(c.out)) - len(c.out)
+		need := int(proto.Uint32(c.out)) - len(c.out)
 		if len(p) < need {
 			c.out = append(c.out, p...)
 			break
@@ -176,9 +168,9 @@ func (c *msizeConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.done.Load() {
 		c.head = append(c.head, p[:n]...)
-		if len(c.head) >= 11 { // size[4] type[1] tag[2] msize[4]
-			if c.head[4] == msgRversion {
-				c.msize = binary.LittleEndian.Uint32(c.head[7:])
+		if len(c.head) >= proto.HeaderSize+4 { // size[4] type[1] tag[2] msize[4]
+			if c.head[4] == proto.Rversion {
+				c.msize = proto.Uint32(c.head[proto.HeaderSize:])
 			}
 			c.head = nil
 			c.done.Store(true)
