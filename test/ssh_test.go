@@ -359,6 +359,7 @@ func TestSSH(t *testing.T) {
 			}
 			select {
 			case err := <-fwdDone:
+				fwdDone <- err // for the cleanup, which waits for it too
 				t.Fatalf("ssh -N -L exited: %v\n%s", err, fwdErr.String())
 			default:
 			}

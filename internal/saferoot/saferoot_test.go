@@ -514,9 +514,6 @@ func TestHugeDir(t *testing.T) {
 	write(t, root+"/big/auth.json", "x")
 	symlink(t, "f000000", root+"/big/link")
 	t.Logf("created %d files in %v", n, time.Since(start))
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("creating %d files took %v: something is wrong", n, d)
-	}
 
 	eachMode(t, func(t *testing.T, opts []Option) {
 		r := New(root, opts...)
