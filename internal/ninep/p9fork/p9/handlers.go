@@ -750,6 +750,7 @@ func (t *tread) handle(cs *connState) message {
 		n       int
 		data    *[]byte // sized by count, taken only if needed (fastpath.go)
 		spliced message // the reply, if the data is spliced (splice_linux.go)
+		wait    bool    // a Blocker's read, done once the locks are let go
 	)
 	if err := ref.safelyRead(func() (err error) {
 		switch ref.pendingXattr.op {
@@ -762,6 +763,15 @@ func (t *tread) handle(cs *connState) message {
 			// Can it be read? Check permissions.
 			if ref.openFlags&OpenFlagsModeMask == WriteOnly {
 				return linux.EPERM
+			}
+
+			// A read that waits for an event must not hold the path
+			// node's lock while it waits: a Tlopen of the same file on
+			// another fid takes it for writing, and would wait as long
+			// (and every request on the path behind it).
+			if b, ok := ref.file.(Blocker); ok && b.Blocking() {
+				wait = true
+				return nil
 			}
 
 			if spliced = cs.spliceRead(ref.file, t.Offset, count); spliced != nil {
@@ -800,6 +810,14 @@ func (t *tread) handle(cs *connState) message {
 	}); err != nil && !errors.Is(err, io.EOF) {
 		putReadBuf(data)
 		return newErr(err)
+	}
+	if wait {
+		data = getReadBuf(int(count))
+		var err error
+		if n, err = readAt(t.ctx, ref.file, (*data)[:count], int64(t.Offset)); err != nil && !errors.Is(err, io.EOF) {
+			putReadBuf(data)
+			return newErr(err)
+		}
 	}
 	if spliced != nil {
 		return spliced
