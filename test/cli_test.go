@@ -223,7 +223,7 @@ func TestCLIHelpFlagsAccepted(t *testing.T) {
 		switch flag {
 		case "--root":
 			return "claude=/nonexistent"
-		case "--idle-exit":
+		case "--idle-exit", "--idle-timeout":
 			return "1s"
 		case "--sort":
 			return "pid"
@@ -364,7 +364,7 @@ func TestCompletion(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(user, ".config", "9harness", "hosts"), []byte("# mine\nzeta\nalpha\n"), 0o644))
 
 	s := d.sock
-	commands := []string{"cat", "help", "ls", "mount", "move", "ps", "relay", "stat", "umount"}
+	commands := []string{"cat", "events", "help", "ls", "mount", "move", "ps", "relay", "stat", "umount", "wait"}
 	cases := []struct {
 		name  string
 		words []string
@@ -383,6 +383,8 @@ func TestCompletion(t *testing.T) {
 		{"paths below", []string{"-s", s, "cat", "/claude/h"}, []string{"/claude/history"}},
 		{"paths of a directory", []string{"-s", s, "stat", "/claude/"}, []string{"/claude/history", "/claude/projects/", "/claude/skills/"}},
 		{"harnesses", []string{"-s", s, "ps", "--harness", ""}, harnesses},
+		{"wait's agents", []string{"-s", s, "wait", "--state", "idle", wantAgents[0], ""}, wantAgents},
+		{"wait's states", []string{"wait", "--state", "w"}, []string{"waiting", "working"}},
 		{"ssh hosts", []string{"--ssh", ""}, []string{"alpha", "build1", "build2", "zeta"}},
 		{"ssh hosts, prefix", []string{"--ssh", "b"}, []string{"build1", "build2"}},
 		{"no daemon, no candidates", []string{"-s", s + ".none", "move", ""}, nil},

@@ -53,6 +53,7 @@ var unrunnableExamples = map[[2]string]string{
 	{"README.md", "mount -t 9p -o trans=unix,version=9p2000.L,ro /run/user/1000/9p/harness /mnt/harness"}:         "a kernel 9p mount: root, the 9p modules and uid 1000's daemon granting root",
 	{"README.md", "journalctl -t 9harnessd                                     # everything the daemon recorded"}: "reads the system journal, where only a daemon run under systemd writes (test/system checks the entries)",
 	{"9harness.1", "9harness --ssh alice@build1 ps"}:                                                              "needs remote hosts build1 reachable by ssh and a diod serving /srv/data",
+	{"9harness.1", `9harness ps --watch --notify \`}:                                                              "runs until interrupted, and needs a desktop's notification service (test/wait_test.go runs --notify and contrib/notify-waiting against a stub on a private bus)",
 	{"9harnessd.8", "journalctl -t 9harnessd"}:                                                                    "reads the system journal, where only a daemon run under systemd writes (test/system checks the entries)",
 	{"9harnessd.8", "systemctl --user edit 9harness.service"}:                                                     "opens an editor on a unit of a running systemd user manager; loginctl enable-linger needs logind",
 }

@@ -99,8 +99,9 @@ func psRowOf(lines []string, pid int) []string {
 var agePattern = regexp.MustCompile(`^[0-9]+[smhd]$`)
 
 // TestPsTable: one row per agent under the header, with its harness, pid,
-// age, status, directory (HOME shortened to ~), zmx session, route and
-// title; sorted by harness then pid; piped, nothing is shortened.
+// age, turn state, tokens, status, directory (HOME shortened to ~), zmx
+// session, route and title; sorted by harness then pid; piped, nothing is
+// shortened.
 func TestPsTable(t *testing.T) {
 	e := newPsEnv(t)
 	out, errs, code := e.ps(t, "ps")
@@ -108,18 +109,24 @@ func TestPsTable(t *testing.T) {
 		t.Fatalf("ps: exit %d, stderr %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATUS CWD ZMX/TMUX VIA TITLE" {
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATE TOKENS STATUS CWD ZMX/TMUX VIA TITLE" {
 		t.Fatalf("header %q", lines[0])
 	}
 	cwd := "~/src/" + filepath.Base(e.cwd)
+	// The fake codex's rollout has no turn in it: its state is what the
+	// tree says, - when absent.
+	codexState, err := readField(e.d.client(), e.dir("codex", e.codex)+"/state")
+	if err != nil {
+		codexState = "-"
+	}
 	for _, tc := range []struct {
 		h     string
 		a     *fakeAgent
-		want  []string // STATUS CWD ZMX/TMUX VIA
+		want  []string // STATE TOKENS STATUS CWD ZMX/TMUX VIA
 		title string
 	}{
-		{"claude", e.claude, []string{"busy", cwd, "zmx:work", "registry"}, "fake claude " + strconv.Itoa(e.claude.pid())},
-		{"codex", e.codex, []string{"-", cwd, "-", "fd"}, "-"},
+		{"claude", e.claude, []string{"working", "-", "busy", cwd, "zmx:work", "registry"}, "fake claude " + strconv.Itoa(e.claude.pid())},
+		{"codex", e.codex, []string{codexState, "-", "-", cwd, "-", "fd"}, "-"},
 	} {
 		n := 0
 		for _, l := range lines {
@@ -131,11 +138,11 @@ func TestPsTable(t *testing.T) {
 			t.Errorf("%s %d has %d rows, want 1:\n%s", tc.h, tc.a.pid(), n, out)
 		}
 		f := psRowOf(lines, tc.a.pid())
-		if len(f) < 8 {
+		if len(f) < 10 {
 			t.Errorf("%s row %q", tc.h, f)
 			continue
 		}
-		if f[0] != tc.h || !agePattern.MatchString(f[2]) || strings.Join(f[3:7], " ") != strings.Join(tc.want, " ") || strings.Join(f[7:], " ") != tc.title {
+		if f[0] != tc.h || !agePattern.MatchString(f[2]) || strings.Join(f[3:9], " ") != strings.Join(tc.want, " ") || strings.Join(f[9:], " ") != tc.title {
 			t.Errorf("%s row %q, want %s PID AGE %q %q", tc.h, f, tc.h, tc.want, tc.title)
 		}
 	}
@@ -154,7 +161,7 @@ func TestPsTable(t *testing.T) {
 	}
 	// Without HOME to shorten with, the directory is whole.
 	out, _, _ = run9harness(t, nil, "-s", e.d.sock, "ps")
-	if f := psRowOf(strings.Split(out, "\n"), e.codex.pid()); len(f) < 5 || f[4] != e.cwd {
+	if f := psRowOf(strings.Split(out, "\n"), e.codex.pid()); len(f) < 7 || f[6] != e.cwd {
 		t.Errorf("without HOME, codex row %q, want cwd %s", f, e.cwd)
 	}
 }
@@ -390,6 +397,8 @@ func (e *psEnv) setTitles(t *testing.T) {
 func TestPsTerminalWidth(t *testing.T) {
 	e := newPsEnv(t)
 	e.setTitles(t)
+	// The widest STATE: what a waiting agent waits for.
+	e.setClaudeStatus(t, "waiting", "approve Bash")
 	tm := newPsTmux(t)
 	for _, width := range []int{60, 80, 120, 200} {
 		name := "w" + strconv.Itoa(width)
@@ -455,6 +464,16 @@ func TestPsTerminalWidth(t *testing.T) {
 				// 24 cells; the last may stay empty before a wide character.
 				if cells < 23 || width >= 120 && cells < 24 {
 					t.Errorf("%d columns: TITLE has %d cells, want 24: %q", width, cells, shown)
+				}
+			}
+			// STATE stays longest of the columns that may go: "waiting"
+			// shows from 80 columns up, what it waits for on a wide pane.
+			if r.h == "claude" {
+				switch {
+				case width >= 200 && !strings.Contains(rows[0], " waiting: approve Bash "):
+					t.Errorf("%d columns: the claude row lacks its whole STATE: %q", width, rows[0])
+				case width >= 80 && !strings.Contains(rows[0], " waiting"):
+					t.Errorf("%d columns: the claude row lacks STATE: %q", width, rows[0])
 				}
 			}
 		}
@@ -622,7 +641,7 @@ func TestPsMoveHelp(t *testing.T) {
 		if contains(args, "move") {
 			want = append(want, "move [--tmux] HARNESS/PID NAME", "--allow-move", "attach with:")
 		} else {
-			want = append(want, "ps [-qrv] [--json | --format TEMPLATE]", "HARNESS", "TITLE", "VIA, AGE, ZMX/TMUX, STATUS, CWD")
+			want = append(want, "ps [-qrv] [--json | --format TEMPLATE]", "HARNESS", "TITLE", "VIA, STATUS, AGE, TOKENS, ZMX/TMUX, CWD, STATE")
 		}
 		for _, w := range want {
 			if !strings.Contains(out, w) {

@@ -8,7 +8,7 @@ const (
 	exitError = 1 // an error or a refusal, and nothing was changed (a move: the agent untouched)
 	exitUsage = 2 // a usage error: a bad flag, operand or combination
 	// exitPartial: some hosts or agents did not answer; what the others
-	// said was printed.
+	// said was printed. For wait: the agents waited for exited first.
 	exitPartial = 3
 	// exitMoveFailed: a move failed after the agent was stopped; the
 	// message says how to resume it by hand.

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
@@ -36,13 +34,22 @@ or after it, among its operands, up to a "--" (what follows it is an
 operand even if it starts with -); short flags combine (ls -la).
 
 Commands:
-  ps [--json] [--watch] [--harness NAME]...
+  ps [--json] [--watch] [--harness NAME]... [--all]
                     list the live agents, one row each: harness, pid, age,
-                    status, directory, zmx or tmux session, title
+                    state, tokens, status, directory, zmx or tmux
+                    session, title; with --all, of this machine and every
+                    host of ~/.config/9harness/hosts, with a HOST column
+  wait [--state STATE] [--timeout D] [AGENT...]
+                    wait until an agent needs you (waiting or idle), or is
+                    in STATE, and print it
+  events [--harness NAME]... [--json]
+                    print each change as it happens: an agent appears,
+                    exits, works, waits, goes idle or is moved
   move [--tmux] HARNESS/PID NAME
                     stop an agent and resume the same session inside a new
                     zmx (or tmux) session NAME, to attach to from anywhere;
-                    needs a daemon started with --allow-move
+                    needs a daemon started with --allow-move; as
+                    HOST:HARNESS/PID, the agent on that host
   mount [-f] DIR    mount the tree on DIR through FUSE, for any program to read
                     (9harness help mount); not with --ssh
   umount DIR        unmount it
@@ -75,6 +82,7 @@ Remote:
                     [user@]host, a Host of ~/.ssh/config, ssh://user@host:port.
                     ssh never prompts (use a key or an agent); if it fails,
                     the error is its exit status and its last line.
+                    ps takes it more than once: one table of those hosts.
   --ssh-opt OPTION
                     pass -o OPTION to ssh; repeatable; ssh_config(5) syntax:
                     Port=2222, IdentityFile=~/.ssh/work, ProxyJump=bastion.
@@ -174,8 +182,9 @@ type globals struct {
 	flags      *pflag.FlagSet
 	cmd        string
 	sock       string
-	aname      string // what the local socket's session attaches
-	sshDest    string // "": the local socket
+	aname      string   // what the local socket's session attaches
+	sshDest    string   // "": the local socket
+	sshDests   []string // every --ssh, in order (ps takes several)
 	sshOptions []string
 	sshCmd     string
 }
@@ -184,7 +193,12 @@ func newGlobals() *globals {
 	g := &globals{}
 	fs := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
 	fs.StringVarP(&g.sock, "socket", "s", sockpath.Default(), "")
-	fs.StringVar(&g.sshDest, "ssh", "", "")
+	// Repeatable for ps (a fleet); once for every other command.
+	fs.Func("ssh", "", func(v string) error {
+		g.sshDest = v
+		g.sshDests = append(g.sshDests, v)
+		return nil
+	})
 	// StringArray, not StringSlice: an ssh option may hold a comma.
 	fs.StringArrayVar(&g.sshOptions, "ssh-opt", nil, "")
 	fs.StringVar(&g.sshCmd, "ssh-cmd", client.DefaultRelayCommand, "")
@@ -205,6 +219,10 @@ func (g *globals) flagSet(cmd string) *pflag.FlagSet {
 // check validates the global flags once the command's own are parsed; a
 // problem is a usage error, printed, with status exitUsage.
 func (g *globals) check(stderr io.Writer) (*client.SSH, int) {
+	if len(g.sshDests) > 1 {
+		fmt.Fprintf(stderr, "9harness %s: --ssh is given once, except to ps\n", g.cmd)
+		return nil, exitUsage
+	}
 	if g.sshDest == "" && (g.flags.Changed("ssh-opt") || g.flags.Changed("ssh-cmd")) {
 		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
 		return nil, exitUsage
@@ -277,7 +295,7 @@ func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp,
+	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -309,6 +327,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "ps":
 		return runPs(g, rest, stdout, stderr)
+	case "wait":
+		return runWait(g, rest, stdout, stderr)
+	case "events":
+		return runEvents(g, rest, stdout, stderr)
 	case "move":
 		return runMove(g, rest, stdout, stderr)
 	case "ls", "cat", "stat":
@@ -485,7 +507,7 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if q.Type&p9.TypeDir == 0 {
+	if !q.IsDir() {
 		printEntry(w, lastName(p), q, a, long)
 		return nil
 	}
@@ -499,7 +521,7 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 		}
 		if !long {
 			name := e.Name
-			if e.QID.Type&p9.TypeDir != 0 {
+			if e.QID.IsDir() {
 				name += "/"
 			}
 			fmt.Fprintln(w, name)
@@ -515,20 +537,20 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 	return nil
 }
 
-func printEntry(w io.Writer, name string, q p9.QID, a p9.Attr, long bool) {
-	if q.Type&p9.TypeDir != 0 {
+func printEntry(w io.Writer, name string, q client.QID, a client.Attr, long bool) {
+	if q.IsDir() {
 		name += "/"
 	}
 	if !long {
 		fmt.Fprintln(w, name)
 		return
 	}
-	mt := time.Unix(int64(a.MTimeSeconds), 0).Format("2006-01-02 15:04")
-	fmt.Fprintf(w, "%s %10d %s %s\n", os.FileMode(a.Mode.Permissions())|dirBit(q), a.Size, mt, name)
+	mt := a.Mtime.Format("2006-01-02 15:04")
+	fmt.Fprintf(w, "%s %10d %s %s\n", os.FileMode(a.Perm)|dirBit(q), a.Size, mt, name)
 }
 
-func dirBit(q p9.QID) os.FileMode {
-	if q.Type&p9.TypeDir != 0 {
+func dirBit(q client.QID) os.FileMode {
+	if q.IsDir() {
 		return os.ModeDir
 	}
 	return 0
@@ -555,11 +577,11 @@ func stat(c *client.Client, p string, w io.Writer) error {
 		return err
 	}
 	kind := "file"
-	if q.Type&p9.TypeDir != 0 {
+	if q.IsDir() {
 		kind = "directory"
 	}
-	mt := time.Unix(int64(a.MTimeSeconds), int64(a.MTimeNanoSeconds)).UTC().Format(time.RFC3339Nano)
-	fmt.Fprintf(w, "path %s\ntype %s\nmode %04o\nsize %d\nmtime %s\nqid %016x.%d\n", p, kind, uint32(a.Mode.Permissions()), a.Size, mt, q.Path, q.Version)
+	mt := a.Mtime.UTC().Format(time.RFC3339Nano)
+	fmt.Fprintf(w, "path %s\ntype %s\nmode %04o\nsize %d\nmtime %s\nqid %016x.%d\n", p, kind, a.Perm, a.Size, mt, q.Path, q.Version)
 	return nil
 }
 
@@ -580,9 +602,8 @@ func lastName(p string) string {
 
 // describe turns a wire errno into the sentence strerror gives.
 func describe(err error) error {
-	var e linux.Errno
-	if errors.As(err, &e) {
-		return syscall.Errno(e)
+	if e, ok := client.Errno(err); ok {
+		return e
 	}
 	return err
 }

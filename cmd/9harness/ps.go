@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,8 +25,9 @@ import (
 )
 
 const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
-           [--sort KEY] [--no-header] [--no-trunc] [--watch]
-           [--harness NAME]...
+           [--sort KEY] [--no-header] [--no-trunc]
+           [--watch [--notify CMD]] [--harness NAME]...
+           [--all] [--hosts FILE] [--timeout D]
 
 List the live AI coding agents, one row per agent, sorted by harness, then
 pid (or as --sort says), as the daemon's /active tree shows them:
@@ -33,6 +35,12 @@ pid (or as --sort says), as the daemon's /active tree shows them:
   HARNESS   claude, codex, omp, pi, hermes or dsh
   PID       the agent's process id
   AGE       how long it has run: 45s, 12m, 3h, 2d
+  STATE     the turn: working, idle (at its prompt) or waiting (it needs
+            you: a permission, a question); a waiting agent shows what it
+            waits for, as "waiting: approve Bash", where the harness says
+  TOKENS    the size of its context now: the tokens of the newest model
+            call's prompt (input and cache), 41k = 41,000, 1.2M =
+            1,200,000; where the harness records it
   STATUS    what the harness itself publishes (Claude: busy, idle, ...)
   CWD       its working directory, your $HOME shown as ~ (not with --ssh)
   ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME
@@ -47,62 +55,130 @@ value are shown as ?.
 On a terminal the table is fitted to its width, emoji and East Asian
 characters counted as the two cells they take. Width is given up first by
 VIA (only -v's note; a route word stays whole), then by CWD (which keeps
-its end), then by TITLE, each marked with …. When the table does not fit
-with TITLE at 24 cells and CWD at 12 (below about 100 columns), whole
+its end), then by STATE (what a waiting agent waits for; "waiting" stays),
+then by TITLE, each marked with …. When the table does not fit with TITLE
+at 24 cells, CWD at 12 and STATE at 8 (below about 110 columns), whole
 columns are left out, in this order:
 
-  VIA, AGE, ZMX/TMUX, STATUS, CWD
+  VIA, STATUS, AGE, TOKENS, ZMX/TMUX, CWD, STATE
 
 HARNESS, PID and TITLE always stay. Written to a pipe or a file, or with
 --no-trunc, nothing is shortened or left out (9harness ps | cat shows every
 row whole).
 
+Several machines in one table: with --all (this machine and every host of
+the hosts file), --hosts FILE (that file's hosts) or --ssh given more than
+once, every host is asked in parallel, each through one ssh running
+"9harness relay" there, and a HOST column comes first: the host's name as
+written in the file or after --ssh, - for this machine. Rows are sorted by
+host, then as --sort says. A host that does not answer within --timeout is
+one line on standard error naming it and why; the others are still
+listed, and the exit status is 3.
+
+The hosts file, $XDG_CONFIG_HOME/9harness/hosts (default
+~/.config/9harness/hosts), has one host a line, # starts a comment:
+
+  [user@]host[:port] [socket=PATH] [ssh-cmd=CMD] [ssh-opt=OPTION]...
+
+socket= is the daemon's socket there, ssh-cmd= the remote command (quote
+a value with blanks: ssh-cmd='~/go/bin/9harness relay'), ssh-opt= an ssh -o
+option, repeatable; --ssh-opt and --ssh-cmd on the command line apply to
+every host, ahead of the file's. A line that cannot be read is an error
+naming FILE:LINE. By default 9harness starts no ssh connection that
+outlives it (ControlMaster=no; an existing master is used). To keep one
+warm from call to call, a host's ssh-opt says so, and it wins:
+ssh-opt=ControlMaster=auto ssh-opt=ControlPath=~/.ssh/9h-%C
+ssh-opt=ControlPersist=60.
+
 Options:
+  --all              list this machine and every host of the hosts file
+                     (and each --ssh DEST)
+  --hosts FILE       read the hosts from FILE, and list them (with --all,
+                     this machine too)
+  --timeout D        how long to wait for each host: 5s (the default),
+                     1m, or seconds (3)
   --json             print one JSON array with an object per agent, every
                      fact the tree has: harness, pid, ppid, started (unix
                      seconds), cwd, name, title, session, model, via,
-                     status, zmx, tmux, transcript (the transcript's path in
-                     the tree) and agents (the names of its sub-agents). A
+                     status, state, waiting, since (when it entered the
+                     state, RFC 3339 UTC), state.via (how the state was
+                     found, or why it is not known), zmx, tmux, transcript
+                     (the transcript's path in the tree), agents (the
+                     names of its sub-agents) and tokens (an object:
+                     context, input, output, cache_read, cache_write). A
                      fact the daemon does not know is left out; zmx and
                      tmux are always there, "" when the agent is in no such
                      session. These keys are stable: they are those of the
                      daemon's /active/table (one JSON object per line, one
                      line per agent), which ps reads in one open; from a
                      daemon without that file, ps reads every agent's
-                     directory instead.
+                     directory instead. Over several machines each
+                     object starts with "host", as HOST shows it.
   --format TEMPLATE  print one line per agent from the Go text/template
                      TEMPLATE, over the --json fields by their JSON names
-                     ({{.harness}}, {{.pid}}, {{.title}}, ...); a fact the
-                     daemon does not know is "" (0 for numbers), and control
-                     characters are shown as ?. A template that does not
-                     parse or names no such field is a usage error.
+                     ({{.harness}}, {{.pid}}, {{.title}}, {{.state}},
+                     {{.waiting}}, {{.host}}, ...), with {{.state_via}}
+                     for state.via and {{.tokens.context}} (input, output,
+                     cache_read, cache_write) for a count; {{.host}} is
+                     the host's name, - for this machine; a fact the daemon does not
+                     know is "" (0 for numbers), and control characters
+                     are shown as ?. A template that does not parse or
+                     names no such field is a usage error.
   -q, --quiet        print only each agent's HARNESS/PID, one per line: the
-                     name 9harness move takes
+                     name 9harness move takes (HOST:HARNESS/PID for a
+                     remote agent of several machines)
   --sort KEY         order the agents by KEY: harness (the default: by
                      harness, then pid), pid, age (youngest first), cwd,
-                     title or status (alphabetical); ties go by harness,
-                     then pid, and a fact the daemon does not know sorts last
+                     title or status (alphabetical), state (waiting, then
+                     idle, then working) or tokens (the largest context
+                     first); ties go by harness, then pid, and a fact the
+                     daemon does not know sorts last
   -r, --reverse      reverse the order, whatever the key
-  -v, --wide         VIA shows the daemon's whole note, not only its first word
+  -v, --wide         VIA shows the daemon's whole note, not only its first
+                     word
   --no-header        leave out the header line
   --no-trunc         on a terminal too, shorten nothing and leave no column
                      out (a long row wraps)
   --harness NAME     only the agents of harness NAME; repeatable, or a comma
                      separated list (--harness claude,codex)
   --watch            redraw the table every second, like watch(1), until
-                     Ctrl-C; standard output must be a terminal; not with
-                     --json, --format or -q
+                     Ctrl-C; standard output must be a terminal (but see
+                     --notify); not with --json, --format or -q
+  --notify CMD       with --watch: run CMD through /bin/sh -c each time an
+                     agent starts waiting (once per wait: not again while
+                     it stays waiting; an agent already waiting when the
+                     watch starts counts), with the agent's facts in the
+                     environment only, never in CMD's words:
+                       HARNESS_NAME     the harness: claude, codex, ...
+                       HARNESS_PID      its pid
+                       HARNESS_STATE    waiting
+                       HARNESS_WAITING  what it waits for, or empty
+                       HARNESS_CWD      its working directory
+                       HARNESS_TITLE    its title, or empty
+                       HARNESS_HOST     the --ssh DEST, else this host's
+                                        short name
+                     (control characters in a value are shown as ?); use
+                     them quoted: "$HARNESS_TITLE". Off a terminal no table
+                     is drawn: ps --watch --notify CMD runs in the
+                     background or as a service, until killed. CMD's output
+                     goes to standard error, or nowhere under a drawn table
   -h, --help         this text
 
-Exit status: 0 when listed; 1 when the daemon cannot be reached or the
-output cannot be written, with one line on standard error; 2 for a usage
-error (a bad flag, sort key or template).
+Exit status: 0 when listed; 1 when the daemon cannot be reached (over
+several machines: none of them) or the output cannot be written, with one
+line on standard error; 2 for a usage error (a bad flag, sort key,
+template or hosts file); 3 when some hosts did not answer and the others
+were listed.
 
 Examples:
   9harness ps
   9harness ps --harness codex --sort age
   9harness ps --watch --harness claude
+  9harness ps --sort state
+  9harness ps --watch --notify 'notify-send -- "$HARNESS_NAME/$HARNESS_PID" "$HARNESS_WAITING"'
   9harness --ssh build1 ps
+  9harness ps --all --timeout 3s
+  9harness ps --json --ssh build1 --ssh alice@build2:2222 | jq -r '.[].host'
   9harness ps -q --harness claude
   9harness ps --format '{{.harness}}/{{.pid}} {{.session}}'
   9harness ps --json | jq -r '.[] | select(.zmx == "" and .tmux == "") | .cwd'
@@ -115,6 +191,7 @@ type psOptions struct {
 	sortKey            string
 	format             *template.Template
 	harnesses          []string
+	notify             string // --notify's shell command
 }
 
 func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
@@ -122,6 +199,15 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.flagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
+	ff := fleetFlags{timeout: defaultHostTimeout}
+	fs.BoolVar(&ff.all, "all", false, "")
+	fs.StringVar(&ff.hosts, "hosts", "", "")
+	fs.Func("timeout", "", func(v string) error {
+		d, err := parseTimeout(v)
+		ff.timeout = d
+		return err
+	})
+	fs.StringVar(&o.notify, "notify", "", "")
 	fs.Func("harness", "", func(v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -137,7 +223,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.noTrunc, "no-trunc", false, "")
 	fs.Func("sort", "", func(v string) error {
 		if _, ok := psSortKeys[v]; !ok {
-			return fmt.Errorf("no sort key %q (harness, pid, age, cwd, title, status)", v)
+			return fmt.Errorf("no sort key %q (harness, pid, age, cwd, title, status, state, tokens)", v)
 		}
 		o.sortKey = v
 		return nil
@@ -169,13 +255,33 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness ps: --watch draws the table; %s does not go with it\n", outputs[0])
 		return exitUsage
 	}
+	if fs.Changed("notify") && !o.watch {
+		fmt.Fprintln(stderr, "9harness ps: --notify runs with --watch")
+		return exitUsage
+	}
+	if fs.Changed("notify") && strings.TrimSpace(o.notify) == "" {
+		fmt.Fprintln(stderr, "9harness ps: --notify needs a command")
+		return exitUsage
+	}
 	term, _ := stdout.(*os.File)
 	if term != nil && !isTerminal(term) {
 		term = nil
 	}
-	if o.watch && term == nil {
+	if o.watch && term == nil && o.notify == "" {
 		fmt.Fprintln(stderr, "9harness ps: --watch redraws a terminal, and standard output is not one")
 		return exitUsage
+	}
+	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
+	if fs.Changed("timeout") && (!fleetMode || ff.timeout <= 0) {
+		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
+		return exitUsage
+	}
+	if fleetMode && o.notify != "" {
+		fmt.Fprintln(stderr, "9harness ps: --notify watches one machine, not --all, --hosts or several --ssh")
+		return exitUsage
+	}
+	if fleetMode {
+		return runFleetPs(g, o, ff, fs.Changed("hosts"), term, stdout, stderr)
 	}
 	home := ""
 	if !g.remote() {
@@ -185,8 +291,11 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	if c == nil {
 		return status
 	}
+	if o.watch && o.notify != "" {
+		return watchNotify(g, c, o, home, term, stderr)
+	}
 	if o.watch {
-		return watchPs(g, c, o, home, term)
+		return watchPs(g, c, o, home, term, nil)
 	}
 	defer c.Close()
 	agents, err := c.Agents(o.harnesses...)
@@ -211,7 +320,9 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 	case o.format != nil:
 		for _, a := range agents {
-			if err := o.format.Execute(&b, psFields(a)); err != nil {
+			fields := psFields(a)
+			fields["host"] = cmp.Or(g.sshDest, "-")
+			if err := o.format.Execute(&b, fields); err != nil {
 				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
 				return exitUsage
 			}
@@ -247,15 +358,22 @@ func psTemplate(text string) (*template.Template, error) {
 		Session: "x", Model: "x", Via: "x", Status: "x", Zmx: "x", Tmux: "x", Transcript: "x",
 		Agents: []string{"x"},
 	}
-	if err := t.Execute(io.Discard, psFields(sample)); err != nil {
+	fields := psFields(sample)
+	fields["host"] = "x"
+	if err := t.Execute(io.Discard, fields); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
+// tokenNames are the counts a tokens file may give, in its order.
+var tokenNames = []string{"context", "input", "output", "cache_read", "cache_write"}
+
 // psFields is an agent for --format: every field --json can show, by its
 // JSON name, present even when the daemon does not know it, and made
-// printable, since each agent is one line.
+// printable, since each agent is one line. A template cannot name a key
+// with a dot, so state.via is also state_via; tokens holds every count
+// (0 when unknown), so that {{.tokens.context}} never fails.
 func psFields(a client.Agent) map[string]any {
 	m := map[string]any{}
 	v := reflect.ValueOf(a)
@@ -273,10 +391,17 @@ func psFields(a client.Agent) map[string]any {
 				s[j] = printable(x)
 			}
 			m[name] = s
+		case client.Tokens:
+			t := map[string]int64{}
+			for _, n := range tokenNames {
+				t[n] = f[n]
+			}
+			m[name] = t
 		default:
 			m[name] = f
 		}
 	}
+	m["state_via"] = m["state.via"]
 	return m
 }
 
@@ -293,7 +418,22 @@ var psSortKeys = map[string]func(a, b client.Agent) int{
 	"cwd":    func(a, b client.Agent) int { return compareKnown(a.Cwd, b.Cwd) },
 	"title":  func(a, b client.Agent) int { return compareKnown(a.Title, b.Title) },
 	"status": func(a, b client.Agent) int { return compareKnown(a.Status, b.Status) },
+	// The agents that need you first: waiting, then idle, then working.
+	"state": func(a, b client.Agent) int {
+		ra, rb := stateRank[a.State], stateRank[b.State]
+		return knownFirst(ra > 0, rb > 0, cmp.Compare(ra, rb))
+	},
+	// The largest context first.
+	"tokens": func(a, b client.Agent) int {
+		ca, oka := a.Tokens["context"]
+		cb, okb := b.Tokens["context"]
+		return knownFirst(oka, okb, cmp.Compare(cb, ca))
+	},
 }
+
+// stateRank orders the states for --sort state; 0 is a state this client
+// does not know, sorted with the unknown ones.
+var stateRank = map[string]int{"waiting": 1, "idle": 2, "working": 3}
 
 // sortAgents orders agents by key ("" is harness), then harness, then pid;
 // reverse reverses the whole order.
@@ -333,6 +473,8 @@ const (
 	colHarness = iota
 	colPID
 	colAge
+	colState
+	colTokens
 	colStatus
 	colCwd
 	colHost
@@ -341,27 +483,34 @@ const (
 	nCols
 )
 
-var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATUS", "CWD", "ZMX/TMUX", "VIA", "TITLE"}
+var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATE", "TOKENS", "STATUS", "CWD", "ZMX/TMUX", "VIA", "TITLE"}
 
 // psDropOrder is the order in which whole columns are left out when the
 // table cannot fit a terminal even with every column at its floor: the
 // least use for telling agents apart or acting on one goes first. VIA is
-// a diagnostic; AGE rarely decides anything; ZMX/TMUX says where to
-// attach, which move's HARNESS/PID also reaches; STATUS (busy, idle) says
-// whether an agent wants you; CWD with TITLE says which agent is which.
-// HARNESS and PID (the agent's name) and TITLE are never left out. A new
-// column takes its place in this list by the same measure.
-var psDropOrder = []int{colVia, colAge, colHost, colStatus, colCwd}
+// a diagnostic; STATUS is what the harness publishes, which STATE says
+// for every harness; AGE rarely decides anything; TOKENS says when a
+// context fills up, not whether the agent wants you; ZMX/TMUX says where
+// to attach, which move's HARNESS/PID also reaches; CWD with TITLE says
+// which agent is which; STATE says whether an agent needs you, the
+// question most people ask of the table. HARNESS and PID (the agent's
+// name) and TITLE are never left out. A new column takes its place in
+// this list by the same measure.
+var psDropOrder = []int{colVia, colStatus, colAge, colTokens, colHost, colCwd, colState}
 
 // psShrink is who gives up width, in order, and down to what. The first
-// three are the floors that decide whether a column must be dropped: VIA
-// first (a route word is at most 10 cells, so only -v's note shrinks),
-// then CWD, then TITLE, which keeps its width longest. The last two apply
-// only when the columns that stay cannot fit at their floors.
+// psFloors are the floors that decide whether a column must be dropped:
+// VIA first (a route word is at most 10 cells, so only -v's note
+// shrinks), then CWD (its end, which it keeps, names the project), then
+// STATE (what a waiting agent waits for, which says what to do;
+// "waiting…" stays), then TITLE, which keeps its width longest. The rest
+// apply only when the columns that stay cannot fit at their floors.
 var psShrink = []struct{ col, min int }{
-	{colVia, 10}, {colCwd, 12}, {colTitle, 24},
+	{colVia, 10}, {colCwd, 12}, {colState, 8}, {colTitle, 24},
 	{colCwd, 6}, {colTitle, 5},
 }
+
+const psFloors = 4
 
 const colGap = "  "
 
@@ -402,7 +551,7 @@ func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []
 			}
 			pad := strings.Repeat(" ", max(w[i]-textWidth(cell), 0))
 			switch {
-			case i == colPID || i == colAge:
+			case i == colPID || i == colAge || i == colTokens:
 				b.WriteString(pad + cell)
 			case i == last:
 				b.WriteString(cell)
@@ -447,7 +596,7 @@ func psWidths(rows [][nCols]string, width int) (w [nCols]int, show [nCols]bool) 
 		return n + len(colGap)*(cols-1)
 	}
 	floor := w
-	for _, s := range psShrink[:3] {
+	for _, s := range psShrink[:psFloors] {
 		floor[s.col] = min(floor[s.col], s.min)
 	}
 	for _, c := range psDropOrder {
@@ -482,10 +631,20 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	if !wide {
 		via = routeWord(via)
 	}
+	state := a.State
+	if state != "" && a.Waiting != "" {
+		state += ": " + a.Waiting
+	}
+	var tokens string
+	if n, ok := a.Tokens["context"]; ok {
+		tokens = compactCount(n)
+	}
 	r := [nCols]string{
 		a.Harness,
 		strconv.Itoa(a.PID),
 		age(a.Started, now),
+		state,
+		tokens,
 		a.Status,
 		shortHome(a.Cwd, home),
 		strings.Join(host, ","),
@@ -499,6 +658,30 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 		r[i] = printable(v)
 	}
 	return r
+}
+
+// compactCount writes a count in at most four characters, as a
+// statusline does: 812, 9.8k, 41k, 1.2M, 12M. It rounds to the nearest.
+func compactCount(n int64) string {
+	switch {
+	case n < 0:
+		return ""
+	case n < 1000:
+		return strconv.FormatInt(n, 10)
+	}
+	for _, u := range []struct {
+		div  float64
+		unit string
+	}{{1e3, "k"}, {1e6, "M"}, {1e9, "G"}} {
+		v := float64(n) / u.div
+		if s := strconv.FormatFloat(v, 'f', 1, 64); v < 9.95 {
+			return strings.TrimSuffix(s, ".0") + u.unit
+		}
+		if r := math.Round(v); r < 1000 {
+			return strconv.FormatFloat(r, 'f', 0, 64) + u.unit
+		}
+	}
+	return strconv.FormatFloat(math.Round(float64(n)/1e12), 'f', 0, 64) + "T"
 }
 
 // routeWord is the first word of a via note, "registry (2 leases on this
@@ -645,8 +828,9 @@ const (
 // goes home and each line is overwritten in place (no clear of the whole
 // screen, so nothing flickers). A lost daemon is shown in the frame and
 // dialled again on the next tick. Ctrl-C (or SIGTERM, SIGHUP) restores
-// the cursor and exits 0.
-func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.File) int {
+// the cursor and exits 0. note, if set, is a line shown under the title
+// (what went wrong with --notify).
+func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.File, note func() string) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
@@ -654,6 +838,9 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 	title := "Every 1s: 9harness ps"
 	if len(o.harnesses) > 0 {
 		title += " --harness " + strings.Join(o.harnesses, ",")
+	}
+	if o.notify != "" {
+		title += " --notify …"
 	}
 	type result struct {
 		agents []client.Agent
@@ -687,6 +874,9 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		cols, rows := termSize(term)
 		now := time.Now()
 		lines := []string{title, ""}
+		if note != nil {
+			lines[1] = printable(note())
+		}
 		if r.err != nil {
 			lines = append(lines, "9harness ps: "+describe(r.err).Error())
 			if c != nil && !client.IsWireErrno(r.err) {

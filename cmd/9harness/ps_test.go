@@ -19,13 +19,15 @@ var psNow = time.Unix(1_800_000_000, 0)
 func psAgents() []client.Agent {
 	return []client.Agent{
 		{Harness: "claude", PID: 345104, Started: psNow.Add(-3 * time.Hour).Unix(), Status: "busy",
+			State: "waiting", Waiting: "approve Bash", Tokens: client.Tokens{"context": 41_234, "input": 12},
 			Cwd: "/home/u/src/a-project-directory-with-a-rather-long-name", Zmx: "work",
 			Via:   "registry (transcript under another project dir)",
 			Title: "🚀 ship the release ✅ then 日本語のタイトルを直す and the rest"},
 		{Harness: "codex", PID: 61034, Started: psNow.Add(-90 * time.Second).Unix(),
+			State: "working", Tokens: client.Tokens{"context": 1_234_567},
 			Cwd: "/home/u/src/x", Via: "fd",
 			Title: "修复构建 👨‍👩‍👧 family cafe\u0301 🇫🇷 ❤️ and a long tail of words"},
-		{Harness: "hermes", PID: 155574, Started: psNow.Add(-50 * time.Hour).Unix(), Status: "idle",
+		{Harness: "hermes", PID: 155574, Started: psNow.Add(-50 * time.Hour).Unix(), Status: "idle", State: "idle",
 			Cwd: "/home/u", Via: "registry (2 leases on this pid; the most recently updated)"},
 		{Harness: "omp", PID: 71500, Cwd: "/srv/build/tree", Tmux: "rescued", Via: "dir",
 			Title: "Wire the retry queue"},
@@ -133,9 +135,9 @@ func TestPsLayout(t *testing.T) {
 			width int
 			gone  []string // the columns left out
 		}{
-			{60, []string{"VIA", "AGE", "ZMX/TMUX", "STATUS"}},
-			{80, []string{"VIA", "AGE"}},
-			{100, nil},
+			{60, []string{"VIA", "STATUS", "AGE", "TOKENS", "ZMX/TMUX", "CWD"}},
+			{80, []string{"VIA", "STATUS", "AGE", "TOKENS"}},
+			{100, []string{"VIA"}},
 			{120, nil},
 			{200, nil},
 			{0, nil},
@@ -206,8 +208,8 @@ func TestPsLayout(t *testing.T) {
 	}
 }
 
-// TestPsLayoutPriority: width is taken from VIA first, then CWD, and
-// TITLE last; a narrow terminal drops columns in psDropOrder, one at a
+// TestPsLayoutPriority: width is taken from VIA first, then CWD, then
+// STATE, and TITLE last; a narrow terminal drops columns in psDropOrder, one at a
 // time, never one out of turn; TITLE keeps 24 cells down to 42 columns
 // (HARNESS, PID and TITLE).
 func TestPsLayoutPriority(t *testing.T) {
@@ -256,7 +258,7 @@ func TestPsLayoutPriority(t *testing.T) {
 		// Who gives first: while TITLE is short of whole, CWD and VIA are
 		// at their floors or gone; while CWD is, VIA is.
 		if w[colTitle] < natural[colTitle] {
-			for c, floor := range map[int]int{colCwd: 12, colVia: 10} {
+			for c, floor := range map[int]int{colCwd: 12, colVia: 10, colState: 8} {
 				if show[c] && w[c] > floor {
 					t.Errorf("%d: TITLE has %d cells while %s keeps %d", width, w[colTitle], psHeader[c], w[c])
 				}
@@ -264,6 +266,12 @@ func TestPsLayoutPriority(t *testing.T) {
 		}
 		if show[colCwd] && w[colCwd] < natural[colCwd] && show[colVia] && w[colVia] > 10 {
 			t.Errorf("%d: CWD has %d cells while VIA keeps %d", width, w[colCwd], w[colVia])
+		}
+		if show[colState] && w[colState] < natural[colState] && show[colCwd] && w[colCwd] > 12 {
+			t.Errorf("%d: STATE has %d cells while CWD keeps %d", width, w[colState], w[colCwd])
+		}
+		if show[colState] && w[colState] < natural[colState] && show[colVia] && w[colVia] > 10 {
+			t.Errorf("%d: STATE has %d cells while VIA keeps %d", width, w[colState], w[colVia])
 		}
 		if width >= 42 && w[colTitle] < 24 {
 			t.Errorf("%d: TITLE has %d cells, want 24", width, w[colTitle])
@@ -308,6 +316,9 @@ func TestPsSort(t *testing.T) {
 		{"cwd", false, "claude/4189 hermes/155574 claude/345104 codex/61034 omp/71500"},
 		{"title", false, "omp/71500 claude/4189 codex/61034 claude/345104 hermes/155574"}, // ASCII before emoji and CJK; none last
 		{"status", false, "claude/345104 claude/4189 hermes/155574 codex/61034 omp/71500"},
+		{"state", false, "claude/345104 hermes/155574 codex/61034 claude/4189 omp/71500"}, // waiting, idle, working, unknown
+		{"state", true, "omp/71500 claude/4189 codex/61034 hermes/155574 claude/345104"},
+		{"tokens", false, "codex/61034 claude/345104 claude/4189 hermes/155574 omp/71500"}, // the largest context first
 	} {
 		as := append(psAgents(), extra)
 		sortAgents(as, tc.key, tc.reverse)
@@ -333,13 +344,17 @@ func TestPsFormat(t *testing.T) {
 			t.Errorf("--json has %q, --format does not", k)
 		}
 	}
-	if len(fields) != len(keys) {
+	// And state_via, for state.via, which a template cannot name.
+	if len(fields) != len(keys)+1 {
 		t.Errorf("--format has %d fields, --json %d", len(fields), len(keys))
 	}
 	for _, tc := range []struct{ tmpl, want string }{
 		{"{{.harness}}/{{.pid}} {{.title}}", "claude/345104 🚀 ship the release ✅ then 日本語のタイトルを直す and the rest"},
 		{"{{.status}}|{{.model}}|{{.ppid}}|{{len .agents}}", "busy||0|0"},
 		{`{{printf "%-8s" .harness}}{{.zmx}}`, "claude  work"},
+		{"{{.state}}|{{.waiting}}|{{.state_via}}|{{.since}}", "waiting|approve Bash||"},
+		// Every count is there, 0 when the harness does not say.
+		{"{{.tokens.context}} {{.tokens.input}} {{.tokens.output}} {{.tokens.cache_read}} {{.tokens.cache_write}}", "41234 12 0 0 0"},
 	} {
 		tm, err := psTemplate(tc.tmpl)
 		if err != nil {
@@ -356,7 +371,7 @@ func TestPsFormat(t *testing.T) {
 	if out.String() != "a b?[2J" {
 		t.Errorf("a title with a newline and an escape: %q", out.String())
 	}
-	for _, bad := range []string{"{{.nosuch}}", "{{.pid", "{{template \"x\"}}", "{{.harness.x}}"} {
+	for _, bad := range []string{"{{.nosuch}}", "{{.pid", "{{template \"x\"}}", "{{.harness.x}}", "{{.tokens.nosuch}}"} {
 		if _, err := psTemplate(bad); err == nil {
 			t.Errorf("template %q accepted", bad)
 		}
@@ -377,6 +392,10 @@ func TestPsUsage(t *testing.T) {
 		{"ps", "--watch", "-q"},
 		{"ps", "--watch", "--json"},
 		{"ps", "extra"},
+		{"ps", "--notify", "true"}, // --notify needs --watch
+		{"ps", "--watch", "--notify", " "},
+		{"ps", "--watch", "--notify", "true", "-q"},
+		{"ps", "--sort", "State"},
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
@@ -391,6 +410,10 @@ func TestPsUsage(t *testing.T) {
 		{"ps", "--format", "{{.harness}}/{{.pid}}", "--no-header"},
 		{"ps", "-v", "--no-trunc", "--no-header"},
 		{"ps", "--wide", "--reverse", "--quiet"},
+		{"ps", "--sort", "state"},
+		{"ps", "--sort=tokens", "-r"},
+		// Off a terminal, --watch --notify runs without a table.
+		{"ps", "--watch", "--notify", "true"},
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
@@ -409,7 +432,7 @@ func TestPsHelp(t *testing.T) {
 	}
 	help := out.String()
 	for _, f := range []string{"--json", "--format TEMPLATE", "-q, --quiet", "--sort KEY", "-r, --reverse", "-v, --wide",
-		"--no-header", "--no-trunc", "--harness NAME", "--watch", "-h, --help"} {
+		"--no-header", "--no-trunc", "--harness NAME", "--watch", "--notify CMD", "-h, --help"} {
 		if !strings.Contains(help, "\n  "+f+" ") {
 			t.Errorf("ps --help has no line for %s", f)
 		}
@@ -420,5 +443,22 @@ func TestPsHelp(t *testing.T) {
 	}
 	if !strings.Contains(help, strings.Join(order, ", ")) {
 		t.Errorf("ps --help does not give the drop order %q", strings.Join(order, ", "))
+	}
+}
+
+// TestCompactCount: TOKENS in at most four characters, rounded to the
+// nearest.
+func TestCompactCount(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"}, {812, "812"}, {999, "999"}, {1000, "1k"}, {1049, "1k"}, {1050, "1.1k"}, {9849, "9.8k"},
+		{9949, "9.9k"}, {9950, "10k"}, {41_234, "41k"}, {41_500, "42k"}, {999_499, "999k"}, {999_500, "1M"},
+		{1_234_567, "1.2M"}, {12_345_678, "12M"}, {999_999_999, "1G"}, {2_500_000_000, "2.5G"}, {-1, ""},
+	} {
+		if got := compactCount(tc.n); got != tc.want {
+			t.Errorf("compactCount(%d) = %q, want %q", tc.n, got, tc.want)
+		}
 	}
 }

@@ -86,6 +86,8 @@ type active struct {
 	// files keeps facts derived from harness files while the files are
 	// unchanged (re-validated by a stat on every read).
 	files *harness.FileCache
+	// events is /active/events's watcher and readers.
+	events *events
 }
 
 // scanReuse bounds the age of a scan that a listing of /active/<h> may use
@@ -96,7 +98,9 @@ func newActive(cfg ActiveConfig, start time.Time) *active {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &active{cfg: cfg, start: start, listed: map[string]time.Time{}, files: harness.NewFileCache()}
+	a := &active{cfg: cfg, start: start, listed: map[string]time.Time{}, files: harness.NewFileCache()}
+	a.events = newEvents(a)
+	return a
 }
 
 // rescan walks the process table once. reusable says a listing of /active
@@ -184,6 +188,9 @@ func (r *activeRoot) Lookup(name string) (Node, error) {
 	if name == tableName {
 		return &tableFile{r.a}, nil
 	}
+	if name == eventsName {
+		return &eventsFile{r.a.events}, nil
+	}
 	for _, h := range Harnesses {
 		if h == name {
 			return &activeHarness{a: r.a, h: h}, nil
@@ -202,9 +209,11 @@ func (r *activeRoot) List() ([]Entry, error) {
 	for i, h := range names {
 		out[i] = Entry{Name: h, Dir: true, Path: SynthPath("/active/" + h)}
 	}
-	// The table is found by name, not listed (as /proc's thread ids):
-	// a walker of /active, such as an older client, meets only harness
-	// directories.
+	// The table and the events file are found by name, not listed (as
+	// /proc's thread ids): a walker of /active, such as an older client,
+	// meets only harness directories, and a recursive reader (grep -r,
+	// an indexer, a backup) never opens the events file, whose read
+	// would block it forever.
 	return out, nil
 }
 
@@ -576,7 +585,11 @@ func (h *hostFile) Attr() (Attr, error) {
 
 // Write implements Writable.
 func (h *hostFile) Write(ctx context.Context, w Writer, data []byte) error {
-	return h.d.a.cfg.Mover.Move(ctx, w, h.d.h, h.d.p, h.f.name, data)
+	if err := h.d.a.cfg.Mover.Move(ctx, w, h.d.h, h.d.p, h.f.name, data); err != nil {
+		return err
+	}
+	h.d.a.events.moved(h.d.h, h.d.p, h.f.name+" "+string(data))
+	return nil
 }
 
 // subAgents is /active/<harness>/<pid>/agents: one directory per sub-agent

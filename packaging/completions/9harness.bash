@@ -3,9 +3,9 @@
 # Commands and the flags that take a value are written here; the flags of
 # each command come from its --help (9harness __complete flags CMD), and
 # the candidates only the daemon or your files know from
-# `9harness __complete KIND PREFIX`: agents (HARNESS/PID) for move, tree
-# paths for ls, cat and stat, harnesses for ps --harness, and hosts (the
-# Host lines of ~/.ssh/config, ~/.config/9harness/hosts) for --ssh.
+# `9harness __complete KIND PREFIX`: agents (HARNESS/PID) for move and
+# wait, tree paths for ls, cat and stat, harnesses for --harness, and hosts
+# (the Host lines of ~/.ssh/config, ~/.config/9harness/hosts) for --ssh.
 
 _9harness() {
 	local cur prev words cword
@@ -13,9 +13,9 @@ _9harness() {
 	prev=
 	((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local nh=${COMP_WORDS[0]}
-	local commands='ps move mount umount ls cat stat relay help'
+	local commands='ps wait events move mount umount ls cat stat relay help'
 	# The flags that take a value (the next word is theirs).
-	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort '
+	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts '
 
 	# Walk the words before the cursor: the global flags that say which
 	# daemon to ask, the command, and the operands before the cursor.
@@ -50,7 +50,7 @@ _9harness() {
 	[[ $prev == = ]] && ((COMP_CWORD > 1)) && prev=${COMP_WORDS[COMP_CWORD - 2]}
 	[[ $cur == = ]] && cur=
 	case $prev in
-	-s | --socket)
+	-s | --socket | --hosts)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
@@ -62,7 +62,11 @@ _9harness() {
 		COMPREPLY=($(compgen -W "$("$nh" "${reach[@]}" __complete harnesses 2>/dev/null)" -- "$cur"))
 		return
 		;;
-	--ssh-opt | --ssh-cmd | --aname | --format | --sort)
+	--state)
+		COMPREPLY=($(compgen -W "waiting idle working" -- "$cur"))
+		return
+		;;
+	--ssh-opt | --ssh-cmd | --aname | --format | --sort | --notify | --timeout)
 		return
 		;;
 	esac
@@ -90,6 +94,9 @@ _9harness() {
 	case $cmd in
 	move)
 		((nops == 0)) && COMPREPLY=($(compgen -W "$("$nh" "${reach[@]}" __complete agents 2>/dev/null)" -- "$cur"))
+		;;
+	wait)
+		COMPREPLY=($(compgen -W "$("$nh" "${reach[@]}" __complete agents 2>/dev/null)" -- "$cur"))
 		;;
 	ls | cat | stat)
 		COMPREPLY=($("$nh" "${reach[@]}" __complete paths "$cur" 2>/dev/null))

@@ -3,17 +3,17 @@
 # Commands and the flags that take a value are written here; the flags of
 # each command come from its --help (9harness __complete flags CMD), and
 # the candidates only the daemon or your files know from
-# `9harness __complete KIND PREFIX`: agents (HARNESS/PID) for move, tree
-# paths for ls, cat and stat, harnesses for ps --harness, and hosts (the
-# Host lines of ~/.ssh/config, ~/.config/9harness/hosts) for --ssh.
+# `9harness __complete KIND PREFIX`: agents (HARNESS/PID) for move and
+# wait, tree paths for ls, cat and stat, harnesses for --harness, and hosts
+# (the Host lines of ~/.ssh/config, ~/.config/9harness/hosts) for --ssh.
 
 function __9harness_complete
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l nh $tokens[1]
-    set -l commands ps move mount umount ls cat stat relay help
+    set -l commands ps wait events move mount umount ls cat stat relay help
     # The flags that take a value (the next word is theirs).
-    set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort
+    set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts
     set -l reach
     set -l cmd
     set -l dashdash
@@ -51,7 +51,7 @@ function __9harness_complete
     end
 
     switch "$prev"
-        case -s --socket
+        case -s --socket --hosts
             __fish_complete_path $cur
             return
         case --ssh
@@ -60,7 +60,10 @@ function __9harness_complete
         case --harness
             $nh $reach __complete harnesses 2>/dev/null
             return
-        case --ssh-opt --ssh-cmd --aname --format --sort
+        case --state
+            printf '%s\n' waiting idle working
+            return
+        case --ssh-opt --ssh-cmd --aname --format --sort --notify --timeout
             return
     end
 
@@ -82,6 +85,8 @@ function __9harness_complete
     switch $cmd
         case move
             test $nops -eq 0; and $nh $reach __complete agents 2>/dev/null
+        case wait
+            $nh $reach __complete agents 2>/dev/null
         case ls cat stat
             $nh $reach __complete paths $cur 2>/dev/null
         case mount umount

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+const eventsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
+
+Print each change of the live agents as it happens, one line each, from
+now until interrupted:
+
+  TIME HARNESS PID EVENT [WHAT]
+
+  2026-12-01T21:40:03Z claude 345104 waiting approve Bash
+
+TIME is RFC 3339, UTC. EVENT is appear (an agent started), exit (it
+ended), working, waiting (it needs you; WHAT is what it waits for, where
+the harness says), idle (its turn is over), or moved (WHAT is where to).
+A reader that falls behind loses the oldest lines; the daemon then says
+how many, in a line TIME - - lost N.
+
+It reads the daemon's /active/events, which any program can read too
+(cat on a mount prints the same lines).
+
+Options:
+  --harness NAME     only the lines of harness NAME; repeatable, or a comma
+                     separated list
+  --json             one JSON object per line: time, harness, pid (a
+                     number), event and what
+  -h, --help         this text
+
+Exit status: 0 when interrupted; 1 when the daemon cannot be reached, or
+the connection is lost, with one line on standard error; 2 for a usage
+error.
+`
+
+// eventsPath is the daemon's stream of changes.
+const eventsPath = client.ActiveRoot + "/events"
+
+// eventLine is one line of /active/events, as --json prints it.
+type eventLine struct {
+	Time    string `json:"time"`
+	Harness string `json:"harness"`
+	PID     int    `json:"pid"`
+	Event   string `json:"event"`
+	What    string `json:"what,omitempty"`
+}
+
+// parseEvent reads TIME HARNESS PID EVENT [WHAT]; a lost line has "-" for
+// harness and pid (pid 0).
+func parseEvent(s string) (eventLine, bool) {
+	f := strings.SplitN(s, " ", 5)
+	if len(f) < 4 {
+		return eventLine{}, false
+	}
+	e := eventLine{Time: f[0], Harness: f[1], Event: f[3]}
+	if f[2] != "-" {
+		pid, err := strconv.Atoi(f[2])
+		if err != nil {
+			return eventLine{}, false
+		}
+		e.PID = pid
+	}
+	if len(f) == 5 {
+		e.What = f[4]
+	}
+	return e, true
+}
+
+// openEvents opens the stream, saying plainly when the daemon has none.
+func openEvents(c *client.Client) (*client.Reader, error) {
+	r, err := c.Open(eventsPath)
+	if client.IsErrno(err, syscall.ENOENT) {
+		return nil, fmt.Errorf("the daemon has no %s (is it older than this client?)", eventsPath)
+	}
+	if err != nil {
+		return nil, describe(err)
+	}
+	return r, nil
+}
+
+func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
+	var (
+		harnesses []string
+		asJSON    bool
+	)
+	fs := g.flagSet("events")
+	fs.Func("harness", "", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				harnesses = append(harnesses, h)
+			}
+		}
+		return nil
+	})
+	fs.BoolVar(&asJSON, "json", false, "")
+	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return status
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "9harness events: unexpected operand %q (try '9harness events --help')\n", rest[0])
+		return exitUsage
+	}
+	c, status := g.connect(stderr)
+	if c == nil {
+		return status
+	}
+	defer c.Close()
+	r, err := openEvents(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness events: %v\n", err)
+		return exitError
+	}
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	out := newErrWriter(stdout)
+	for sc.Scan() {
+		e, ok := parseEvent(sc.Text())
+		if !ok {
+			continue // not a line of this client's format
+		}
+		if len(harnesses) > 0 && e.PID != 0 && !slices.Contains(harnesses, e.Harness) {
+			continue
+		}
+		if asJSON {
+			b, _ := json.Marshal(e)
+			fmt.Fprintln(out, string(b))
+		} else {
+			fmt.Fprintln(out, printable(sc.Text()))
+		}
+		if out.report(stderr, "events") {
+			return exitError
+		}
+	}
+	err = sc.Err()
+	if err == nil {
+		err = errors.New("the daemon ended the stream")
+	}
+	fmt.Fprintf(stderr, "9harness events: %v\n", describe(err))
+	return exitError
+}
+
+// eventStream is /active/events read on a connection of its own: each
+// line read is a signal on changed. It ends (err set, changed closed)
+// when the connection does.
+type eventStream struct {
+	c       *client.Client
+	changed chan struct{}
+	err     error
+}
+
+func startEventStream(g *globals) (*eventStream, error) {
+	c, err := g.dial()
+	if err != nil {
+		return nil, err
+	}
+	r, err := openEvents(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	s := &eventStream{c: c, changed: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			select {
+			case s.changed <- struct{}{}:
+			default: // one signal stands for any number of lines
+			}
+		}
+		s.err = sc.Err()
+		close(s.changed)
+	}()
+	return s, nil
+}
+
+func (s *eventStream) close() { s.c.Close() }
+
+// eventWatch is the agentWatch that follows /active/events: the table is
+// read once, and again after each change the daemon reports. The stream
+// is opened before the first table is read, so a change between the two
+// is not missed. Without a stream (an older daemon, or a lost connection)
+// it polls, and tries the stream again at the next change.
+type eventWatch struct {
+	g       *globals
+	table   *tablePoll
+	stream  *eventStream
+	started bool
+}
+
+func newEventWatch(g *globals, c *client.Client, harnesses []string) *eventWatch {
+	return &eventWatch{g: g, table: newTablePoll(g, c, 0, harnesses)}
+}
+
+func (w *eventWatch) Next(ctx context.Context) ([]client.Agent, error) {
+	if w.started {
+		if err := w.await(ctx); err != nil {
+			return nil, err
+		}
+	}
+	w.started = true
+	if w.stream == nil {
+		w.stream, _ = startEventStream(w.g) // nil: poll
+	}
+	return w.table.Next(ctx)
+}
+
+// await returns once something may have changed.
+func (w *eventWatch) await(ctx context.Context) error {
+	if w.stream == nil {
+		t := time.NewTimer(pollInterval)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case _, ok := <-w.stream.changed:
+		if !ok {
+			// The stream ended: read the table now, and open it again.
+			w.stream.close()
+			w.stream = nil
+		}
+		return nil
+	}
+}
+
+func (w *eventWatch) Close() {
+	if w.stream != nil {
+		w.stream.close()
+	}
+	w.table.Close()
+}

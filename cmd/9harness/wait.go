@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+const waitHelp = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
+           [--all-of] [-q] [--harness NAME]... [AGENT...]
+
+Wait until an agent is in a turn state, and print it: at once if one
+already is. With no AGENT, any live agent counts, one started later too;
+with AGENTs (HARNESS/PID as ps -q prints it, or a PID alone), any of them,
+or with --all-of all of them at the same moment.
+
+The states are those of ps's STATE: waiting (it needs you: a permission,
+a question), idle (its turn is over, it is at its prompt) and working.
+By default wait returns on waiting or idle: when an agent needs you,
+whether to answer it or to give it its next prompt. An agent whose state
+the daemon cannot tell (ps shows -) never counts; for an AGENT, wait says
+so on standard error, and goes on waiting.
+
+Each agent in the state is printed on a line of its own, as
+HARNESS/PID STATE [WHAT IT WAITS FOR]:
+
+  claude/345104 waiting approve Bash
+
+Options:
+  --state STATE      return on STATE: waiting, idle or working; repeatable,
+                     or a comma separated list (default waiting,idle)
+  --timeout D        give up after D: 90s, 5m, 1h30m, or seconds (30);
+                     0 looks once and does not wait
+  --all-of           return only when every AGENT is in the state, all at
+                     once (needs AGENTs)
+  -q, --quiet        print nothing: the exit status says it
+  --harness NAME     only the agents of harness NAME; repeatable, or a comma
+                     separated list
+  -h, --help         this text
+
+It reads the daemon's /active/table once, and again each time the
+daemon's /active/events reports a change (an older daemon without it:
+four times a second).
+
+Exit status: 0 when an agent is in the state (with --all-of, every AGENT);
+1 when an AGENT is not a live agent when wait starts, or the daemon cannot
+be reached, with one line on standard error; 2 for a usage error; 3 when
+the AGENTs exited before any was in the state (with --all-of, when any of
+them exited); 124 when the timeout ran out first.
+
+Examples:
+  9harness wait claude/345104 && notify-send 'claude needs you'
+  9harness wait --state idle --timeout 10m 345104 51234
+  9harness wait --state waiting --timeout 0 -q && echo 'someone needs you'
+  9harness wait --all-of --state idle claude/345104 codex/51234
+`
+
+// waitStates are the states wait may wait for.
+var waitStates = []string{"waiting", "idle", "working"}
+
+// waitTarget is an AGENT operand: harness "" matches any harness.
+type waitTarget struct {
+	harness string
+	pid     int
+}
+
+func (t waitTarget) String() string {
+	if t.harness == "" {
+		return strconv.Itoa(t.pid)
+	}
+	return t.harness + "/" + strconv.Itoa(t.pid)
+}
+
+var harnessName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// parseTarget reads HARNESS/PID or PID.
+func parseTarget(s string) (waitTarget, error) {
+	h, p, ok := strings.Cut(s, "/")
+	if !ok {
+		h, p = "", s
+	} else if !harnessName.MatchString(h) {
+		return waitTarget{}, fmt.Errorf("bad agent %q: want HARNESS/PID or PID", s)
+	}
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 {
+		return waitTarget{}, fmt.Errorf("bad agent %q: want HARNESS/PID or PID", s)
+	}
+	return waitTarget{h, pid}, nil
+}
+
+// parseTimeout reads a Go duration or a number of seconds.
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil || f != f || f > 1e9 {
+			return 0, fmt.Errorf("bad duration %q: want 90s, 5m, 1h30m or seconds", s)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("bad duration %q: negative", s)
+	}
+	return d, nil
+}
+
+// waitSpec is what a wait waits for.
+type waitSpec struct {
+	states  []string
+	targets []waitTarget
+	allOf   bool
+}
+
+// waitVerdict is one look at the table.
+type waitVerdict int
+
+const (
+	waitMore   waitVerdict = iota // not yet
+	waitDone                      // the condition holds: print matched
+	waitExited                    // it never can: the AGENTs are gone
+)
+
+// waiter decides, table after table, whether a wait is over. It pins each
+// AGENT to the agent it names at the first look (its harness and start
+// time), so that a pid reused by another agent is not taken for it.
+type waiter struct {
+	spec   waitSpec
+	pinned []client.Agent // the AGENTs as first seen, in operand order
+}
+
+// first resolves the AGENTs in the first table; an AGENT that is not there
+// is an error.
+func (w *waiter) first(agents []client.Agent) error {
+	var missing []string
+	for _, t := range w.spec.targets {
+		i := slices.IndexFunc(agents, func(a client.Agent) bool {
+			return a.PID == t.pid && (t.harness == "" || a.Harness == t.harness)
+		})
+		if i < 0 {
+			missing = append(missing, t.String())
+			continue
+		}
+		w.pinned = append(w.pinned, agents[i])
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no live agent %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// look judges one table: the agents in the state (the AGENTs in operand
+// order, or every agent in the table's), and the AGENTs that are gone.
+func (w *waiter) look(agents []client.Agent) (v waitVerdict, matched []client.Agent, gone []client.Agent) {
+	in := func(a client.Agent) bool { return slices.Contains(w.spec.states, a.State) }
+	if len(w.spec.targets) == 0 {
+		for _, a := range agents {
+			if in(a) {
+				matched = append(matched, a)
+			}
+		}
+		if len(matched) > 0 {
+			return waitDone, matched, nil
+		}
+		return waitMore, nil, nil
+	}
+	byKey := map[agentKey]client.Agent{}
+	for _, a := range agents {
+		byKey[keyOf(a)] = a
+	}
+	for _, p := range w.pinned {
+		a, ok := byKey[keyOf(p)]
+		switch {
+		case !ok:
+			gone = append(gone, p)
+		case in(a):
+			matched = append(matched, a)
+		}
+	}
+	switch {
+	case w.spec.allOf && len(matched) == len(w.pinned):
+		return waitDone, matched, nil
+	case w.spec.allOf && len(gone) > 0:
+		return waitExited, nil, gone
+	case !w.spec.allOf && len(matched) > 0:
+		return waitDone, matched, nil
+	case !w.spec.allOf && len(gone) == len(w.pinned):
+		return waitExited, nil, gone
+	}
+	return waitMore, nil, nil
+}
+
+// waitLine is how wait prints an agent in the state.
+func waitLine(a client.Agent) string {
+	s := printable(a.Harness) + "/" + strconv.Itoa(a.PID) + " " + printable(a.State)
+	if a.Waiting != "" {
+		s += " " + printable(a.Waiting)
+	}
+	return s
+}
+
+func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
+	var (
+		spec      waitSpec
+		timeout   time.Duration
+		quiet     bool
+		harnesses []string
+	)
+	fs := g.flagSet("wait")
+	fs.Func("state", "", func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(waitStates, s) {
+				return fmt.Errorf("no state %q (waiting, idle, working)", s)
+			}
+			if !slices.Contains(spec.states, s) {
+				spec.states = append(spec.states, s)
+			}
+		}
+		return nil
+	})
+	fs.Func("timeout", "", func(v string) error {
+		d, err := parseTimeout(v)
+		timeout = d
+		return err
+	})
+	fs.BoolVar(&spec.allOf, "all-of", false, "")
+	fs.BoolVarP(&quiet, "quiet", "q", false, "")
+	fs.Func("harness", "", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				harnesses = append(harnesses, h)
+			}
+		}
+		return nil
+	})
+	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return status
+	}
+	for _, r := range rest {
+		t, err := parseTarget(r)
+		if err != nil {
+			fmt.Fprintf(stderr, "9harness wait: %v (try '9harness wait --help')\n", err)
+			return exitUsage
+		}
+		if !slices.Contains(spec.targets, t) {
+			spec.targets = append(spec.targets, t)
+		}
+	}
+	if spec.allOf && len(spec.targets) == 0 {
+		fmt.Fprintln(stderr, "9harness wait: --all-of needs AGENTs (try '9harness wait --help')")
+		return exitUsage
+	}
+	if len(spec.states) == 0 {
+		spec.states = []string{"waiting", "idle"}
+	}
+	c, status := g.connect(stderr)
+	if c == nil {
+		return status
+	}
+	ctx := context.Background()
+	if fs.Changed("timeout") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	w := newEventWatch(g, c, harnesses)
+	defer w.Close()
+	return waitFor(ctx, w, spec, fs.Changed("timeout") && timeout == 0, quiet, stdout, stderr)
+}
+
+// waitFor is wait's loop over the tables the watch gives; once says to
+// look at one table only (--timeout 0).
+func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet bool, stdout, stderr io.Writer) int {
+	wt := &waiter{spec: spec}
+	what := strings.Join(spec.states, " or ")
+	for n := 0; ; n++ {
+		// The first read is not cut short by a zero timeout: it is the look.
+		rctx := ctx
+		if once {
+			rctx = context.Background()
+		}
+		agents, err := watch.Next(rctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s\n", what)
+			return exitTimeout
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "9harness wait: %v\n", err)
+			return exitError
+		}
+		if n == 0 {
+			if err := wt.first(agents); err != nil {
+				fmt.Fprintf(stderr, "9harness wait: %v\n", err)
+				return exitError
+			}
+			// An AGENT whose state the daemon cannot tell yet would make
+			// a silent wait that may never end: say why, once.
+			for _, a := range wt.pinned {
+				if a.State == "" && !quiet {
+					why := ""
+					if a.StateVia != "" {
+						why = " (" + printable(a.StateVia) + ")"
+					}
+					fmt.Fprintf(stderr, "9harness wait: %s/%d: the daemon cannot tell its state yet%s; it counts once it can\n", printable(a.Harness), a.PID, why)
+				}
+			}
+		}
+		v, matched, gone := wt.look(agents)
+		switch v {
+		case waitDone:
+			if quiet {
+				return exitOK
+			}
+			out := newErrWriter(stdout)
+			for _, a := range matched {
+				fmt.Fprintln(out, waitLine(a))
+			}
+			if out.report(stderr, "wait") {
+				return exitError
+			}
+			return exitOK
+		case waitExited:
+			var names []string
+			for _, a := range gone {
+				names = append(names, printable(a.Harness)+"/"+strconv.Itoa(a.PID))
+			}
+			fmt.Fprintf(stderr, "9harness wait: exited before it was %s: %s\n", what, strings.Join(names, ", "))
+			return exitPartial
+		}
+		if once {
+			fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s\n", what)
+			return exitTimeout
+		}
+	}
+}
