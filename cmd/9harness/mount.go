@@ -23,6 +23,7 @@ import (
 
 // mountHelp is the help of both mount and umount.
 const mountHelp = `usage: 9harness [-s SOCKET] mount [-f] DIR
+       9harness [--ssh DEST]... mount [-f] [--all] [--hosts FILE] [--timeout D] DIR
        9harness umount DIR
 
 mount: mount the daemon's tree on DIR through FUSE, for any program to
@@ -48,9 +49,25 @@ fusermount3 -u DIR (see 9harness umount --help).
 
 A directory where a 9harness mount already is is refused: unmount it first.
 
+Fleet: with --all (this machine and every host of the hosts file, as for
+ps --all), --hosts FILE or --ssh DEST (repeatable), DIR holds one directory
+per host, DIR/HOST/active and so on, HOST the name as the hosts file or
+--ssh writes it, and this machine as DIR/local (ps writes "-", which most
+commands would take for an option or standard input). Each host is one 9P
+connection: its socket, or ssh running 9harness relay. A host is in DIR
+while it answers: one that does not answer a probe (every 2 s) within
+--timeout, or whose connection ends, leaves DIR, and a read of its files
+fails with EIO; it is dialed again (2 s, 4 s, 8 s, then every 10 s) and
+comes back when it answers. A host that never answered is not in DIR. The
+mount stays until unmounted, whatever its hosts do.
+
 Options:
-  -f, --foreground  stay in the foreground
+  -f, --foreground  stay in the foreground (a fleet mount logs its hosts
+                    coming and going to standard error)
   -d, --debug       log every FUSE request to standard error (implies -f)
+  --all             this machine and every host of the hosts file
+  --hosts FILE      the hosts of FILE (with --all, instead of the default)
+  --timeout D       how long a host may take to answer: 5s (the default)
   -h, --help        this text
 `
 
@@ -75,9 +92,24 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 	fl := g.flagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
+	ff := fleetFlags{timeout: defaultHostTimeout}
+	fl.BoolVar(&ff.all, "all", false, "")
+	fl.StringVar(&ff.hosts, "hosts", "", "")
+	fl.Func("timeout", "", func(v string) error {
+		d, err := parseTimeout(v)
+		ff.timeout = d
+		return err
+	})
 	ops, status, ok := parseFlags(fl, args, true, stdout, stderr)
 	if !ok {
 		return status
+	}
+	if ff.all || fl.Changed("hosts") || len(g.sshDests) > 0 {
+		return runFleetMount(g, ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
+	}
+	if fl.Changed("timeout") {
+		fmt.Fprintln(stderr, "9harness mount: --timeout is for --all, --hosts or --ssh")
+		return exitUsage
 	}
 	if !g.localOnly(stderr, "mount works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)") {
 		return exitUsage
@@ -115,15 +147,15 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if !*fg && !*debug {
-		return mountBackground(dir, sock, stdout, stderr)
+		return mountBackground([]string{"-s", sock, "mount", "-f", dir}, sock, dir, stdout, stderr)
 	}
 	return mountForeground(dir, sock, stdout, stderr, *debug)
 }
 
-// mountBackground runs `9harness -s SOCK mount -f DIR` as a new session,
+// mountBackground runs 9harness with args (a mount -f) as a new session,
 // detached from the terminal, and returns when it has mounted the tree or
-// failed to.
-func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
+// failed to; what is named what it says it mounted.
+func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
@@ -134,7 +166,7 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
 		return exitError
 	}
-	cmd := exec.Command(exe, "-s", sock, "mount", "-f", dir)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), notifyEnv+"=3")
 	cmd.Dir = "/"
 	cmd.Stderr = w
@@ -165,7 +197,7 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, rest)
 		}
 		cmd.Process.Release()
-		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
+		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
 		return exitOK
 	}
 	cmd.Wait()
@@ -176,14 +208,33 @@ func mountBackground(dir, sock string, stdout, stderr io.Writer) int {
 	return exitError
 }
 
+// notifyFile is the descriptor a background mount reports on, if this
+// process is one.
+func notifyFile() *os.File {
+	fd, err := strconv.Atoi(os.Getenv(notifyEnv))
+	if err != nil || fd <= 2 {
+		return nil
+	}
+	syscall.CloseOnExec(fd)
+	os.Unsetenv(notifyEnv)
+	return os.NewFile(uintptr(fd), "notify")
+}
+
+// detach tells the waiting caller the tree is mounted, and sends this
+// process's output, which nobody reads any more, to /dev/null.
+func detach(notify *os.File) {
+	fmt.Fprintln(notify, "ok")
+	notify.Close()
+	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		unix.Dup2(int(null.Fd()), 1)
+		unix.Dup2(int(null.Fd()), 2)
+		null.Close()
+	}
+}
+
 // mountForeground mounts and serves until the mount is gone.
 func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int {
-	var notify *os.File
-	if fd, err := strconv.Atoi(os.Getenv(notifyEnv)); err == nil && fd > 2 {
-		syscall.CloseOnExec(fd)
-		notify = os.NewFile(uintptr(fd), "notify")
-		os.Unsetenv(notifyEnv)
-	}
+	notify := notifyFile()
 	c, err := client.Dial(sock)
 	if errors.Is(err, client.ErrUnanswered) {
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n", sock, err)
@@ -211,15 +262,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	go func() { srv.Wait(); close(done) }()
 
 	if notify != nil {
-		// The caller has what it waited for; from now on this process
-		// has no terminal and nobody reads its output.
-		fmt.Fprintln(notify, "ok")
-		notify.Close()
-		if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-			unix.Dup2(int(null.Fd()), 1)
-			unix.Dup2(int(null.Fd()), 2)
-			null.Close()
-		}
+		detach(notify)
 	} else {
 		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,13 +10,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hugelgupf/p9/linux"
-	"github.com/hugelgupf/p9/p9"
-
 	"github.com/9harness/9harness/internal/client"
 )
 
 const moveHelp = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
+       9harness move [--tmux] [--hosts FILE] HOST:HARNESS/PID NAME
 
 Move a running agent into a new terminal session that you can attach to
 from anywhere: the agent is stopped (SIGTERM; SIGKILL after 5 s) and the
@@ -34,7 +31,11 @@ hangs up meanwhile, and then waits for the move to finish:
 When the daemon refuses or the move fails, it prints the daemon's own
 reason (the same words as its journal).
 
-HARNESS/PID is an agent as 9harness ps lists it (claude/345104). NAME is
+HARNESS/PID is an agent as 9harness ps lists it (claude/345104); with
+HOST: in front (build1:claude/345104, as ps -q --all prints it), the agent
+on that host: a host of the hosts file (9harness help ps), else an ssh
+destination; the move is that host's daemon's to allow, do and audit, and
+its reason for a refusal is printed here. NAME is
 letters, digits, '.', '_' and '-' (no '.' for tmux). The move is the write
 of NAME into the tree's /active/HARNESS/PID/zmx (or tmux) file; the daemon
 refuses it, before the agent is touched, unless it was started with
@@ -43,6 +44,9 @@ daemon's journal: journalctl -t 9harnessd.
 
 Options:
   --tmux      a new session on your default tmux server, not zmx
+  --hosts FILE
+              the hosts file that names HOST (default
+              ~/.config/9harness/hosts)
   -h, --help  this text
 
 Exit status: 0 once the agent runs in the new session; 1 when the move was
@@ -55,11 +59,13 @@ Examples:
   9harness move claude/345104 rescued && zmx attach rescued
   9harness move --tmux codex/2211 review
   9harness --ssh build1 move claude/345104 overnight
+  9harness move build1:claude/345104 overnight
 `
 
 func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.flagSet("move")
 	useTmux := fs.Bool("tmux", false, "")
+	hostsFile := fs.String("hosts", "", "")
 	ops, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -68,9 +74,14 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
 		return exitUsage
 	}
-	harness, pid, ok := parseAgent(ops[0])
+	hostName, agentName := splitHostAgent(ops[0])
+	if hostName != "" && g.remote() {
+		fmt.Fprintln(stderr, "9harness move: HOST:HARNESS/PID names its host; --ssh does not go with it")
+		return exitUsage
+	}
+	harness, pid, ok := parseAgent(agentName)
 	if !ok {
-		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
+		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID or HOST:HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
 		return exitUsage
 	}
 	name := ops[1]
@@ -87,7 +98,14 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	agent := harness + "/" + strconv.Itoa(pid)
 	file := client.AgentDir(harness, pid) + "/" + host
 
-	c, status := g.connect(stderr)
+	var c *client.Client
+	if hostName != "" && hostName != client.LocalHost {
+		// The host's own daemon decides and audits, as for a local peer.
+		c, status = dialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
+		agent = hostName + ":" + agent
+	} else {
+		c, status = g.connect(stderr)
+	}
 	if c == nil {
 		return status
 	}
@@ -97,8 +115,8 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	if _, a, err := c.Stat(file); err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
 		return exitError
-	} else if a.Mode.Permissions()&0o200 == 0 {
-		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(linux.EROFS, c, agent, host, name))
+	} else if a.Perm&0o200 == 0 {
+		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(syscall.EROFS, c, agent, host, name))
 		return exitError
 	}
 	if host == "tmux" {
@@ -159,7 +177,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 			}
 			// A daemon that leaves no reason: say what the errno means.
 			fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-			if e, ok := errors.AsType[linux.Errno](err); ok && e == linux.EIO {
+			if client.IsErrno(err, syscall.EIO) {
 				return exitMoveFailed
 			}
 			return exitError
@@ -199,26 +217,22 @@ const (
 // openHostFile opens the agent's zmx or tmux file read-write, so that a
 // read after a failed write returns the daemon's reason; a daemon that
 // takes only write-only opens of it is asked that way.
-func openHostFile(c *client.Client, file string) (p9.File, error) {
-	for _, mode := range []p9.OpenFlags{p9.ReadWrite, p9.WriteOnly} {
-		f, err := c.Walk(file)
-		if err != nil {
-			return nil, err
-		}
-		if _, _, err = f.Open(mode); err == nil {
+func openHostFile(c *client.Client, file string) (*client.File, error) {
+	for _, mode := range []client.Mode{client.ReadWrite, client.WriteOnly} {
+		f, err := c.OpenFile(file, mode)
+		if err == nil {
 			return f, nil
 		}
-		f.Close()
-		if e, ok := errors.AsType[linux.Errno](err); !ok || e != linux.EROFS || mode == p9.WriteOnly {
+		if !client.IsErrno(err, syscall.EROFS) || mode == client.WriteOnly {
 			return nil, err
 		}
 	}
-	return nil, linux.EROFS
+	return nil, syscall.EROFS
 }
 
 // readReason reads the reason a failed write left on f: one line, or ""
 // when the daemon left none (f was opened write-only, or an old daemon).
-func readReason(f p9.File) string {
+func readReason(f *client.File) string {
 	b := make([]byte, 4096)
 	n := 0
 	for n < len(b) {
@@ -258,34 +272,34 @@ func parseAgent(s string) (string, int, bool) {
 // daemon answers with an errno, and each errno is one reason (see
 // internal/move).
 func moveError(err error, c *client.Client, agent, host, name string) string {
-	var e linux.Errno
-	if !errors.As(err, &e) {
+	e, ok := client.Errno(err)
+	if !ok {
 		if te := c.TransportError(); te != nil {
 			err = te
 		}
 		return fmt.Sprintf("lost the daemon during the move (%v): journalctl -t 9harnessd says whether it happened", err)
 	}
 	switch e {
-	case linux.EROFS:
+	case syscall.EROFS:
 		return "moves are off: start the daemon with --allow-move (systemctl --user edit 9harness.service, see README)"
-	case linux.EPERM, linux.EACCES:
+	case syscall.EPERM, syscall.EACCES:
 		return "refused: not allowed, or the agent's session cannot be resumed (journalctl -t 9harnessd says why)"
-	case linux.EINVAL:
+	case syscall.EINVAL:
 		chars := "letters, digits, '.', '_' and '-'"
 		if host == "tmux" {
 			chars = "letters, digits, '_' and '-'"
 		}
 		return fmt.Sprintf("%s is not a valid session name: use %s", shownName(name), chars)
-	case linux.EEXIST:
+	case syscall.EEXIST:
 		return fmt.Sprintf("a %s session named %s already exists", host, shownName(name))
-	case linux.ENOENT:
+	case syscall.ENOENT:
 		return fmt.Sprintf("no such agent: %s is not running (9harness ps lists them)", agent)
-	case linux.EBUSY:
+	case syscall.EBUSY:
 		return "this agent is already being moved"
-	case linux.EIO:
+	case syscall.EIO:
 		return "the move failed after the agent was stopped: journalctl -t 9harnessd shows how to resume it by hand"
 	}
-	return fmt.Sprintf("the move failed: %v", syscall.Errno(e))
+	return fmt.Sprintf("the move failed: %v", e)
 }
 
 // checkSessionName is the daemon's rule for a session name (move.ValidName,

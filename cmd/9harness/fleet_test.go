@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+func TestSplitHostAgent(t *testing.T) {
+	for _, tc := range []struct{ in, host, agent string }{
+		{"claude/1", "", "claude/1"},
+		{"b1:claude/1", "b1", "claude/1"},
+		{"u@b1:2222:claude/1", "u@b1:2222", "claude/1"},
+		{"[::1]:22:codex/7", "[::1]:22", "codex/7"},
+		{"-:claude/1", "-", "claude/1"},
+	} {
+		h, a := splitHostAgent(tc.in)
+		if h != tc.host || a != tc.agent {
+			t.Errorf("splitHostAgent(%q) = %q, %q; want %q, %q", tc.in, h, a, tc.host, tc.agent)
+		}
+	}
+}
+
+func TestSortFleet(t *testing.T) {
+	rows := []fleetRow{
+		{"b", client.Agent{Harness: "codex", PID: 1}},
+		{"-", client.Agent{Harness: "claude", PID: 9}},
+		{"a", client.Agent{Harness: "codex", PID: 3}},
+		{"a", client.Agent{Harness: "claude", PID: 5}},
+		{"a", client.Agent{Harness: "claude", PID: 2}},
+	}
+	sortFleet(rows, "", false)
+	var got []string
+	for _, r := range rows {
+		got = append(got, fleetAgentName(r))
+	}
+	want := []string{"claude/9", "a:claude/2", "a:claude/5", "a:codex/3", "b:codex/1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sortFleet = %q, want %q", got, want)
+	}
+}
+
+func TestFleetTable(t *testing.T) {
+	rows := []fleetRow{
+		{"-", client.Agent{Harness: "claude", PID: 9, Cwd: "/home/u/src"}},
+		{"alice@build1", client.Agent{Harness: "codex", PID: 3, Cwd: "/home/u/src"}},
+	}
+	lines := fleetTable(rows, time.Now(), "/home/u", psLayout{})
+	if len(lines) != 3 {
+		t.Fatalf("fleetTable: %q", lines)
+	}
+	for i, want := range [][]string{{"HOST", "HARNESS", "PID"}, {"-", "claude", "9"}, {"alice@build1", "codex", "3"}} {
+		if f := strings.Fields(lines[i]); len(f) < 3 || !reflect.DeepEqual(f[:3], want) {
+			t.Errorf("line %d = %q, want it to start %q", i, lines[i], want)
+		}
+	}
+	// This machine's $HOME is ~; a remote host's is not this one's.
+	if !strings.Contains(lines[1], " ~/src ") || !strings.Contains(lines[2], " /home/u/src ") {
+		t.Errorf("CWD: %q", lines)
+	}
+	// The columns line up: PID ends at the same cell on every line.
+	end := strings.Index(lines[0], "PID") + 3
+	for _, l := range lines[1:] {
+		if l[end-1] == ' ' || l[end] != ' ' {
+			t.Errorf("PID not right-aligned at cell %d: %q", end, lines)
+		}
+	}
+	if got := fleetTable(rows, time.Now(), "", psLayout{noHeader: true}); len(got) != 2 || !strings.HasPrefix(got[0], "-  ") {
+		t.Errorf("--no-header: %q", got)
+	}
+}
+
+func TestFleetHosts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(file, []byte("b1 ssh-opt=Port=2 ssh-cmd=x\nb2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		ff    fleetFlags
+		names []string
+	}{
+		{"all", []string{"--ssh-opt", "A=1"}, fleetFlags{all: true, hosts: file}, []string{"-", "b1", "b2"}},
+		{"hosts", nil, fleetFlags{hosts: file}, []string{"b1", "b2"}},
+		{"ssh", []string{"--ssh", "b1", "--ssh", "c"}, fleetFlags{hosts: file}, []string{"b1", "b2", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGlobals()
+			if err := g.flags.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			hosts, err := fleetHosts(g, tc.ff, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, h := range hosts {
+				names = append(names, h.Name)
+				if h.Name == "b1" {
+					want := append(append([]string{}, g.sshOptions...), "Port=2")
+					if !reflect.DeepEqual(h.SSH.Options, want) || h.SSH.Command != "x" {
+						t.Errorf("b1: options %q command %q, want %q and x", h.SSH.Options, h.SSH.Command, want)
+					}
+				}
+				if h.Name == "b2" && h.SSH.Command != client.DefaultRelayCommand {
+					t.Errorf("b2's command %q", h.SSH.Command)
+				}
+			}
+			if !reflect.DeepEqual(names, tc.names) {
+				t.Errorf("hosts %q, want %q", names, tc.names)
+			}
+		})
+	}
+}
+
+func TestHostError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&client.CommandError{Name: "ssh h", Err: errors.New("exit status 255"), Stderr: "warning\nssh: connect to host h port 22: Connection refused\n"},
+			"ssh: connect to host h port 22: Connection refused (ssh exit status 255)"},
+		{&client.CommandError{Name: "ssh h", Err: errors.New("exit status 1")}, "ssh h: exit status 1"},
+		{errors.New("no answer within 5s"), "no answer within 5s"},
+	} {
+		if got := hostError(tc.err).Error(); got != tc.want {
+			t.Errorf("hostError(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fusefs"
+	"github.com/9harness/9harness/internal/sockpath"
+)
+
+// localMountName is this machine's directory in a fleet mount. ps writes
+// "-" for it, but a file named "-" is an option or standard input to most
+// commands (cat -/active fails); "local" is the same on every machine, so
+// a script that reads DIR/local works anywhere.
+const localMountName = "local"
+
+// runFleetMount is `9harness mount --all|--hosts FILE|--ssh DEST… DIR`:
+// one directory per host, each its daemon's tree over its own connection.
+func runFleetMount(g *globals, ff fleetFlags, hostsChanged bool, ops []string, fg, debug bool, stdout, stderr io.Writer) int {
+	if g.flags.Changed("aname") {
+		fmt.Fprintln(stderr, "9harness mount: --aname is for ls, cat and stat on a local socket")
+		return exitUsage
+	}
+	if ff.timeout <= 0 {
+		fmt.Fprintln(stderr, "9harness mount: --timeout is a positive duration")
+		return exitUsage
+	}
+	if len(ops) != 1 {
+		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount --all DIR (try '9harness mount --help')")
+		return exitUsage
+	}
+	hosts, err := fleetHosts(g, ff, hostsChanged)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return exitUsage
+	}
+	if len(hosts) == 0 {
+		fmt.Fprintln(stderr, "9harness mount: no hosts: the hosts file lists none, and no --ssh DEST was given")
+		return exitUsage
+	}
+	names := map[string]bool{}
+	for _, h := range hosts {
+		name := mountName(h)
+		switch {
+		case name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
+			fmt.Fprintf(stderr, "9harness mount: %q cannot be a directory's name\n", name)
+			return exitUsage
+		case names[name]:
+			fmt.Fprintf(stderr, "9harness mount: two hosts are named %q (this machine is %q)\n", name, localMountName)
+			return exitUsage
+		}
+		names[name] = true
+	}
+	dir, err := filepath.Abs(ops[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return exitError
+	}
+	if mp, err := mountPath(dir); err == nil {
+		if ours, err := isOurMount(mp); err == nil && ours {
+			fmt.Fprintf(stderr, "9harness mount: %s: a 9harness mount is already there (9harness umount %s first)\n", mp, client.ShellQuote(mp))
+			return exitError
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", pathErr(err))
+		return exitError
+	} else if !fi.IsDir() {
+		fmt.Fprintf(stderr, "9harness mount: %s: not a directory\n", dir)
+		return exitError
+	}
+	what := strconv.Itoa(len(hosts)) + " hosts"
+	if len(hosts) == 1 {
+		what = "1 host"
+	}
+	if !fg {
+		args, err := fleetMountArgs(g, ff, hostsChanged, dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+			return exitError
+		}
+		return mountBackground(args, what, dir, stdout, stderr)
+	}
+
+	notify := notifyFile()
+	var fhosts []fusefs.Host
+	for _, h := range hosts {
+		fhosts = append(fhosts, fusefs.Host{
+			Name: mountName(h),
+			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, ff.timeout) },
+		})
+	}
+	opts := fusefs.FleetOptions{
+		Source:  "fleet",
+		Timeout: ff.timeout,
+		Debug:   debug,
+	}
+	if notify == nil {
+		// In the foreground, hosts coming and going are news; in the
+		// background nobody would read it.
+		opts.Logf = func(format string, args ...any) {
+			fmt.Fprintf(stderr, "9harness mount: "+format+"\n", args...)
+		}
+	}
+	f, err := fusefs.MountFleet(dir, fhosts, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
+		return exitError
+	}
+	defer f.Close()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	go func() { f.Wait(); close(done) }()
+	if notify != nil {
+		detach(notify)
+	} else {
+		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
+	}
+	select {
+	case <-done:
+		return exitOK
+	case <-sigs:
+	}
+	if err := f.Unmount(); err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
+		if err := detachMount(dir); err != nil {
+			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
+			return exitError
+		}
+		// The server stops once the kernel lets go.
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	return exitOK
+}
+
+// mountName is a host's directory: its name as written, or
+// localMountName for this machine.
+func mountName(h client.Host) string {
+	if h.Name == client.LocalHost {
+		return localMountName
+	}
+	return h.Name
+}
+
+// fleetMountArgs is the command line of the background process that
+// serves a fleet mount: the same hosts, with absolute paths, in the
+// foreground.
+func fleetMountArgs(g *globals, ff fleetFlags, hostsChanged bool, dir string) ([]string, error) {
+	sock, err := filepath.Abs(g.sock)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-s", sock}
+	if g.flags.Changed("ssh-cmd") {
+		args = append(args, "--ssh-cmd", g.sshCmd)
+	}
+	for _, o := range g.sshOptions {
+		args = append(args, "--ssh-opt", o)
+	}
+	for _, d := range g.sshDests {
+		args = append(args, "--ssh", d)
+	}
+	args = append(args, "mount", "-f", "--timeout", ff.timeout.String())
+	if ff.all {
+		args = append(args, "--all")
+	}
+	if hostsChanged {
+		file := ff.hosts
+		if file != "" {
+			if file, err = filepath.Abs(file); err != nil {
+				return nil, err
+			}
+		}
+		args = append(args, "--hosts", file)
+	}
+	return append(args, dir), nil
+}
+
+// dialFleetHost reaches one host of a fleet mount as dialHost does, and
+// keeps its transport, whose close the mount uses to hang up on a host
+// that stopped answering.
+func dialFleetHost(g *globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {
+	if h.SSH == nil {
+		var conn net.Conn
+		c, err := client.DialFunc(func() (net.Conn, error) {
+			c, err := sockpath.Dial(g.sock, 5*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			conn = c
+			return c, nil
+		}, "/")
+		if err != nil {
+			return nil, nil, describe(err)
+		}
+		return c, func() { conn.Close() }, nil
+	}
+	s := *h.SSH
+	secs := int((timeout + time.Second - 1) / time.Second)
+	s.Options = append(slices.Clone(s.Options), "ConnectTimeout="+strconv.Itoa(secs))
+	argv, err := s.Argv()
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := client.StartCommand("ssh "+s.Dest, argv)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(conn) // closes conn on failure, which reaps ssh
+	if err != nil {
+		if e := conn.Exited(); e != nil {
+			return nil, nil, hostError(e)
+		}
+		return nil, nil, err
+	}
+	// The deadline fails the reads in flight now; Close then waits up to
+	// 5 s for ssh to exit before it kills it.
+	return c, func() { conn.SetDeadline(time.Now()); conn.Close() }, nil
+}
