@@ -51,7 +51,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -258,6 +258,10 @@ func run() int {
 	if selected("coldstart") {
 		cold = coldStart(e)
 	}
+	var evr *eventsRun
+	if selected("events") {
+		evr = eventsSection(e)
+	}
 
 	var md strings.Builder
 	full := *only == ""
@@ -279,6 +283,9 @@ func run() int {
 	}
 	if cold != nil {
 		md.WriteString("\n" + coldReport(cold))
+	}
+	if evr != nil {
+		md.WriteString("\n" + eventsReport(evr))
 	}
 	out := strings.TrimLeft(md.String(), "\n")
 	fmt.Println()
