@@ -65,11 +65,14 @@ buildGo {
   };
 
   # The NAR hash of `go mod vendor`'s output for go.mod/go.sum (nixpkgs'
-  # go-modules derivation). After changing go.mod or go.sum, run
+  # go-modules derivation). go.mod replaces hugelgupf/p9 with the fork in
+  # internal/ninep/p9fork, which `go mod vendor` copies into vendor/, so
+  # editing the fork changes this hash too. After changing go.mod, go.sum
+  # or the fork, run
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-q7GhBaIka0wPj8yU/nP9xJiZIUdNaK/D3yX1Nm1ucBs=";
+  vendorHash = "sha256-v/+V6/PH/k6po/y8i8Jnu4AsAkFWA7Q18Is6AJHuDKo=";
 
   subPackages = [
     "cmd/9harnessd"
