@@ -108,8 +108,8 @@ type claudeReg struct {
 // claudeRegistry reads and vets p's record. It returns nil and why when
 // there is no record to believe.
 func claudeRegistry(env Env, p proc.Proc) (*claudeReg, string) {
-	var reg claudeReg
-	if !readJSON(env.Root, "sessions/"+strconv.Itoa(p.PID)+".json", smallFile, &reg) {
+	reg, ok := env.Memo.claudeRecord(env.Root, "sessions/"+strconv.Itoa(p.PID)+".json")
+	if !ok {
 		return nil, "no registry record"
 	}
 	if reg.PID != 0 && reg.PID != p.PID {
@@ -487,7 +487,9 @@ func claudeSubs(r *saferoot.Root, memo *Memo, projDir, sid string) []Sub {
 			}
 		}
 	}
-	walk(projDir+"/"+sid+"/subagents", 0)
+	if memo.mayHaveDir(r, projDir, sid) {
+		walk(projDir+"/"+sid+"/subagents", 0)
+	}
 	for _, o := range memo.claudeOldSubs(r, projDir) {
 		if o.sid == sid {
 			files = append(files, projDir+"/"+o.name)

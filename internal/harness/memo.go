@@ -70,11 +70,50 @@ func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
 	return v.ents, v.err
 }
 
+// Stat is r.Stat(rel), once per memo: a file several facts come from (a
+// transcript: its title, its tail, its tokens, its presence in a listing)
+// is stat'ed once per request. A nil memo always stats.
+func (m *Memo) Stat(r *saferoot.Root, rel string) (saferoot.Info, error) {
+	type res struct {
+		info saferoot.Info
+		err  error
+	}
+	v := memoGet(m, r, "stat", rel, func() res {
+		info, err := r.Stat(rel)
+		return res{info, err}
+	})
+	return v.info, v.err
+}
+
+// mayHaveDir reports whether dir may hold a subdirectory name: false only
+// when dir's listing (once per memo) shows no such directory. Without a
+// memo, or when the listing fails, it may. One set per listing, so asking
+// for each agent of a shared directory costs no more per agent.
+func (m *Memo) mayHaveDir(r *saferoot.Root, dir, name string) bool {
+	if m == nil {
+		return true
+	}
+	dirs := memoGet(m, r, "subdirs", dir, func() map[string]bool {
+		ents, err := m.readDir(r, dir)
+		if err != nil {
+			return nil
+		}
+		set := map[string]bool{}
+		for _, e := range ents {
+			if e.Dir {
+				set[e.Name] = true
+			}
+		}
+		return set
+	})
+	return dirs == nil || dirs[name]
+}
+
 // claudeTranscripts is every <uuid>.jsonl of projDir with its mtime,
 // newest first: what claudeNewer compares each agent's transcript with.
 func (m *Memo) claudeTranscripts(r *saferoot.Root, projDir string) []byMtime {
 	return memoGet(m, r, "claude-transcripts", projDir, func() []byMtime {
-		ents, err := r.ReadDir(projDir)
+		ents, err := m.readDir(r, projDir)
 		if err != nil {
 			return nil
 		}
@@ -84,7 +123,7 @@ func (m *Memo) claudeTranscripts(r *saferoot.Root, projDir string) []byMtime {
 			if e.Dir || !ok || !isUUID(id) {
 				continue
 			}
-			if info, err := r.Stat(projDir + "/" + e.Name); err == nil {
+			if info, err := m.Stat(r, projDir+"/"+e.Name); err == nil {
 				out = append(out, byMtime{id, info.Mtime})
 			}
 		}
@@ -116,14 +155,29 @@ func (m *Memo) claudeRecords(r *saferoot.Root) claudeRecords {
 			if n++; n > claimedMax {
 				break
 			}
-			var reg claudeReg
-			if readJSON(r, "sessions/"+e.Name, smallFile, &reg) && reg.SessionID != "" {
+			if reg, ok := m.claudeRecord(r, "sessions/"+e.Name); ok && reg.SessionID != "" {
 				out.sidOf[e.Name] = reg.SessionID
 				out.count[reg.SessionID]++
 			}
 		}
 		return out
 	})
+}
+
+// claudeRecord is the registry record rel, parsed once per version of the
+// file (fileCached): the agent's own resolve and every other agent's
+// /clear check read it, and a table read re-reads no unchanged record.
+func (m *Memo) claudeRecord(r *saferoot.Root, rel string) (claudeReg, bool) {
+	type res struct {
+		reg claudeReg
+		ok  bool
+	}
+	v := fileCached(m, r, "claude-record", rel, func() res {
+		var reg claudeReg
+		ok := readJSON(r, rel, smallFile, &reg)
+		return res{reg, ok}
+	})
+	return v.reg, v.ok
 }
 
 // claimedBy reports whether a record other than own (a file name) names
@@ -191,7 +245,7 @@ type claudeOldSub struct{ name, sid string }
 
 func (m *Memo) claudeOldSubs(r *saferoot.Root, projDir string) []claudeOldSub {
 	return memoGet(m, r, "claude-oldsubs", projDir, func() []claudeOldSub {
-		ents, err := r.ReadDir(projDir)
+		ents, err := m.readDir(r, projDir)
 		if err != nil {
 			return nil
 		}
@@ -229,6 +283,12 @@ type fileKey struct {
 	mtime    int64
 }
 
+// fileCacheStill is how long a file must have been unmodified before what
+// was derived from it is kept: a rewrite of the same size within the file
+// system's timestamp granularity (a registry record's "busy" becoming
+// "idle") leaves the mtime as it was, so a recent mtime proves nothing.
+const fileCacheStill = time.Second
+
 // fileCacheMax bounds a FileCache's entries.
 const fileCacheMax = 8192
 
@@ -254,7 +314,7 @@ func fileCached[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) 
 	if m == nil || m.files == nil {
 		return f()
 	}
-	before, err := r.Stat(rel)
+	before, err := m.Stat(r, rel)
 	if err != nil || before.Dir {
 		return f()
 	}
@@ -267,7 +327,7 @@ func fileCached[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) 
 		return v.(T)
 	}
 	t := f()
-	if after, err := r.Stat(rel); err == nil && keyOf(kind, after) == k {
+	if after, err := r.Stat(rel); err == nil && keyOf(kind, after) == k && time.Since(after.Mtime) >= fileCacheStill {
 		c.mu.Lock()
 		if len(c.m) >= fileCacheMax {
 			clear(c.m)

@@ -264,15 +264,15 @@ func claudeTurnStart(tail [][]byte, i int) time.Time {
 // claudeFill sets a's state (unless the registry has) and context from
 // the transcript rel's tail. The sums need the whole file: Count.
 func claudeFill(env Env, a *Agent, rel string, now time.Time) {
-	s := scanFile(env.Root, rel)
-	var c claudeTokens
-	for i := len(s.tail) - 1; i >= 0 && c.newest == nil; i-- {
-		c.line(s.tail[i])
-	}
-	a.Tokens = c.tokens(false)
-	if a.State == "" && !strings.HasPrefix(a.StateVia, RouteRegistry) {
-		claudeTurn(s.tail, !s.mtime.IsZero() && now.Sub(s.mtime) >= settle).set(a)
-	}
+	f := fileCached(env.Memo, env.Root, "claude-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var c claudeTokens
+		for i := len(s.tail) - 1; i >= 0 && c.newest == nil; i-- {
+			c.line(s.tail[i])
+		}
+		return tailFacts{turn: claudeTurn(s.tail, false), settled: claudeTurn(s.tail, true), tokens: c.tokens(false), mtime: s.mtime}
+	})
+	f.fill(a, a.State == "" && !strings.HasPrefix(a.StateVia, RouteRegistry), now)
 }
 
 // ---- Codex ----
@@ -311,23 +311,26 @@ func codexTurn(tail [][]byte) turn {
 // codexFill sets a's state and tokens from the rollout rel. child says it
 // is a fork or a sub-agent's, whose history replays its parent's.
 func codexFill(env Env, a *Agent, rel string) {
-	var head, tail [][]byte
-	if strings.HasSuffix(rel, ".zst") {
-		head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
-	} else {
-		head, tail = windows(env.Root, rel, headWindow, stateTail)
-	}
-	all := tail
-	if tail == nil {
-		all = head // the whole file
-	}
-	codexTurn(all).set(a)
-	child := false
-	if len(head) > 0 {
-		child = stringField(head[0], "forked_from_id") != "" || stringField(head[0], "parent_thread_id") != "" ||
-			bytes.Contains(head[0], []byte(`"thread_source":"subagent"`))
-	}
-	a.Tokens = codexTokens(head, tail, child)
+	f := fileCached(env.Memo, env.Root, "codex-tail", rel, func() tailFacts {
+		var head, tail [][]byte
+		if strings.HasSuffix(rel, ".zst") {
+			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+		} else {
+			head, tail = windows(env.Root, rel, headWindow, stateTail)
+		}
+		all := tail
+		if tail == nil {
+			all = head // the whole file
+		}
+		t := codexTurn(all)
+		child := false
+		if len(head) > 0 {
+			child = stringField(head[0], "forked_from_id") != "" || stringField(head[0], "parent_thread_id") != "" ||
+				bytes.Contains(head[0], []byte(`"thread_source":"subagent"`))
+		}
+		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child)}
+	})
+	f.fill(a, true, time.Time{})
 }
 
 // ---- pi and omp ----
@@ -388,13 +391,16 @@ func piTurnStart(tail [][]byte, i int) time.Time {
 // piFill sets a's state and context from the transcript rel's tail; the
 // sums need the whole file: Count.
 func piFill(env Env, a *Agent, rel string) {
-	s := scanFile(env.Root, rel)
-	var p piTokens
-	for i := len(s.tail) - 1; i >= 0 && p.n == 0; i-- {
-		p.line(s.tail[i])
-	}
-	a.Tokens = p.tokens(false)
-	piTurn(s.tail).set(a)
+	f := fileCached(env.Memo, env.Root, "pi-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var p piTokens
+		for i := len(s.tail) - 1; i >= 0 && p.n == 0; i-- {
+			p.line(s.tail[i])
+		}
+		t := piTurn(s.tail)
+		return tailFacts{turn: t, settled: t, tokens: p.tokens(false)}
+	})
+	f.fill(a, true, time.Time{})
 }
 
 // ---- Gemini ----
@@ -456,13 +462,16 @@ func geminiFill(env Env, a *Agent, rel string) {
 		a.StateVia = RouteNone + " (a legacy whole-JSON chat: not read for the state)"
 		return
 	}
-	s := scanFile(env.Root, rel)
-	var g geminiTokens
-	for i := len(s.tail) - 1; i >= 0 && g.newest == nil; i-- {
-		g.line(s.tail[i])
-	}
-	a.Tokens = g.tokens(false)
-	geminiTurn(s.tail).set(a)
+	f := fileCached(env.Memo, env.Root, "gemini-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var g geminiTokens
+		for i := len(s.tail) - 1; i >= 0 && g.newest == nil; i-- {
+			g.line(s.tail[i])
+		}
+		t := geminiTurn(s.tail)
+		return tailFacts{turn: t, settled: t, tokens: g.tokens(false)}
+	})
+	f.fill(a, true, time.Time{})
 }
 
 // ---- opencode ----
@@ -590,17 +599,20 @@ func dshTurn(evs [][]byte) turn {
 }
 
 func dshFill(env Env, a *Agent, rel string) {
-	var head, tail [][]byte
-	if strings.HasSuffix(rel, ".zstd") {
-		head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
-	} else {
-		head, tail = windows(env.Root, rel, headWindow, tailWindow)
-	}
-	whole := tail == nil
-	all := tail
-	if whole {
-		all = head
-	}
-	dshTurn(all).set(a)
-	a.Tokens = dshTokens(all, whole)
+	f := fileCached(env.Memo, env.Root, "dsh-tail", rel, func() tailFacts {
+		var head, tail [][]byte
+		if strings.HasSuffix(rel, ".zstd") {
+			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+		} else {
+			head, tail = windows(env.Root, rel, headWindow, tailWindow)
+		}
+		whole := tail == nil
+		all := tail
+		if whole {
+			all = head
+		}
+		t := dshTurn(all)
+		return tailFacts{turn: t, settled: t, tokens: dshTokens(all, whole)}
+	})
+	f.fill(a, true, time.Time{})
 }

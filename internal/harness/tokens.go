@@ -72,6 +72,9 @@ func Count(env Env, a Agent) Tokens {
 		(a.Harness == "gemini" && !strings.HasSuffix(a.Transcript, ".jsonl")) {
 		return a.Tokens
 	}
+	if t, ok := countedAlready(env, a); ok {
+		return t
+	}
 	f, err := env.Root.Open(a.Transcript)
 	if err != nil {
 		return a.Tokens
@@ -106,6 +109,29 @@ func Count(env Env, a Agent) Tokens {
 		env.Counts.put(key, countEntry{size: size, mtime: st.ModTime(), t: t.clone(), end: end, fp: fingerprint(f, end), c: c})
 	}
 	return t
+}
+
+// countedAlready is the count env.Counts holds for a's transcript when the
+// file is as it was counted, by the stat env.Memo shares with the other
+// facts of the same read (a table read): then the file is not opened.
+func countedAlready(env Env, a Agent) (Tokens, bool) {
+	if env.Memo == nil || env.Counts == nil {
+		return Tokens{}, false
+	}
+	info, err := env.Memo.Stat(env.Root, a.Transcript)
+	if err != nil || info.Dir || info.Size > scanMax {
+		return Tokens{}, false
+	}
+	key := countKey{info.Dev, info.Ino, a.Harness}
+	e, ok := env.Counts.take(key, true)
+	if !ok {
+		return Tokens{}, false
+	}
+	env.Counts.put(key, e)
+	if e.size != info.Size || !e.mtime.Equal(info.Mtime) {
+		return Tokens{}, false
+	}
+	return e.t.clone(), true
 }
 
 // counter is a harness's running count of a transcript's lines.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/9harness/9harness/internal/harness"
@@ -131,6 +132,19 @@ func (r *tableRead) tmux(d *agentDir, a harness.Agent) string {
 	return ask(d.p, pane, tmpdir)
 }
 
+// hasTranscript reports whether d's transcript file exists as its agent
+// directory shows it (d.transcript, then its Attr: a file, and for a
+// grantee not a hard link), from the stat the read's memo shares with the
+// transcript's other facts.
+func (r *tableRead) hasTranscript(d *agentDir, rel string) bool {
+	env := d.a.cfg.Envs[d.h]
+	if rel == "" || env.Root == nil || env.Root.CheckRel(rel) != nil {
+		return false
+	}
+	info, err := r.memo.Stat(env.Root, rel)
+	return err == nil && !info.Dir && (!d.a.cfg.grantee || info.Nlink <= 1)
+}
+
 // resolveWith is resolve with the facts of shared directories from memo.
 func (d *agentDir) resolveWith(memo *harness.Memo) (harness.Agent, error) {
 	if err := d.alive(); err != nil {
@@ -151,7 +165,12 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 	for _, f := range fields {
 		always := f.name == "zmx" || f.name == "tmux"
 		v, ok := "", d.shows(f)
-		if ok {
+		switch {
+		case ok && f.name == "ppid" && d.p.PPID > 0:
+			// From this read's scan, which resolveWith has just checked
+			// is still this process: no second read of its stat.
+			v = strconv.Itoa(d.p.PPID)
+		case ok:
 			v, ok = f.value(d, a)
 		}
 		switch {
@@ -159,6 +178,10 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 			continue
 		case ok && f.name == "tmux":
 			v = r.tmux(d, a)
+		case ok && f.name == "tokens" && harness.Summed(a.Harness):
+			env := d.a.cfg.Envs[d.h]
+			env.Memo = r.memo // the transcript's stat, shared with its other facts
+			v = harness.Count(env, a).String()
 		case ok && f.read != nil:
 			v = f.read(d, a)
 		}
@@ -171,11 +194,9 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 			jsonString(out, v)
 		}
 	}
-	if n, err := d.transcript(a.Transcript); err == nil {
-		if _, err := n.Attr(); err == nil {
-			out.WriteString(`,"transcript":`)
-			jsonString(out, d.treePath()+"/transcript")
-		}
+	if r.hasTranscript(d, a.Transcript) {
+		out.WriteString(`,"transcript":`)
+		jsonString(out, d.treePath()+"/transcript")
 	}
 	var subs []string
 	for _, s := range a.Agents {

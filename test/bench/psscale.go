@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,10 @@ import (
 // psScaleAgents are the table sizes of the `9harness ps` section, and
 // psScaleTranscript the size of every agent's transcript.
 var psScaleAgents = []int{50, 200, 500}
+
+// psSizes narrows the section to some of psScaleAgents (a quick look, or a
+// profile of one size).
+var psSizes = flag.String("ps-sizes", "", "the ps section's agent counts, comma-separated (default 50,200,500)")
 
 const psScaleTranscript = 2 << 20
 
@@ -59,7 +64,18 @@ func psScaleCells(ours, cl, tmp string) *psScaleRun {
 			return time.Since(t0).Seconds() * 1000 / float64(runs), nil
 		}
 	}
-	for _, n := range psScaleAgents {
+	sizes := psScaleAgents
+	if *psSizes != "" {
+		sizes = nil
+		for _, f := range strings.Split(*psSizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				fatalf("-ps-sizes: %q is not a count", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		for _, one := range []bool{false, true} {
 			layout := "each in its own directory"
 			key := fmt.Sprintf("ps%d-distinct", n)

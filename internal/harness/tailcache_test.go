@@ -1,0 +1,156 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/9harness/9harness/internal/saferoot"
+)
+
+// TestFileCachedRevalidates checks that a fact is derived once per version
+// of its file, and derived again as soon as the file changes.
+func TestFileCachedRevalidates(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.jsonl")
+	if err := os.WriteFile(p, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour) // still long enough to be kept
+	os.Chtimes(p, old, old)
+	r := saferoot.New(dir)
+	c := NewFileCache()
+	calls := 0
+	get := func() int {
+		return fileCached(NewMemoCache(c), r, "k", "t.jsonl", func() int { calls++; return calls })
+	}
+	if v, w := get(), get(); v != 1 || w != 1 || calls != 1 {
+		t.Fatalf("unchanged file: got %d, %d after %d derivations, want 1, 1 after 1", v, w, calls)
+	}
+	if err := os.WriteFile(p, []byte("ab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := get(); v != 2 {
+		t.Fatalf("grown file: got %d, want a fresh derivation (2)", v)
+	}
+	// Just written: not kept, since a same-size rewrite within the
+	// timestamp granularity would leave the key unchanged.
+	if v := get(); v != 3 {
+		t.Fatalf("recently modified file: got %d, want a fresh derivation (3)", v)
+	}
+	os.Chtimes(p, old.Add(time.Minute), old.Add(time.Minute))
+	if v, w := get(), get(); v != 4 || w != 4 {
+		t.Fatalf("touched file: got %d, %d, want one fresh derivation (4) then kept", v, w)
+	}
+}
+
+// TestClaudeFillCached checks the tail facts kept per file version: an
+// unchanged file is not read again (a same-size rewrite with the same
+// mtime still gives the kept state), the settle rule is applied at each
+// read to the kept facts (the same version reads working, then idle once
+// still for settle), and a file that grew is read afresh.
+func TestClaudeFillCached(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.jsonl")
+	user := `{"type":"user","timestamp":"2026-12-01T00:00:00Z","message":{"role":"user","content":"hi"}}` + "\n"
+	reply := `{"type":"assistant","timestamp":"2026-12-01T00:00:01Z","message":{"id":"m1","model":"claude-opus-4-6","content":[{"type":"text","text":"done"}],"stop_reason":null,"usage":{"input_tokens":7,"output_tokens":3}}}` + "\n"
+	mtime := time.Date(2026, 12, 1, 0, 0, 2, 0, time.UTC)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(user + reply)
+	env := Env{Root: saferoot.New(dir)}
+	c := NewFileCache()
+	fill := func(now time.Time) Agent {
+		env.Memo = NewMemoCache(c) // a new request each time, as a table read
+		var a Agent
+		claudeFill(env, &a, "s.jsonl", now)
+		return a
+	}
+	if a := fill(mtime.Add(time.Second)); a.State != StateWorking {
+		t.Fatalf("text reply, stop_reason null, not settled: state %q (%s), want working", a.State, a.StateVia)
+	}
+	if a := fill(mtime.Add(settle)); a.State != StateIdle || a.Tokens.String() == "" {
+		t.Fatalf("the same file once settled: state %q (%s), tokens %q; want idle with tokens", a.State, a.StateVia, a.Tokens)
+	}
+	// The same size and mtime: the kept facts answer, the file is not read.
+	write(user + strings.Repeat("x", len(reply)-1) + "\n")
+	if a := fill(mtime.Add(settle)); a.State != StateIdle {
+		t.Fatalf("unchanged version: state %q (%s), want the kept idle", a.State, a.StateVia)
+	}
+	// Grown: read afresh (the torn reply no longer parses; the prompt is newest).
+	mtime = mtime.Add(time.Second)
+	write(user + strings.Repeat("x", len(reply)-1) + "\n" + user)
+	if a := fill(mtime.Add(time.Hour)); a.State != StateWorking {
+		t.Fatalf("grown file: state %q (%s), want working (a fresh read)", a.State, a.StateVia)
+	}
+}
+
+// TestCountSharedStat checks Count in a table read (env.Memo set): an
+// unchanged transcript gives its kept count, and one that grew is counted
+// again, never the kept figure.
+func TestCountSharedStat(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "s.jsonl")
+	line := func(id string, in int) string {
+		return fmt.Sprintf(`{"type":"assistant","message":{"id":%q,"model":"claude-opus-4-6","usage":{"input_tokens":%d,"output_tokens":1}}}`+"\n", id, in)
+	}
+	if err := os.WriteFile(p, []byte(line("m1", 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Root: saferoot.New(dir), Counts: &Counts{}}
+	c := NewFileCache()
+	a := Agent{Harness: "claude", Transcript: "s.jsonl"}
+	count := func() Tokens {
+		env.Memo = NewMemoCache(c)
+		return Count(env, a)
+	}
+	first := count().String()
+	if again := count().String(); again != first || !strings.Contains(first, "input 10") {
+		t.Fatalf("unchanged: %q then %q, want the same count with input 10", first, again)
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(line("m2", 5))
+	f.Close()
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(p, later, later)
+	if got := count().String(); !strings.Contains(got, "input 15") {
+		t.Fatalf("grown: %q, want input 15 (counted again)", got)
+	}
+}
+
+// TestMayHaveDir checks the sub-agent walk is skipped only when the
+// project dir's listing shows no directory of the session's name.
+func TestMayHaveDir(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "p", "s1", "subagents"), 0o755)
+	os.WriteFile(filepath.Join(dir, "p", "s2"), nil, 0o644) // a file, not a directory
+	r := saferoot.New(dir)
+	for _, c := range []struct {
+		memo      *Memo
+		dir, name string
+		want      bool
+	}{
+		{NewMemo(), "p", "s1", true},
+		{NewMemo(), "p", "s2", false},
+		{NewMemo(), "p", "s3", false},
+		{NewMemo(), "missing", "s1", true}, // unlistable: may
+		{nil, "p", "s3", true},             // no memo: may
+	} {
+		if got := c.memo.mayHaveDir(r, c.dir, c.name); got != c.want {
+			t.Errorf("mayHaveDir(%s, %s), memo %v: %v, want %v", c.dir, c.name, c.memo != nil, got, c.want)
+		}
+	}
+}
