@@ -253,8 +253,16 @@ func TestEventsManyReaders(t *testing.T) {
 	after, _, err := procStatus(pid)
 	must(t, err)
 	t.Logf("%d blocked readers on %d connections: VmRSS %d → %d KiB (+%d KiB)", readers, len(conns), before>>10, after>>10, (after-before)>>10)
-	if after-before > limit {
-		t.Errorf("VmRSS grew by %d KiB, want < %d KiB", (after-before)>>10, limit>>10)
+	// Under the race detector the daemon is built with -race too, and its
+	// shadow memory and larger goroutine stacks multiply what each
+	// blocked reader costs (measured: +84 MiB against +12-14 MiB); the
+	// bound is the 32 MiB for the daemon users run.
+	bound := int64(limit)
+	if raceEnabled {
+		bound *= 4
+	}
+	if after-before > bound {
+		t.Errorf("VmRSS grew by %d KiB, want < %d KiB", (after-before)>>10, bound>>10)
 	}
 	// A change reaches every reader.
 	cwd := t.TempDir()
