@@ -83,8 +83,8 @@ const (
 	// waiting for a slot would hold a request slot meanwhile. A client
 	// waits on events with one or two readers, but a machine's many
 	// watchers (status lines, notifiers) share the daemon's connection
-	// cap: 16 is the 1,000 blocked readers issue 20 asks for across
-	// DefaultMaxConns (64 × 16 = 1,024), and bounds their buffers to 16
+	// cap: 16 lets 1,000 readers wait at once across DefaultMaxConns
+	// (64 × 16 = 1,024), and bounds their buffers to 16
 	// msize, the same worst case as gateRequests.
 	gateBlockingReads = 16
 	// gateWriteTimeout bounds each reply's write: a client that stops
