@@ -18,15 +18,10 @@ import (
 // read load at the largest msize; diod beside it under the same load.
 
 const (
-	memStreams = 4       // connections carrying the long run of requests
-	memDepth   = 8       // requests in flight on each of them
-	loadConns  = 64      // connections in the read load (9harnessd's default --max-conns)
-	loadMsize  = 4 << 20 // 9harnessd's largest msize, --msize 4194304
-	// engineMsize is the msize 9harnessd's 9P2000.L engine runs with
-	// whatever msize a client is granted (1 MiB: larger messages read no
-	// faster), so a connection's buffers are bounded by it, not by --msize.
-	// The daemon's own constant is internal to its 9P package.
-	engineMsize = 1 << 20
+	memStreams  = 4       // connections carrying the long run of requests
+	memDepth    = 8       // requests in flight on each of them
+	loadConns   = 64      // connections in the read load (9harnessd's default --max-conns)
+	loadMsize   = 4 << 20 // 9harnessd's largest msize, --msize 4194304
 	memSettle   = 500 * time.Millisecond
 	kib         = 1024.0
 	flatGrowMiB = 1.0 // "flat": grows by at most this much from the first checkpoint to the last
@@ -423,9 +418,9 @@ func memoryReport(m *memRun) string {
 	sl, dsl := st("ours/slope"), st("diod/slope")
 	p("| slope, KiB per 100k requests | %s | %s | | |\n", mib(sl), mib(dsl))
 	l4, l64, ld := st("load/ours4M"), st("load/ours64"), st("load/diod")
-	// Per connection: p9's zero buffer and one read buffer, each of at most
-	// engineMsize (see the text below).
-	bound := float64(loadConns) * 2 * float64(min(loadMsize, engineMsize)) / (1 << 20)
+	// Per connection: one Tread in flight, whose buffer is at most its
+	// count (see the text below).
+	bound := float64(loadConns) * float64(loadMsize) / (1 << 20)
 	p("| peak, %d connections reading, 9harnessd msize 4 MiB | %s | | | | bound %.0f MiB: peak %.2fx |\n",
 		loadConns, mib(l4), bound, l4.med/bound)
 	p("| peak, %d connections reading, msize 64 KiB | %s | %s | %s | |\n", loadConns, mib(l64), mib(ld), ratio(l64.med, ld.med))
@@ -434,13 +429,14 @@ func memoryReport(m *memRun) string {
 	p("below 1.00x 9harnessd is the smaller. Flat means the growth from %s to %s requests\n", req(0), req(3))
 	p("stays within %.0f MiB in every round (%.1f bytes per request).\n\n", flatGrowMiB,
 		flatGrowMiB*(1<<20)/((checkpoints[len(checkpoints)-1]-checkpoints[0])*float64(*memRequests)))
-	p("The bound at 4 MiB (diod cannot go above 64 KiB, so that row has no diod beside it): p9\n")
-	p("itself runs with at most 1 MiB msize whatever the client is granted (a longer Tread is\n")
-	p("answered short, as 9P allows), and keeps one msize buffer of zeros per connection. A Tread\n")
-	p("of an open file is answered by the wire layer, one at a time per connection, from a pooled\n")
-	p("buffer of at most 1 MiB. So a connection holds at most 2 MiB, and %d connections (the\n", loadConns)
-	p("`--max-conns` default) %.0f MiB. A peak above the bound is heap the collector has not\n", bound)
-	p("reclaimed yet (GOGC=100 lets the heap reach twice its live size between collections) and\n")
-	p("buffers parked in the pools.\n")
+	p("The bound at 4 MiB (diod cannot go above 64 KiB, so that row has no diod beside it): a\n")
+	p("Tread's buffer comes from a pool, sized by its count (at most msize−11), and is held only\n")
+	p("while that read is in flight; an idle connection holds none. A read of a host file into a\n")
+	p("unix socket is spliced file → pipe → socket and holds no user-space buffer at all (the\n")
+	p("pipe's pages are kernel memory, counted by the unit's MemoryMax, not by VmRSS). Each\n")
+	p("connection here keeps one Tread in flight, so %d connections (the `--max-conns` default)\n", loadConns)
+	p("hold at most %.0f MiB of buffers. A peak far below the bound is the splice at work; a peak\n", bound)
+	p("near it would mean reads copied through user space. Above the buffers: heap the collector\n")
+	p("has not reclaimed yet (GOGC=100) and buffers parked in the pools.\n")
 	return b.String()
 }
