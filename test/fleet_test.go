@@ -247,7 +247,7 @@ func TestFleetPs(t *testing.T) {
 	// title; Ctrl-C ends it with status 0.
 	t.Run("watch", func(t *testing.T) {
 		tm := newPsTmux(t)
-		tm.run("new-session", "-d", "-s", "w", "-x", "200", "-y", "30",
+		tm.run("new-session", "-d", "-s", "w", "-x", "200", "-y", "1000",
 			"/usr/bin/env", "-i", "HOME="+local, "PATH=/usr/bin:/bin", "PS1=fleet$ ", "TERM=xterm-256color", "/bin/sh")
 		eventually(t, func() bool { return contains(tm.screen("w"), "fleet$") }, "the shell's prompt")
 		tm.run("send-keys", "-t", "w", "-l", bin("9harness")+" -s "+d.sock+" ps --watch --all --hosts "+hostsFile+" --timeout 2s")

@@ -403,7 +403,7 @@ func TestPsTerminalWidth(t *testing.T) {
 	for _, width := range []int{60, 80, 120, 200} {
 		name := "w" + strconv.Itoa(width)
 		script := fmt.Sprintf("HOME=%s %s -s %s ps; echo \"[exit $?]\"; exec sleep 600", e.home, bin("9harness"), e.d.sock)
-		tm.run("new-session", "-d", "-s", name, "-x", strconv.Itoa(width), "-y", "40", "/bin/sh", "-c", script)
+		tm.run("new-session", "-d", "-s", name, "-x", strconv.Itoa(width), "-y", "1000", "/bin/sh", "-c", script)
 		var lines []string
 		eventually(t, func() bool {
 			lines = tm.rows(name)
@@ -571,7 +571,7 @@ func TestPsOutputs(t *testing.T) {
 func TestPsWatch(t *testing.T) {
 	e := newPsEnv(t)
 	tm := newPsTmux(t)
-	tm.run("new-session", "-d", "-s", "w", "-x", "120", "-y", "30",
+	tm.run("new-session", "-d", "-s", "w", "-x", "120", "-y", "1000",
 		"/usr/bin/env", "-i", "HOME="+e.home, "PATH=/usr/bin:/bin", "PS1=ps-test$ ", "TERM=xterm-256color", "/bin/sh")
 	eventually(t, func() bool { return contains(tm.screen("w"), "ps-test$") }, "the shell's prompt")
 	tm.run("send-keys", "-t", "w", "-l", bin("9harness")+" -s "+e.d.sock+" ps --watch")

@@ -605,7 +605,7 @@ func TestPsWatchNotifyTerminal(t *testing.T) {
 	e.setClaudeStatus(t, "busy", "")
 	rec := filepath.Join(t.TempDir(), "rec")
 	tm := newPsTmux(t)
-	tm.run("new-session", "-d", "-s", "w", "-x", "120", "-y", "30",
+	tm.run("new-session", "-d", "-s", "w", "-x", "120", "-y", "1000",
 		"/usr/bin/env", "-i", "HOME="+e.home, "PATH=/usr/bin:/bin", "PS1=ps-test$ ", "TERM=xterm-256color", "REC="+rec, "/bin/sh")
 	within(t, 10*time.Second, func() bool { return contains(tm.screen("w"), "ps-test$") }, "the shell's prompt")
 	tm.run("send-keys", "-t", "w", "-l", bin("9harness")+` -s `+e.d.sock+` ps --watch --harness claude --notify 'echo "$HARNESS_PID $HARNESS_WAITING" >>"$REC"; echo ON-SCREEN'`)
