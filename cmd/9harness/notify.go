@@ -118,24 +118,33 @@ func keyOf(a client.Agent) agentKey { return agentKey{a.Harness, a.PID, a.Starte
 
 // waitNotices tracks which agents are waiting, to announce each wait once.
 type waitNotices struct {
-	waiting map[agentKey]string // what each waiting agent waits for
+	waiting map[agentKey]aWait
 }
+
+// aWait is one wait: what it is for, and when it began ("" where the
+// harness does not say).
+type aWait struct{ what, since string }
 
 // changes returns the agents that started waiting since the last call (at
 // the first call, every waiting agent), in the table's order. An agent
 // still waiting for the same thing is not returned again; one that waits
 // for something else (a second permission, asked before the poll saw it
-// work) is, and so is one that worked or went idle and waits again.
+// work) is, and so is one that worked or went idle and waits again. A wait
+// whose start is unchanged is the same wait even if what it is for is now
+// told better: Claude's registry says "permission prompt" a moment before
+// its transcript names the tool ("approve Bash"), and one prompt is one
+// notice.
 func (n *waitNotices) changes(agents []client.Agent) []client.Agent {
-	now := map[agentKey]string{}
+	now := map[agentKey]aWait{}
 	var out []client.Agent
 	for _, a := range agents {
 		if a.State != "waiting" {
 			continue
 		}
 		k := keyOf(a)
-		now[k] = a.Waiting
-		if w, ok := n.waiting[k]; !ok || w != a.Waiting {
+		now[k] = aWait{a.Waiting, a.Since}
+		w, ok := n.waiting[k]
+		if !ok || (w.what != a.Waiting && (a.Since == "" || w.since != a.Since)) {
 			out = append(out, a)
 		}
 	}

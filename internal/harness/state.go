@@ -27,6 +27,9 @@ const settle = 2 * time.Second
 type turn struct {
 	state, waiting, via string
 	since               time.Time
+	// pending is the tool a Claude transcript's tail has a call of and no
+	// result for yet (claudePending): what a permission prompt asks about.
+	pending string
 }
 
 func (t turn) set(a *Agent) {
@@ -50,8 +53,9 @@ func lineTime(s string) time.Time {
 // ---- Claude ----
 
 // claudeRegTurn is the state Claude's registry publishes: status busy,
-// idle or waiting (with waitingFor, "approve Bash"). Old builds write no
-// status: then ok is false and the transcript decides.
+// idle or waiting (with waitingFor: "permission prompt", "input needed",
+// "dialog open", …). Old builds write no status: then ok is false and the
+// transcript decides.
 func claudeRegTurn(status, waitingFor string, updated json.RawMessage) (turn, bool) {
 	t := turn{via: RouteRegistry}
 	if ms, ok := number(updated); ok && ms > 0 {
@@ -88,9 +92,11 @@ type claudeTurnLine struct {
 }
 
 type claudeBlock struct {
-	Type string `json:"type"`
-	Name string `json:"name"`
-	Text string `json:"text"`
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Text      string `json:"text"`
+	ID        string `json:"id"`          // a tool_use's
+	ToolUseID string `json:"tool_use_id"` // the call a tool_result answers
 }
 
 func claudeBlocks(content json.RawMessage) (blocks []claudeBlock, text string) {
@@ -261,8 +267,64 @@ func claudeTurnStart(tail [][]byte, i int) time.Time {
 	return time.Time{}
 }
 
+// claudePermission is the registry's waitingFor for a permission prompt,
+// whatever the tool: Claude 2.1.197 to 2.1.332 write it, not the
+// "approve <tool>" of older sources.
+const claudePermission = "permission prompt"
+
+// claudePending is the tool a permission prompt asks about: the first
+// tool call, in file order, of the newest response that made one, that
+// no tool_result in the tail answers. Claude asks about its calls one at
+// a time, in order; a call it runs unasked (Read) has its result by the
+// time a later one is asked about, unless they run at once. The newest
+// response is found by its message id, not its place: Claude may write
+// the prompt's user line after the response's first lines.
+func claudePending(tail [][]byte) string {
+	id := ""
+	for i := len(tail) - 1; i >= 0 && id == ""; i-- {
+		var l claudeTurnLine
+		if json.Unmarshal(tail[i], &l) != nil || l.IsSidechain || l.Type != "assistant" || l.Message == nil || l.Message.Model == "<synthetic>" {
+			continue
+		}
+		blocks, _ := claudeBlocks(l.Message.Content)
+		for _, b := range blocks {
+			if b.Type == "tool_use" {
+				id = l.Message.ID
+			}
+		}
+		if id == "" {
+			return "" // the newest response calls no tool
+		}
+	}
+	answered := map[string]bool{}
+	var calls []claudeBlock
+	for _, line := range tail {
+		var l claudeTurnLine
+		if json.Unmarshal(line, &l) != nil || l.IsSidechain || l.Message == nil {
+			continue
+		}
+		blocks, _ := claudeBlocks(l.Message.Content)
+		for _, b := range blocks {
+			switch {
+			case l.Type == "user" && b.Type == "tool_result":
+				answered[b.ToolUseID] = true
+			case l.Type == "assistant" && b.Type == "tool_use" && l.Message.ID == id:
+				calls = append(calls, b)
+			}
+		}
+	}
+	for _, b := range calls {
+		if !answered[b.ID] {
+			return b.Name
+		}
+	}
+	return ""
+}
+
 // claudeFill sets a's state (unless the registry has) and context from
-// the transcript rel's tail. The sums need the whole file: Count.
+// the transcript rel's tail. The sums need the whole file: Count. A
+// registry that says only "permission prompt" is told which tool from
+// the tail: "approve Bash".
 func claudeFill(env Env, a *Agent, rel string, now time.Time) {
 	f := fileCached(env.Memo, env.Root, "claude-tail", rel, func() tailFacts {
 		s := scanFile(env.Root, rel)
@@ -270,9 +332,17 @@ func claudeFill(env Env, a *Agent, rel string, now time.Time) {
 		for i := len(s.tail) - 1; i >= 0 && c.newest == nil; i-- {
 			c.line(s.tail[i])
 		}
-		return tailFacts{turn: claudeTurn(s.tail, false), settled: claudeTurn(s.tail, true), tokens: c.tokens(false), mtime: s.mtime}
+		t, settled := claudeTurn(s.tail, false), claudeTurn(s.tail, true)
+		t.pending = claudePending(s.tail)
+		settled.pending = t.pending
+		return tailFacts{turn: t, settled: settled, tokens: c.tokens(false), mtime: s.mtime}
 	})
-	f.fill(a, a.State == "" && !strings.HasPrefix(a.StateVia, RouteRegistry), now)
+	fromRegistry := strings.HasPrefix(a.StateVia, RouteRegistry)
+	f.fill(a, a.State == "" && !fromRegistry, now)
+	if fromRegistry && a.State == StateWaiting && a.Waiting == claudePermission && f.turn.pending != "" {
+		a.Waiting = "approve " + f.turn.pending
+		a.StateVia = RouteRegistry + " (waitingFor " + claudePermission + "; the tool from the transcript's unanswered " + f.turn.pending + " call)"
+	}
 }
 
 // ---- Codex ----

@@ -646,3 +646,78 @@ func TestCountsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestStateClaudePermission: Claude 2.1.197 (and 2.1.332) publish a
+// permission prompt as waitingFor "permission prompt", naming no tool
+// (seen by test/realcli's TestEventsClaudePermission). The tool is the
+// transcript's unanswered call of the newest response: "approve Bash".
+// Other waitingFor words, and a tail with no unanswered call, are served
+// as the registry wrote them.
+func TestStateClaudePermission(t *testing.T) {
+	const named = RouteRegistry + " (waitingFor permission prompt; the tool from the transcript's unanswered Bash call)"
+	for _, tc := range []struct {
+		file, waitingFor string
+		waiting, via     string
+	}{
+		// The real transcript at the dialog: the prompt's user line was
+		// written after the response's tool_use line.
+		{"permission-prompt-2.1.197.jsonl", "permission prompt", "approve Bash", named},
+		{"permission-prompt-2.1.197.jsonl", "input needed", "input needed", RouteRegistry},
+		{"permission-prompt-2.1.197.jsonl", "approve Bash", "approve Bash", RouteRegistry},
+		{"streaming-tool-use.jsonl", "permission prompt", "approve Bash", named},
+		// The call answered (approved, run, the turn over): no tool to name.
+		{"permission-approved-2.1.197.jsonl", "permission prompt", "permission prompt", RouteRegistry},
+		{"tool-result.jsonl", "permission prompt", "permission prompt", RouteRegistry},
+		{"turn-duration.jsonl", "permission prompt", "permission prompt", RouteRegistry},
+	} {
+		f := newFx(t)
+		p, proj, _ := ccFixture(f, f.cwd())
+		f.fixture("claude", tc.file, ".claude/"+proj+"/"+ccSID+".jsonl", at(950))
+		rec := fmt.Sprintf(`{"pid":%d,"sessionId":%q,"cwd":%q,"startedAt":%d,"procStart":"50424","version":"2.1.197","kind":"interactive","status":"waiting","waitingFor":%q,"updatedAt":%d,"statusUpdatedAt":%d}`,
+			ccPID, ccSID, f.cwd(), at(505).UnixMilli(), tc.waitingFor, at(960).UnixMilli(), at(955).UnixMilli())
+		f.write(".claude/sessions/345104.json", rec, at(960))
+		a := claude{}.Resolve(f.env(".claude"), p)
+		name := tc.file + " waitingFor " + tc.waitingFor
+		if a.State != StateWaiting || a.Waiting != tc.waiting || a.StateVia != tc.via {
+			t.Errorf("%s:\n got state=%q waiting=%q via=%q\nwant state=%q waiting=%q via=%q", name, a.State, a.Waiting, a.StateVia, StateWaiting, tc.waiting, tc.via)
+		}
+		if a.Status != "waiting" {
+			t.Errorf("%s: status %q, want the registry's waiting", name, a.Status)
+		}
+	}
+}
+
+// TestClaudePending: the call a permission prompt is about.
+func TestClaudePending(t *testing.T) {
+	asst := func(id, blocks string) string {
+		return `{"type":"assistant","isSidechain":false,"message":{"id":"` + id + `","model":"m","content":[` + blocks + `]}}`
+	}
+	user := func(blocks string) string {
+		return `{"type":"user","isSidechain":false,"message":{"role":"user","content":[` + blocks + `]}}`
+	}
+	use := func(id, name string) string {
+		return `{"type":"tool_use","id":"` + id + `","name":"` + name + `","input":{}}`
+	}
+	res := func(id string) string { return `{"type":"tool_result","tool_use_id":"` + id + `","content":"ok"}` }
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"one call", []string{asst("m1", use("t1", "Bash"))}, "Bash"},
+		{"answered", []string{asst("m1", use("t1", "Bash")), user(res("t1"))}, ""},
+		{"first unanswered of parallel calls", []string{asst("m1", use("t1", "Read")), asst("m1", use("t2", "Bash")), asst("m1", use("t3", "Edit")), user(res("t1"))}, "Bash"},
+		{"prompt line after the response", []string{asst("m1", use("t1", "Bash")), user(`{"type":"text","text":"go"}`)}, "Bash"},
+		{"newest response has no call", []string{asst("m1", use("t1", "Bash")), asst("m2", `{"type":"text","text":"done"}`)}, ""},
+		{"a sub-agent's call", []string{`{"type":"assistant","isSidechain":true,"message":{"id":"s1","model":"m","content":[` + use("t9", "Bash") + `]}}`}, ""},
+		{"older response's call", []string{asst("m1", use("t1", "Bash")), user(res("t1")), asst("m2", use("t2", "Write"))}, "Write"},
+	} {
+		var tail [][]byte
+		for _, l := range tc.lines {
+			tail = append(tail, []byte(l))
+		}
+		if got := claudePending(tail); got != tc.want {
+			t.Errorf("%s: claudePending = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

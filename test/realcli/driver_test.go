@@ -121,10 +121,14 @@ func (w *world) cwd(name string) string {
 	return d
 }
 
-// tmuxEnv is the environment of the test's own tmux commands: the private
-// TMUX_TMPDIR, and the marker, so a server that outlives its kill is found.
+// tmuxEnv is the environment of the test's own tmux commands (and so of
+// the agents they start): the private TMUX_TMPDIR, XDG_RUNTIME_DIR in the
+// scratch area (Claude makes its cc-socks directory there, else under
+// /tmp, where nothing would remove it), and the marker, so a server that
+// outlives its kill is found.
 func (w *world) tmuxEnv() []string {
-	return []string{"PATH=" + systemPath, "HOME=" + w.home, "TMUX_TMPDIR=" + w.tmuxDir, "TERM=xterm-256color", "LANG=C.UTF-8", w.marker}
+	return []string{"PATH=" + systemPath, "HOME=" + w.home, "TMUX_TMPDIR=" + w.tmuxDir,
+		"XDG_RUNTIME_DIR=" + filepath.Join(w.dir, "run"), "TERM=xterm-256color", "LANG=C.UTF-8", w.marker}
 }
 
 // tmux runs tmux against a server: label "" is the default server of the

@@ -62,6 +62,9 @@ type Mock struct {
 	// turns and titles count the answers given, so the texts are
 	// deterministic in the order the CLIs ask.
 	turns, titles int
+	// hold, when set, keeps the answer to a turn that asks its word
+	// until the test releases it (mock_hold.go).
+	hold *Hold
 }
 
 // StartMock listens on a fresh port of 127.0.0.1 (never another address:
@@ -143,6 +146,15 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			m.agentCall(w, r)
 			return
 		}
+		if r.Kind == "turn" && lastUserAsks(body, BashWord) {
+			r.Kind = "tool"
+			m.answer(r)
+			m.bashCall(w, r) // mock_hold.go
+			return
+		}
+		if r.Kind == "turn" && !m.held(req.Context(), func(word string) bool { return lastUserAsks(body, word) }) {
+			return // the agent gave up the held request
+		}
 		r = m.answer(r)
 		text := r.Answer
 		if r.Kind == "title" {
@@ -154,6 +166,9 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.Kind = "turn"
 		if bytes.Contains(body, []byte("Generate a concise, single-line task title")) {
 			r.Kind = "title"
+		}
+		if r.Kind == "turn" && !m.held(req.Context(), func(word string) bool { return bytes.Contains(body, []byte(word)) }) {
+			return // the agent gave up the held request
 		}
 		r = m.answer(r)
 		m.responses(w, r)
