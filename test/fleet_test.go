@@ -24,12 +24,13 @@ type fleetHost struct {
 }
 
 // startFakeAs starts a fake Claude as the host's user on its fixture home,
-// so that its daemon (which serves its own uid's agents) lists it.
-func startFakeAs(t *testing.T, h *sshHost) *fakeAgent {
+// so that its daemon (which serves its own uid's agents) lists it. env
+// adds to its environment, or replaces a variable of it.
+func startFakeAs(t *testing.T, h *sshHost, env ...string) *fakeAgent {
 	t.Helper()
 	cmd := exec.Command(bin("claude"))
 	cmd.Dir = h.fixture
-	cmd.Env = []string{"HOME=" + h.fixture, "PATH=/usr/bin:/bin", "FAKE_SESSION=" + fmt.Sprintf("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e%06d", h.uid%1_000_000)}
+	cmd.Env = append([]string{"HOME=" + h.fixture, "PATH=/usr/bin:/bin", "FAKE_SESSION=" + fmt.Sprintf("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e%06d", h.uid%1_000_000)}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid)}}
 	cmd.Stderr = os.Stderr
 	must(t, cmd.Start())
@@ -323,5 +324,288 @@ func TestFleetHostsErrors(t *testing.T) {
 	_, errs, code = run9harness(t, nil, "--ssh", "a", "--ssh", "b", "ls", "/")
 	if code != 2 || !strings.Contains(errs, "--ssh is given once") {
 		t.Errorf("ls with two --ssh: exit %d, %q", code, errs)
+	}
+}
+
+// relayPids are the pids of the user's `9harness relay` processes.
+func (h *sshHost) relayPids() []int {
+	var pids []int
+	for _, pid := range h.userProcs(h.daemon.cmd.Process.Pid) {
+		b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if len(argv) > 1 && filepath.Base(argv[0]) == "9harness" && argv[1] == "relay" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// setStatusAs rewrites the fake Claude's registry record on the host as
+// Claude does, the new file the user's.
+func setStatusAs(t *testing.T, h *sshHost, pid int, status, waitingFor string) {
+	t.Helper()
+	path := filepath.Join(h.fixture, ".claude", "sessions", itoa(pid)+".json")
+	writeRegistryStatus(t, path, status, waitingFor, func(tmp string) error { return os.Chown(tmp, h.uid, h.gid) })
+}
+
+// writeRegistryStatus rewrites a Claude registry record as Claude does (a
+// new file renamed over it), with status busy, idle or waiting (and
+// waitingFor); own, if set, gives the new file its owner first.
+func writeRegistryStatus(t *testing.T, path, status, waitingFor string, own func(string) error) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var reg map[string]any
+	must(t, json.Unmarshal(b, &reg))
+	reg["status"] = status
+	reg["updatedAt"] = time.Now().UnixMilli()
+	delete(reg, "waitingFor")
+	if waitingFor != "" {
+		reg["waitingFor"] = waitingFor
+	}
+	b, err = json.Marshal(reg)
+	must(t, err)
+	tmp := path + ".fedcba9876543210.tmp"
+	must(t, os.WriteFile(tmp, b, 0o600))
+	if own != nil {
+		must(t, own(tmp))
+	}
+	must(t, os.Rename(tmp, path))
+}
+
+// outLines are the lines of b ending in "\n" so far.
+func outLines(b *syncBuffer) []string {
+	s := b.String()
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return strings.Split(s[:i], "\n")
+	}
+	return nil
+}
+
+// TestFleetEvents: events --all follows this machine and a remote host
+// (a user with its own daemon behind a real sshd) at once, and a host
+// whose port is closed: an agent appearing on the remote host reaches the
+// merged stream as a line prefixed with that host's name, and one on this
+// machine with -; the closed host is one line on stderr. When the remote
+// host's stream is cut mid-way (its relay killed), that is one line on
+// stderr, the host is dialled again ("back"), and its next change arrives
+// again. --json carries "host". Interrupted, events exits 3: a host
+// failed on the way. wait --all returns when the remote agent needs its
+// user, printing HOST HARNESS/PID STATE WHAT; --timeout 0 with nobody
+// waiting looks once and says partial (3), since a host was down.
+func TestFleetEvents(t *testing.T) {
+	h := newSSHHost(t)
+	name := h.user + "@127.0.0.1:" + itoa(h.port)
+	local := fixtureHome(t)
+	d := startDaemon(t, local)
+	closed := "nobody@127.0.0.1:" + itoa(closedPort(t))
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"+hostsLine(closed, h.key)+"\n"), 0o644))
+	env := []string{"HOME=" + local}
+
+	ev := start9harness(t, env, "-s", d.sock, "events", "--all", "--hosts", hostsFile)
+	evJSON := start9harness(t, env, "-s", d.sock, "events", "--hosts", hostsFile, "--json")
+	awaitOut(t, ev.stderr, "9harness events: "+closed+": ")
+
+	// lineFor waits for a line of out that ends in suffix and starts with
+	// prefix, and returns it.
+	lineFor := func(out *syncBuffer, prefix, suffix string, d time.Duration) (string, bool) {
+		deadline := time.Now().Add(d)
+		for time.Now().Before(deadline) {
+			for _, l := range outLines(out) {
+				if strings.HasPrefix(l, prefix) && strings.HasSuffix(l, suffix) {
+					return l, true
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return "", false
+	}
+	// An agent appears on the remote host. The stream may not be open
+	// yet when the first starts (nothing says when it is): a few tries.
+	appearOn := func(what string) *fakeAgent {
+		t.Helper()
+		for try := range 4 {
+			a := startFakeAs(t, h, "FAKE_SESSION="+fmt.Sprintf("6a7b8c9d-0e1f-4a2b-8c3d-4e5f6a%06d", try+10*len(outLines(ev.stdout))))
+			l, ok := lineFor(ev.stdout, name+" ", " claude "+itoa(a.pid())+" appear", 8*time.Second)
+			if ok {
+				if !eventLineRE.MatchString(strings.TrimPrefix(l, name+" ")) {
+					t.Fatalf("%s: %q is not HOST TIME HARNESS PID EVENT", what, l)
+				}
+				t.Logf("%s: %q (try %d)", what, l, try)
+				return a
+			}
+			a.stop(t)
+		}
+		t.Fatalf("%s: no line %s ... claude PID appear; stdout:\n%s\nstderr:\n%s", what, name, ev.stdout.String(), ev.stderr.String())
+		return nil
+	}
+	a := appearOn("the remote host")
+	if _, ok := lineFor(evJSON.stdout, `{"host":"`+name+`",`, `"pid":`+itoa(a.pid())+`,"event":"appear"}`, 10*time.Second); !ok {
+		t.Errorf("--json has no appear line with the host first:\n%s", evJSON.stdout.String())
+	}
+
+	la := startFake(t, "claude", local, local, "FAKE_SESSION=7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e")
+	if l, ok := lineFor(ev.stdout, "- ", " claude "+itoa(la.pid())+" appear", 10*time.Second); !ok {
+		t.Errorf("no line - ... claude %d appear for this machine:\n%s", la.pid(), ev.stdout.String())
+	} else {
+		t.Logf("this machine: %q", l)
+	}
+
+	// The remote stream is cut: its relay dies. One line, then back.
+	relays := h.relayPids()
+	if len(relays) == 0 {
+		t.Fatalf("no relay of %s running", h.user)
+	}
+	for _, pid := range relays {
+		// A process of the user this test made, started for this test.
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	awaitOut(t, ev.stderr, "9harness events: "+name+": ")
+	awaitOut(t, ev.stderr, "9harness events: "+name+": back")
+	appearOn("the remote host after it came back")
+
+	for _, l := range strings.Split(strings.TrimRight(ev.stderr.String(), "\n"), "\n") {
+		if !strings.HasPrefix(l, "9harness events: "+closed+": ") && !strings.HasPrefix(l, "9harness events: "+name+": ") {
+			t.Errorf("a stderr line that names no host: %q", l)
+		}
+	}
+	if strings.Count(ev.stderr.String(), closed+": ") != 1 {
+		t.Errorf("the closed host is not one line (it is retried quietly):\n%s", ev.stderr.String())
+	}
+	ev.cmd.Process.Signal(os.Interrupt)
+	if code := ev.end(t, 10*time.Second); code != 3 {
+		t.Errorf("events --all interrupted after a host failed: exit %d, want 3\n%s", code, ev.stderr.String())
+	}
+	t.Logf("events --all stderr:\n%s", ev.stderr.String())
+
+	// wait --all: nobody waits yet; --timeout 0 looks once, partial.
+	out, errs, code := run9harness(t, env, "-s", d.sock, "wait", "--all", "--hosts", hostsFile, "--state", "waiting", "--timeout", "0")
+	if code != 3 || out != "" || !strings.Contains(errs, closed+": ") {
+		t.Errorf("wait --all --timeout 0 with nobody waiting and a host down: exit %d, want 3\n%s%s", code, out, errs)
+	}
+	w := start9harness(t, env, "-s", d.sock, "wait", "--all", "--hosts", hostsFile, "--state", "waiting", "--timeout", "60s")
+	awaitOut(t, w.stderr, closed+": ")
+	time.Sleep(time.Second)
+	if w.exited() {
+		t.Fatalf("wait --all returned before anyone waited: %d\n%s%s", w.code, w.stdout.String(), w.stderr.String())
+	}
+	setStatusAs(t, h, a.pid(), "waiting", "approve Bash")
+	if code := w.end(t, 20*time.Second); code != 0 {
+		t.Fatalf("wait --all: exit %d\n%s%s", code, w.stdout.String(), w.stderr.String())
+	}
+	if got, want := w.stdout.String(), name+" claude/"+itoa(a.pid())+" waiting approve Bash\n"; got != want {
+		t.Errorf("wait --all printed %q, want %q", got, want)
+	}
+	if _, errs, code := run9harness(t, env, "wait", "--all", "--hosts", hostsFile, "claude/1"); code != 2 {
+		t.Errorf("wait --all with an AGENT: exit %d, want 2\n%s", code, errs)
+	}
+}
+
+// TestFleetMove: `9harness move HOST:claude/PID NAME --tmux` moves an
+// agent of a remote host (a user behind a real sshd, whose daemon runs
+// with --allow-move): the agent is resumed there with its session, inside
+// a new tmux session on that user's own tmux server, and the move is in
+// THAT host's daemon's audit (started and done, the user's uid as the
+// peer, the new pid). A second move into the same name is refused by that
+// daemon, and its reason (not a guess of the client's) reaches the
+// client: exit 1, the agent untouched.
+func TestFleetMove(t *testing.T) {
+	require(t, "tmux")
+	h := newSSHHost(t, withDaemonArgs("--allow-move", "--host-path", bins+":/usr/bin:/bin"))
+	name := h.user + "@127.0.0.1:" + itoa(h.port)
+	// The agent's world, the user's: a private tmux directory and the fake's
+	// launch record.
+	own := func(dir string) string {
+		must(t, os.Chown(dir, h.uid, h.gid))
+		must(t, os.Chmod(dir, 0o700))
+		return dir
+	}
+	tmuxDir := own(shortDir(t, "ft"))
+	recDir := own(shortDir(t, "fr"))
+	record := filepath.Join(recDir, "record.jsonl")
+	tmuxSock := filepath.Join(tmuxDir, "tmux-"+itoa(h.uid), "default")
+	tmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-S", tmuxSock}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid)}}
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	// Runs before the user is removed: its tmux server and what runs in it.
+	t.Cleanup(func() { tmux("kill-server") })
+	const sid = "8c9d0e1f-2a3b-4c4d-8e5f-6a7b8c9d0e1f"
+	agent := startFakeAs(t, h, "FAKE_SESSION="+sid, "PATH="+bins+":/usr/bin:/bin", "TMUX_TMPDIR="+tmuxDir,
+		"FAKE_RECORD="+record, "LANG=C.UTF-8", "AGENT_MARK=kept")
+	waitRegistry(t, h.fixture, agent.pid())
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"), 0o644))
+	local := fixtureHome(t)
+	env := []string{"HOME=" + local}
+	target := name + ":claude/" + itoa(agent.pid())
+
+	// The remote daemon must see the agent and its session first.
+	eventually15(t, func() bool {
+		out, _, code := run9harness(t, env, "ps", "-q", "--hosts", hostsFile)
+		return code == 0 && strings.Contains(out, target+"\n")
+	}, "the remote agent in ps --hosts")
+
+	out, errs, code := run9harness(t, env, "move", "--tmux", "--hosts", hostsFile, target, "rescued")
+	if code != 0 || !strings.Contains(out, "moved "+target+" into tmux session rescued") ||
+		!strings.Contains(out, "attach with: ssh -t ssh://"+name+" tmux attach -t rescued\n") {
+		t.Fatalf("move %s: exit %d\n%s%s\nremote daemon:\n%s", target, code, out, errs, h.daemon.stderr.String())
+	}
+	t.Logf("move %s:\n%s", target, out)
+	select {
+	case <-agent.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the remote agent still runs after the move was reported done")
+	}
+	recs := readLaunches(record)
+	if len(recs) != 2 {
+		t.Fatalf("%d launches recorded, want 2: %+v", len(recs), recs)
+	}
+	nw := recs[1]
+	t.Cleanup(func() { syscall.Kill(nw.PID, syscall.SIGTERM) }) // the moved fake, this test's
+	if got := strings.Join(nw.Argv[1:], " "); got != "--resume "+sid || filepath.Base(nw.Argv[0]) != "claude" {
+		t.Errorf("relaunch argv %q, want claude --resume %s", nw.Argv, sid)
+	}
+	if nw.Cwd != recs[0].Cwd {
+		t.Errorf("relaunched in %q, was in %q", nw.Cwd, recs[0].Cwd)
+	}
+	if fi, err := os.Stat(filepath.Join("/proc", itoa(nw.PID))); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(h.uid) {
+		t.Errorf("the resumed agent %d does not run as %s (uid %d): %v", nw.PID, h.user, h.uid, err)
+	}
+	panes, err := tmux("list-panes", "-s", "-t", "=rescued", "-F", "#{pane_pid}")
+	if err != nil || panes != itoa(nw.PID) {
+		t.Errorf("the user's tmux session rescued has panes %q (%v), want the new pid %d", panes, err, nw.PID)
+	}
+	audit := h.daemon.stderr.String()
+	for _, want := range []string{"message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54", "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55",
+		"peer_uid=" + itoa(h.uid), "new_pid=" + itoa(nw.PID), "session=" + sid, "target=rescued", "host=tmux"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("the remote daemon's audit lacks %q:\n%s", want, audit)
+		}
+	}
+
+	// Into the same name again: the remote daemon refuses, with its reason.
+	moved := name + ":claude/" + itoa(nw.PID)
+	eventually15(t, func() bool {
+		out, _, _ := run9harness(t, env, "ps", "-q", "--hosts", hostsFile)
+		return strings.Contains(out, moved+"\n")
+	}, "the moved agent in ps --hosts")
+	out, errs, code = run9harness(t, env, "move", "--tmux", "--hosts", hostsFile, moved, "rescued")
+	if code != 1 || !strings.HasPrefix(errs, "9harness move: refused: ") || !strings.Contains(errs, "rescued") || strings.Contains(out, "attach with") {
+		t.Errorf("a move into a tmux session that exists: exit %d, want 1 and the daemon's reason\n%s%s", code, out, errs)
+	}
+	t.Logf("refusal: %s", strings.TrimSpace(errs))
+	if !strings.Contains(h.daemon.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53") {
+		t.Errorf("the refusal is not in the remote daemon's audit:\n%s", h.daemon.stderr.String())
+	}
+	if !running(t, nw.PID) {
+		t.Errorf("the refused move stopped the agent")
 	}
 }

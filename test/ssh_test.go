@@ -402,10 +402,26 @@ func (h *sshHost) opts(key string) []string {
 	return a
 }
 
+// sshHostOption changes how newSSHHost sets up its host.
+type sshHostOption func(*sshHostConfig)
+
+type sshHostConfig struct {
+	daemonArgs []string // more flags for the user's daemon
+}
+
+// withDaemonArgs gives the user's daemon more flags (--allow-move ...).
+func withDaemonArgs(args ...string) sshHostOption {
+	return func(c *sshHostConfig) { c.daemonArgs = append(c.daemonArgs, args...) }
+}
+
 // newSSHHost makes the user, its keys, its daemon and an sshd for it; all
 // of it is undone when the test ends.
-func newSSHHost(t *testing.T) *sshHost {
+func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 	t.Helper()
+	var conf sshHostConfig
+	for _, o := range options {
+		o(&conf)
+	}
 	requireRoot(t)
 	sshd := require(t, "sshd")
 	require(t, "ssh")
@@ -460,7 +476,7 @@ func newSSHHost(t *testing.T) *sshHost {
 	// The user's daemon, at the user's default socket.
 	h.sock = filepath.Join(run, "9p", "harness")
 	d := &daemon{t: t, stderr: &syncBuffer{}, done: make(chan error, 1), sock: h.sock}
-	d.cmd = exec.Command(bin("9harnessd"), append([]string{"--audit", "stderr"}, rootArgs(h.fixture)...)...)
+	d.cmd = exec.Command(bin("9harnessd"), append(append([]string{"--audit", "stderr"}, conf.daemonArgs...), rootArgs(h.fixture)...)...)
 	d.cmd.Env = []string{"HOME=" + h.home, "XDG_RUNTIME_DIR=" + run, "PATH=/usr/bin:/bin", "USER=" + h.user}
 	d.cmd.Dir = h.home
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(h.uid), Gid: uint32(h.gid)}}

@@ -42,21 +42,7 @@ func within(t testing.TB, d time.Duration, cond func() bool, what string) {
 func (e *psEnv) setClaudeStatus(t *testing.T, status, waitingFor string) {
 	t.Helper()
 	path := filepath.Join(e.home, ".claude", "sessions", strconv.Itoa(e.claude.pid())+".json")
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var reg map[string]any
-	must(t, json.Unmarshal(b, &reg))
-	reg["status"] = status
-	reg["updatedAt"] = time.Now().UnixMilli()
-	delete(reg, "waitingFor")
-	if waitingFor != "" {
-		reg["waitingFor"] = waitingFor
-	}
-	b, err = json.Marshal(reg)
-	must(t, err)
-	tmp := path + ".fedcba9876543210.tmp"
-	must(t, os.WriteFile(tmp, b, 0o600))
-	must(t, os.Rename(tmp, path))
+	writeRegistryStatus(t, path, status, waitingFor, nil)
 	want := map[string]string{"busy": "working", "idle": "idle", "waiting": "waiting"}[status]
 	c := e.d.client()
 	within(t, 10*time.Second, func() bool {

@@ -17,6 +17,7 @@ import (
 )
 
 const eventsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
+       9harness [--ssh DEST]... events --all | --hosts FILE [--harness NAME]... [--json]
 
 Print each change of the live agents as it happens, one line each, from
 now until interrupted:
@@ -34,16 +35,28 @@ how many, in a line TIME - - lost N.
 It reads the daemon's /active/events, which any program can read too
 (cat on a mount prints the same lines).
 
+With --all (this machine and every host of the hosts file, see 9harness
+help ps), --hosts FILE or several --ssh, it follows every host's stream
+at once, each through its own ssh connection, and puts the host's name
+(- for this machine) in front of each line; --json adds "host". A host
+that does not answer within 5 s, or whose stream ends, is one line on
+standard error; it is dialled again after 1 s, then 2 s, 4 s ... up to
+30 s between attempts, and a line says when it is back. What changed on
+it meanwhile is not seen. The other hosts' lines go on all along.
+
 Options:
   --harness NAME     only the lines of harness NAME; repeatable, or a comma
                      separated list
   --json             one JSON object per line: time, harness, pid (a
                      number), event and what
+  --all              this machine and every host of the hosts file
+  --hosts FILE       the hosts of FILE (with --all: instead of
+                     ~/.config/9harness/hosts)
   -h, --help         this text
 
 Exit status: 0 when interrupted; 1 when the daemon cannot be reached, or
 the connection is lost, with one line on standard error; 2 for a usage
-error.
+error; 3 (with several hosts) when interrupted after a host had failed.
 `
 
 // eventsPath is the daemon's stream of changes.
@@ -106,6 +119,9 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.BoolVar(&asJSON, "json", false, "")
+	ff := fleetFlags{timeout: defaultHostTimeout}
+	fs.BoolVar(&ff.all, "all", false, "")
+	fs.StringVar(&ff.hosts, "hosts", "", "")
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -113,6 +129,9 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "9harness events: unexpected operand %q (try '9harness events --help')\n", rest[0])
 		return exitUsage
+	}
+	if ff.all || fs.Changed("hosts") || len(g.sshDests) > 1 {
+		return runFleetEvents(g, ff, fs.Changed("hosts"), harnesses, asJSON, stdout, stderr)
 	}
 	c, status := g.connect(stderr)
 	if c == nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -317,46 +315,22 @@ func runFleetPs(g *globals, o psOptions, ff fleetFlags, hostsChanged bool, term 
 		fmt.Fprintf(stderr, "9harness ps: %s: %v\n", printable(h.host), h.err)
 	}
 	sortFleet(rows, o.sortKey, o.reverse)
-	var b bytes.Buffer
-	switch {
-	case o.json:
-		if rows == nil {
-			rows = []fleetRow{}
-		}
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
-			fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-			return exitError
-		}
-	case o.quiet:
-		for _, r := range rows {
-			fmt.Fprintf(&b, "%s\n", fleetAgentName(r))
-		}
-	case o.format != nil:
-		for _, r := range rows {
-			fields := psFields(r.Agent)
-			fields["host"] = printable(r.Host)
-			if err := o.format.Execute(&b, fields); err != nil {
-				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
-				return exitUsage
-			}
-			b.WriteByte('\n')
-		}
-	default:
-		lay := psLayout{wide: o.wide, noHeader: o.noHeader}
-		if term != nil && !o.noTrunc {
-			lay.width, _ = termSize(term)
-		}
-		for _, l := range fleetTable(rows, time.Now(), home, lay) {
-			b.WriteString(l)
-			b.WriteByte('\n')
-		}
+	if rows == nil {
+		rows = []fleetRow{}
 	}
-	if _, err := stdout.Write(b.Bytes()); err != nil {
-		fmt.Fprintf(stderr, "9harness ps: write error: %v\n", unwrapSyscall(err))
-		return exitError
+	agents := make([]client.Agent, len(rows))
+	for i, r := range rows {
+		agents[i] = r.Agent
+	}
+	status := psListing{
+		agents: agents,
+		json:   rows,
+		name:   func(i int) string { return fleetAgentName(rows[i]) },
+		host:   func(i int) string { return printable(rows[i].Host) },
+		table:  func(lay psLayout) []string { return fleetTable(rows, time.Now(), home, lay) },
+	}.print(o, term, stdout, stderr)
+	if status != exitOK {
+		return status
 	}
 	switch {
 	case len(failed) == 0:
@@ -396,15 +370,9 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 			rows, failed := f.query(o.harnesses)
 			done <- answer{rows, failed}
 		}()
-		var a answer
-		select {
-		case a = <-done:
-		case s := <-sigs:
-			if s != syscall.SIGWINCH {
-				io.WriteString(term, "\r"+clearLine+showCursor)
-				return exitOK
-			}
-			a = <-done
+		a, ok := awaitFrame(done, sigs, term)
+		if !ok {
+			return exitOK
 		}
 		cols, rows := termSize(term)
 		now := time.Now()
@@ -419,20 +387,7 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 			lay.width = 0
 		}
 		lines = append(lines, fleetTable(a.rows, now, home, lay)...)
-		clock := now.Format("15:04:05")
-		if pad := cols - textWidth(title) - len(clock); pad >= 1 {
-			lines[0] = title + strings.Repeat(" ", pad) + clock
-		}
-		if len(lines) > rows-1 {
-			lines = lines[:max(rows-1, 1)]
-		}
-		var b strings.Builder
-		b.WriteString(cursorHome)
-		for _, l := range lines {
-			b.WriteString(clearLine + clipEnd(l, cols) + "\n")
-		}
-		b.WriteString(clearBelow)
-		io.WriteString(term, b.String())
+		drawFrame(term, lines, now, cols, rows)
 		select {
 		case s := <-sigs:
 			if s != syscall.SIGWINCH {
@@ -457,11 +412,12 @@ func splitHostAgent(s string) (host, agent string) {
 
 // dialNamedHost reaches the host a command names (HOST:HARNESS/PID): the
 // hosts file's line of that name, or else the name as an ssh destination
-// ([user@]host[:port]). A failure is printed; the status says which.
-func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Writer) (*client.Client, int) {
-	fail := func(status int, err error) (*client.Client, int) {
+// ([user@]host[:port]); also its ssh destination. A failure is printed;
+// the status says which.
+func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Writer) (*client.Client, string, int) {
+	fail := func(status int, err error) (*client.Client, string, int) {
 		fmt.Fprintf(stderr, "9harness %s: %v\n", g.cmd, err)
-		return nil, status
+		return nil, "", status
 	}
 	if !fileChanged {
 		file = client.HostsFile()
@@ -489,7 +445,7 @@ func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Wr
 	if err != nil {
 		return fail(exitError, fmt.Errorf("%s: %v", name, err))
 	}
-	return c, exitOK
+	return c, h.SSH.Dest, exitOK
 }
 
 // hostError is why a host failed, for a line that already names it: ssh's

@@ -66,18 +66,8 @@ func runFleetMount(g *globals, ff fleetFlags, hostsChanged bool, ops []string, f
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
 		return exitError
 	}
-	if mp, err := mountPath(dir); err == nil {
-		if ours, err := isOurMount(mp); err == nil && ours {
-			fmt.Fprintf(stderr, "9harness mount: %s: a 9harness mount is already there (9harness umount %s first)\n", mp, client.ShellQuote(mp))
-			return exitError
-		}
-	}
-	if fi, err := os.Stat(dir); err != nil {
-		fmt.Fprintf(stderr, "9harness mount: %v\n", pathErr(err))
-		return exitError
-	} else if !fi.IsDir() {
-		fmt.Fprintf(stderr, "9harness mount: %s: not a directory\n", dir)
-		return exitError
+	if status := checkMountDir(dir, stderr); status != exitOK {
+		return status
 	}
 	what := strconv.Itoa(len(hosts)) + " hosts"
 	if len(hosts) == 1 {

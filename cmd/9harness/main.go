@@ -39,12 +39,14 @@ Commands:
                     state, tokens, status, directory, zmx or tmux
                     session, title; with --all, of this machine and every
                     host of ~/.config/9harness/hosts, with a HOST column
-  wait [--state STATE] [--timeout D] [AGENT...]
+  wait [--state STATE] [--timeout D] [--all] [AGENT...]
                     wait until an agent needs you (waiting or idle), or is
-                    in STATE, and print it
-  events [--harness NAME]... [--json]
+                    in STATE, and print it; with --all, any agent of
+                    this machine and every host, each line host first
+  events [--harness NAME]... [--json] [--all]
                     print each change as it happens: an agent appears,
-                    exits, works, waits, goes idle or is moved
+                    exits, works, waits, goes idle or is moved; with
+                    --all, every host's, each line host first
   move [--tmux] HARNESS/PID NAME
                     stop an agent and resume the same session inside a new
                     zmx (or tmux) session NAME, to attach to from anywhere;
@@ -82,7 +84,8 @@ Remote:
                     [user@]host, a Host of ~/.ssh/config, ssh://user@host:port.
                     ssh never prompts (use a key or an agent); if it fails,
                     the error is its exit status and its last line.
-                    ps takes it more than once: one table of those hosts.
+                    ps, wait and events take it more than once: all of
+                    those hosts at once.
   --ssh-opt OPTION
                     pass -o OPTION to ssh; repeatable; ssh_config(5) syntax:
                     Port=2222, IdentityFile=~/.ssh/work, ProxyJump=bastion.
@@ -220,7 +223,7 @@ func (g *globals) flagSet(cmd string) *pflag.FlagSet {
 // problem is a usage error, printed, with status exitUsage.
 func (g *globals) check(stderr io.Writer) (*client.SSH, int) {
 	if len(g.sshDests) > 1 {
-		fmt.Fprintf(stderr, "9harness %s: --ssh is given once, except to ps\n", g.cmd)
+		fmt.Fprintf(stderr, "9harness %s: --ssh is given once, except to ps, wait and events\n", g.cmd)
 		return nil, exitUsage
 	}
 	if g.sshDest == "" && (g.flags.Changed("ssh-opt") || g.flags.Changed("ssh-cmd")) {

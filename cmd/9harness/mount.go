@@ -130,9 +130,21 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
 		return exitError
 	}
-	// A second mount would hide the first under it, still served, until
-	// both were unmounted one by one. Asked of the mount table before any
-	// stat, which a mount whose server died answers with ENOTCONN.
+	if status := checkMountDir(dir, stderr); status != exitOK {
+		return status
+	}
+	if !*fg && !*debug {
+		return mountBackground([]string{"-s", sock, "mount", "-f", dir}, sock, dir, stdout, stderr)
+	}
+	return mountForeground(dir, sock, stdout, stderr, *debug)
+}
+
+// checkMountDir says whether dir can take a mount: a directory, not
+// already a 9harness mount. A second mount would hide the first under it,
+// still served, until both were unmounted one by one. The mount table is
+// asked before any stat, which a mount whose server died answers with
+// ENOTCONN.
+func checkMountDir(dir string, stderr io.Writer) int {
 	if mp, err := mountPath(dir); err == nil {
 		if ours, err := isOurMount(mp); err == nil && ours {
 			fmt.Fprintf(stderr, "9harness mount: %s: a 9harness mount is already there (9harness umount %s first)\n", mp, client.ShellQuote(mp))
@@ -146,10 +158,7 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness mount: %s: not a directory\n", dir)
 		return exitError
 	}
-	if !*fg && !*debug {
-		return mountBackground([]string{"-s", sock, "mount", "-f", dir}, sock, dir, stdout, stderr)
-	}
-	return mountForeground(dir, sock, stdout, stderr, *debug)
+	return exitOK
 }
 
 // mountBackground runs 9harness with args (a mount -f) as a new session,

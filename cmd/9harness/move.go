@@ -35,7 +35,8 @@ HARNESS/PID is an agent as 9harness ps lists it (claude/345104); with
 HOST: in front (build1:claude/345104, as ps -q --all prints it), the agent
 on that host: a host of the hosts file (9harness help ps), else an ssh
 destination; the move is that host's daemon's to allow, do and audit, and
-its reason for a refusal is printed here. NAME is
+its reason for a refusal is printed here, and the attach line runs the
+attach there through ssh. NAME is
 letters, digits, '.', '_' and '-' (no '.' for tmux). The move is the write
 of NAME into the tree's /active/HARNESS/PID/zmx (or tmux) file; the daemon
 refuses it, before the agent is touched, unless it was started with
@@ -99,9 +100,10 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	file := client.AgentDir(harness, pid) + "/" + host
 
 	var c *client.Client
+	dest := "" // the ssh destination of a remote agent's host
 	if hostName != "" && hostName != client.LocalHost {
 		// The host's own daemon decides and audits, as for a local peer.
-		c, status = dialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
+		c, dest, status = dialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
 		agent = hostName + ":" + agent
 	} else {
 		c, status = g.connect(stderr)
@@ -125,6 +127,10 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		if b, err := c.ReadFile(file); err == nil {
 			attach = tmuxAttach(strings.TrimSpace(string(b)), name)
 		}
+	}
+	if dest != "" {
+		// The session is on that host: attach there.
+		attach = "ssh -t " + client.ShellQuote(dest) + " " + attach
 	}
 	f, err := openHostFile(c, file)
 	if err != nil {

@@ -304,24 +304,46 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	sortAgents(agents, o.sortKey, o.reverse)
+	return psListing{
+		agents: agents,
+		json:   agents,
+		name:   func(i int) string { return printable(agents[i].Harness) + "/" + strconv.Itoa(agents[i].PID) },
+		host:   func(int) string { return cmp.Or(g.sshDest, "-") },
+		table:  func(lay psLayout) []string { return psTable(agents, time.Now(), home, lay) },
+	}.print(o, term, stdout, stderr)
+}
+
+// psListing is what ps prints, one machine's listing or a fleet's: the
+// agents in their order, and how each output shows them.
+type psListing struct {
+	agents []client.Agent
+	json   any                     // what --json encodes
+	name   func(i int) string      // -q's line for agents[i]
+	host   func(i int) string      // --format's .host for agents[i]
+	table  func(psLayout) []string // the table, header first
+}
+
+// print writes the listing as o asks, in one write: exitOK, or the status
+// of a failure it has said on stderr.
+func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) int {
 	var b bytes.Buffer
 	switch {
 	case o.json:
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(agents); err != nil {
+		if err := enc.Encode(l.json); err != nil {
 			fmt.Fprintf(stderr, "9harness ps: %v\n", err)
 			return exitError
 		}
 	case o.quiet:
-		for _, a := range agents {
-			fmt.Fprintf(&b, "%s/%d\n", printable(a.Harness), a.PID)
+		for i := range l.agents {
+			fmt.Fprintf(&b, "%s\n", l.name(i))
 		}
 	case o.format != nil:
-		for _, a := range agents {
+		for i, a := range l.agents {
 			fields := psFields(a)
-			fields["host"] = cmp.Or(g.sshDest, "-")
+			fields["host"] = l.host(i)
 			if err := o.format.Execute(&b, fields); err != nil {
 				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
 				return exitUsage
@@ -333,8 +355,8 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		if term != nil && !o.noTrunc {
 			lay.width, _ = termSize(term)
 		}
-		for _, l := range psTable(agents, time.Now(), home, lay) {
-			b.WriteString(l)
+		for _, line := range l.table(lay) {
+			b.WriteString(line)
 			b.WriteByte('\n')
 		}
 	}
@@ -861,15 +883,9 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 			a, err := c.Agents(o.harnesses...)
 			done <- result{a, err}
 		}(c)
-		var r result
-		select {
-		case r = <-done:
-		case s := <-sigs:
-			if s != syscall.SIGWINCH {
-				io.WriteString(term, "\r"+clearLine+showCursor)
-				return 0
-			}
-			r = <-done
+		r, ok := awaitFrame(done, sigs, term)
+		if !ok {
+			return 0
 		}
 		cols, rows := termSize(term)
 		now := time.Now()
@@ -892,21 +908,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 			}
 			lines = append(lines, psTable(r.agents, now, home, lay)...)
 		}
-		clock := now.Format("15:04:05")
-		if pad := cols - textWidth(title) - len(clock); pad >= 1 {
-			lines[0] = title + strings.Repeat(" ", pad) + clock
-		}
-		// The last row stays free for the cursor: nothing scrolls.
-		if len(lines) > rows-1 {
-			lines = lines[:max(rows-1, 1)]
-		}
-		var b strings.Builder
-		b.WriteString(cursorHome)
-		for _, l := range lines {
-			b.WriteString(clearLine + clipEnd(l, cols) + "\n")
-		}
-		b.WriteString(clearBelow)
-		io.WriteString(term, b.String())
+		drawFrame(term, lines, now, cols, rows)
 
 		select {
 		case s := <-sigs:
@@ -922,5 +924,43 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		if c == nil {
 			c, dialErr = g.dial()
 		}
+	}
+}
+
+// drawFrame draws one frame of a --watch over the last: lines[0] is the
+// title, which gets the clock at the right edge; every line is cut at the
+// edge, and the last row stays free for the cursor, so nothing scrolls.
+func drawFrame(term io.Writer, lines []string, now time.Time, cols, rows int) {
+	title := lines[0]
+	clock := now.Format("15:04:05")
+	if pad := cols - textWidth(title) - len(clock); pad >= 1 {
+		lines[0] = title + strings.Repeat(" ", pad) + clock
+	}
+	if len(lines) > rows-1 {
+		lines = lines[:max(rows-1, 1)]
+	}
+	var b strings.Builder
+	b.WriteString(cursorHome)
+	for _, l := range lines {
+		b.WriteString(clearLine + clipEnd(l, cols) + "\n")
+	}
+	b.WriteString(clearBelow)
+	io.WriteString(term, b.String())
+}
+
+// awaitFrame waits for a --watch's read of its next frame: an interrupt
+// meanwhile ends the watch (false), the cursor given back; a resize waits
+// on for the read.
+func awaitFrame[T any](done <-chan T, sigs <-chan os.Signal, term io.Writer) (T, bool) {
+	select {
+	case v := <-done:
+		return v, true
+	case s := <-sigs:
+		if s != syscall.SIGWINCH {
+			io.WriteString(term, "\r"+clearLine+showCursor)
+			var zero T
+			return zero, false
+		}
+		return <-done, true
 	}
 }

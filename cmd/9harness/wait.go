@@ -16,6 +16,8 @@ import (
 
 const waitHelp = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
            [--all-of] [-q] [--harness NAME]... [AGENT...]
+       9harness [--ssh DEST]... wait --all | --hosts FILE [--state STATE]...
+           [--timeout D] [-q] [--harness NAME]...
 
 Wait until an agent is in a turn state, and print it: at once if one
 already is. With no AGENT, any live agent counts, one started later too;
@@ -34,6 +36,17 @@ HARNESS/PID STATE [WHAT IT WAITS FOR]:
 
   claude/345104 waiting approve Bash
 
+With --all (this machine and every host of the hosts file, see 9harness
+help ps), --hosts FILE or several --ssh, it waits for any agent of any
+of those hosts (no AGENTs), reading each host's table when it answers
+and after each of its events, and prints the host's name (- for this
+machine) in front of each line:
+
+  build1 claude/345104 waiting approve Bash
+
+A host that does not answer within 5 s, or is lost, is one line on
+standard error, and is dialled again, as events --all does.
+
 Options:
   --state STATE      return on STATE: waiting, idle or working; repeatable,
                      or a comma separated list (default waiting,idle)
@@ -44,6 +57,9 @@ Options:
   -q, --quiet        print nothing: the exit status says it
   --harness NAME     only the agents of harness NAME; repeatable, or a comma
                      separated list
+  --all              this machine and every host of the hosts file
+  --hosts FILE       the hosts of FILE (with --all: instead of
+                     ~/.config/9harness/hosts)
   -h, --help         this text
 
 It reads the daemon's /active/table once, and again each time the
@@ -54,7 +70,8 @@ Exit status: 0 when an agent is in the state (with --all-of, every AGENT);
 1 when an AGENT is not a live agent when wait starts, or the daemon cannot
 be reached, with one line on standard error; 2 for a usage error; 3 when
 the AGENTs exited before any was in the state (with --all-of, when any of
-them exited); 124 when the timeout ran out first.
+them exited), or when the timeout ran out while a host of --all was
+down; 124 when the timeout ran out first.
 
 Examples:
   9harness wait claude/345104 && notify-send 'claude needs you'
@@ -241,9 +258,17 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
+	ff := fleetFlags{timeout: defaultHostTimeout}
+	fs.BoolVar(&ff.all, "all", false, "")
+	fs.StringVar(&ff.hosts, "hosts", "", "")
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
+	}
+	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
+	if fleetMode && len(rest) > 0 {
+		fmt.Fprintln(stderr, "9harness wait: --all, --hosts and several --ssh wait for any agent, and take no AGENTs (try '9harness wait --help')")
+		return exitUsage
 	}
 	for _, r := range rest {
 		t, err := parseTarget(r)
@@ -262,19 +287,23 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 	if len(spec.states) == 0 {
 		spec.states = []string{"waiting", "idle"}
 	}
-	c, status := g.connect(stderr)
-	if c == nil {
-		return status
-	}
 	ctx := context.Background()
 	if fs.Changed("timeout") {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	once := fs.Changed("timeout") && timeout == 0
+	if fleetMode {
+		return runFleetWait(ctx, g, ff, fs.Changed("hosts"), spec, harnesses, once, quiet, stdout, stderr)
+	}
+	c, status := g.connect(stderr)
+	if c == nil {
+		return status
+	}
 	w := newEventWatch(g, c, harnesses)
 	defer w.Close()
-	return waitFor(ctx, w, spec, fs.Changed("timeout") && timeout == 0, quiet, stdout, stderr)
+	return waitFor(ctx, w, spec, once, quiet, stdout, stderr)
 }
 
 // waitFor is wait's loop over the tables the watch gives; once says to

@@ -86,23 +86,7 @@ func MountFleet(dir string, hosts []Host, opts FleetOptions) (*Fleet, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 	root := &fleetRoot{}
-	ttl := TTL
-	var neg time.Duration
-	srv, err := fs.Mount(dir, root, &fs.Options{
-		EntryTimeout:    &ttl,
-		AttrTimeout:     &ttl,
-		NegativeTimeout: &neg,
-		NullPermissions: true,
-		MountOptions: fuse.MountOptions{
-			FsName:             "9harness:" + opts.Source,
-			Name:               "9harness",
-			Options:            []string{"nosuid", "nodev"},
-			DirectMount:        syscall.Geteuid() == 0,
-			DisableReadDirPlus: true,
-			DisableXAttrs:      true,
-			Debug:              opts.Debug,
-		},
-	})
+	srv, err := fs.Mount(dir, root, mountOptions(opts.Source, opts.Debug))
 	if err != nil {
 		return nil, err
 	}

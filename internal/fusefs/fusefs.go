@@ -60,20 +60,32 @@ func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
 	}
 	m := &mount{onLost: opts.OnLost}
 	root := &node{m: m, f: rootFid}
-	ttl := TTL
-	var neg time.Duration // a name that appears is visible at once
 	rootID := fs.StableAttr{Ino: q.Path, Mode: syscall.S_IFDIR}
 	if rootID.Reserved() {
 		rootID.Ino = 1
 	}
-	srv, err := fs.Mount(dir, root, &fs.Options{
+	fo := mountOptions(opts.Socket, opts.Debug)
+	fo.RootStableAttr = &rootID
+	srv, err := fs.Mount(dir, root, fo)
+	if err != nil {
+		rootFid.Close()
+		return nil, err
+	}
+	return srv, nil
+}
+
+// mountOptions are the options of every 9harness mount, one daemon's or
+// a fleet's: source names what is mounted (its FsName is 9harness:source).
+func mountOptions(source string, debug bool) *fs.Options {
+	ttl := TTL
+	var neg time.Duration // a name that appears is visible at once
+	return &fs.Options{
 		EntryTimeout:    &ttl,
 		AttrTimeout:     &ttl,
 		NegativeTimeout: &neg,
 		NullPermissions: true,
-		RootStableAttr:  &rootID,
 		MountOptions: fuse.MountOptions{
-			FsName:      "9harness:" + opts.Socket,
+			FsName:      "9harness:" + source,
 			Name:        "9harness",
 			Options:     []string{"nosuid", "nodev"},
 			DirectMount: os.Geteuid() == 0,
@@ -81,14 +93,9 @@ func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
 			// listing of 10,000 names should not cost 10,000 walks.
 			DisableReadDirPlus: true,
 			DisableXAttrs:      true,
-			Debug:              opts.Debug,
+			Debug:              debug,
 		},
-	})
-	if err != nil {
-		rootFid.Close()
-		return nil, err
 	}
-	return srv, nil
 }
 
 // mount is what the nodes of one mount share.

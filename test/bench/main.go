@@ -9,8 +9,9 @@
 // cold-start anchor is built on the fly). Sections: sequential reads of
 // 100 MiB and 1 GiB, listings of 10,000 and 100,000 entries, getattr on a
 // held fid, walk+getattr of 10,000 paths, /active, memory (VmRSS), the
-// owner's latency under attack (attack.go) and cold start under socket
-// activation; -only picks some of them.
+// owner's latency under attack (attack.go), cold start under socket
+// activation, and ps over a fleet of ten loopback ssh hosts (fleet.go: it
+// needs sshd and makes, then removes, ten users); -only picks some of them.
 // Every cell is measured once per round, the cells interleaved within a
 // round (A B A B over the rounds), and reported as median and min–max.
 // Before anything is timed, each path is checked once for correctness, so a
@@ -51,7 +52,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events", "fleet"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -262,6 +263,10 @@ func run() int {
 	if selected("events") {
 		evr = eventsSection(e)
 	}
+	var flr *fleetRun
+	if selected("fleet") {
+		flr = fleetSection(e)
+	}
 
 	var md strings.Builder
 	full := *only == ""
@@ -286,6 +291,9 @@ func run() int {
 	}
 	if evr != nil {
 		md.WriteString("\n" + eventsReport(evr))
+	}
+	if flr != nil {
+		md.WriteString("\n" + fleetReport(flr))
 	}
 	out := strings.TrimLeft(md.String(), "\n")
 	fmt.Println()
@@ -328,14 +336,8 @@ func (e *env) ourArgs(sock string) []string {
 
 // tool finds one of diod's programs on PATH or in the sbin directories.
 func tool(name string) string {
-	if p, err := exec.LookPath(name); err == nil {
+	if p := lookSbin(name); p != "" {
 		return p
-	}
-	for _, d := range []string{"/usr/sbin", "/sbin"} {
-		p := filepath.Join(d, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
-			return p
-		}
 	}
 	fatalf("%s is not installed (Debian package diod; make deps installs it)", name)
 	return ""
