@@ -576,7 +576,7 @@ func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
 	if cwd, err := env.Procs.Cwd(p.PID); err == nil {
 		a.Cwd = cwd
 	}
-	if vars, err := env.Procs.Environ(p.PID); err == nil {
+	if vars, err := env.Procs.EnvironOf(p); err == nil {
 		a.EnvKnown = true
 		for _, kv := range vars {
 			if k, v, ok := strings.Cut(kv, "="); ok && wantEnv[k] {

@@ -39,6 +39,8 @@ type Table struct {
 	boot   time.Time // btime, once read: it changes only with a reboot
 
 	guard Guarded // nil: read cwd, environ and fd/ directly
+
+	envs envCache // EnvironOf's
 }
 
 // Guarded answers the reads the kernel guards with its ptrace check
@@ -417,9 +419,9 @@ func (t *Table) Environ(pid int) ([]string, error) {
 	if t.guard != nil {
 		return t.guard.Environ(pid)
 	}
-	b, err := os.ReadFile(t.path(pid, "environ"))
+	b, err := t.read(pid, "environ", make([]byte, 0, 4096))
 	if err != nil {
-		return nil, gone(err)
+		return nil, err
 	}
 	return splitNul(b), nil
 }
@@ -434,6 +436,11 @@ func (t *Table) Getenv(pid int, name string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return lookupEnv(env, name)
+}
+
+// lookupEnv is the value of name in env (NAME=value entries).
+func lookupEnv(env []string, name string) (string, bool) {
 	for _, kv := range env {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
 			return v, true
