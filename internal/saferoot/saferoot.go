@@ -51,10 +51,11 @@ import (
 
 // Root is a directory named by configuration. Everything beneath it is
 // resolved with no symlink ever followed and no mount crossed. The root
-// itself is never held open: it is either anchored (anchor set: its entry
-// name in a directory held open from start, opened from there by each
-// operation with no link followed) or, made by New, its path opened
-// normally by each operation.
+// itself is never held open past a request: it is either anchored (anchor
+// set: its entry name in a directory held open from start, opened from
+// there by each operation with no link followed) or, made by New, its path
+// opened normally by each operation; a view made by Hold shares one such
+// open among the operations of one request, until Release.
 type Root struct {
 	path   string
 	noOat2 bool
@@ -67,6 +68,8 @@ type Root struct {
 
 	slugs slugDirs // see SetSlugDirs (credentials.go)
 	store bool     // a Store view (store.go): its stores open too
+
+	held *heldRoot // nil: the root is opened by each operation (see Hold)
 }
 
 // Option configures a Root.
@@ -125,11 +128,11 @@ const (
 // Exists reports whether the root directory itself exists now (fresh each
 // call).
 func (r *Root) Exists() bool {
-	fd, err := r.openRoot()
+	_, done, err := r.acquire()
 	if err != nil {
 		return false
 	}
-	unix.Close(fd)
+	done()
 	return true
 }
 
@@ -140,11 +143,16 @@ func (r *Root) Stat(rel string) (Info, error) {
 	if err := r.checkRel(op, rel); err != nil {
 		return Info{}, err
 	}
-	rootfd, err := r.openRoot()
+	if r.held != nil && rel != "" {
+		if info, err, ok := r.statHeld(op, rel); ok {
+			return r.slugDirOnly(op, rel)(info, err)
+		}
+	}
+	rootfd, done, err := r.acquire()
 	if err != nil {
 		return Info{}, errs.E(op, kindOf(err), rel, err)
 	}
-	defer unix.Close(rootfd)
+	defer done()
 	if rel == "" {
 		return fstatInfo(op, rel, rootfd)
 	}
@@ -165,11 +173,11 @@ func (r *Root) Open(rel string) (*os.File, error) {
 	if err := r.checkRelFile(op, rel); err != nil {
 		return nil, err
 	}
-	rootfd, err := r.openRoot()
+	rootfd, done, err := r.acquire()
 	if err != nil {
 		return nil, errs.E(op, kindOf(err), rel, err)
 	}
-	defer unix.Close(rootfd)
+	defer done()
 
 	// The type check through O_PATH: a fifo is not opened (which would wake
 	// a writer blocked in its open) and a device is not opened at all.
@@ -223,11 +231,11 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 	if err := r.checkRel(op, rel); err != nil {
 		return nil, err
 	}
-	rootfd, err := r.openRoot()
+	rootfd, done, err := r.acquire()
 	if err != nil {
 		return nil, errs.E(op, kindOf(err), rel, err)
 	}
-	defer unix.Close(rootfd)
+	defer done()
 	fd, err := r.resolve(rootfd, rel, dirFlags)
 	if err == unix.ENOTDIR && rel != "" {
 		// ENOTDIR is ambiguous: a file or link in the middle (NotExist), or
