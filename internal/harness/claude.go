@@ -331,7 +331,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 	}
 	tr := projDir + "/" + sid + ".jsonl"
 	var than time.Time
-	info, err := env.Root.Stat(tr)
+	info, err := env.Memo.Stat(env.Root, tr)
 	if err == nil {
 		than = info.Mtime
 	}
@@ -390,11 +390,30 @@ type claudeLine struct {
 // else the last aiTitle, else the last summary, else the last lastPrompt,
 // else the first real user prompt. The model is the last assistant line's
 // (synthetic messages carry "<synthetic>" and are skipped).
+//
+// Only the lines that may say one of these are decoded (mayHold): the
+// model is looked for from the end, and the title in the lines that name
+// a title's type, so the cost of a transcript is not a decoding of its
+// every line.
 func claudeFacts(r *saferoot.Root, rel string) (title, model string) {
 	head, tail := windows(r, rel, headWindow, tailWindow)
-	var agentName, custom, ai, prompt, summary, first string
-	for _, ln := range append(head, tail...) {
+	all := append(head, tail...)
+	for i := len(all) - 1; i >= 0 && model == ""; i-- {
 		var l claudeLine
+		if !mayHold(all[i], `"assistant"`) || json.Unmarshal(all[i], &l) != nil {
+			continue
+		}
+		if l.Type == "assistant" && l.Message != nil && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
+			model = l.Message.Model
+		}
+	}
+	var agentName, custom, ai, prompt, summary, first string
+	for _, ln := range all {
+		var l claudeLine
+		if !mayHold(ln, `"agent-name"`, `"custom-title"`, `"ai-title"`, `"last-prompt"`, `"summary"`) &&
+			(first != "" || !mayHold(ln, `"user"`)) {
+			continue
+		}
 		if json.Unmarshal(ln, &l) != nil {
 			continue
 		}
@@ -412,10 +431,6 @@ func claudeFacts(r *saferoot.Root, rel string) (title, model string) {
 		case "user":
 			if first == "" && !l.IsMeta && !l.IsSidechain && l.Message != nil {
 				first = claudeUserText(l.Message.Content)
-			}
-		case "assistant":
-			if l.Message != nil && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
-				model = l.Message.Model
 			}
 		}
 	}

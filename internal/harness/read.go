@@ -209,6 +209,31 @@ func firstLine(r *saferoot.Root, rel string, max int64) []byte {
 
 // ---- small parsing helpers ----
 
+// mayHold reports whether the JSON line ln may hold one of the strings
+// (each given with its quotes, `"summary"`): a line that holds none is
+// not worth decoding for a field with one of those values. A JSON string
+// can spell any character as \uXXXX, so a line with such an escape may
+// hold anything; Claude writes \u only for control characters and lone
+// surrogates, so most lines are told apart by a plain search: one pass
+// over the line's quotes, each compared with every string.
+func mayHold(ln []byte, quoted ...string) bool {
+	if bytes.Contains(ln, []byte(`\u`)) {
+		return true
+	}
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(ln[i:], '"')
+		if j < 0 {
+			return false
+		}
+		i += j
+		for _, q := range quoted {
+			if bytes.HasPrefix(ln[i:], []byte(q)) {
+				return true
+			}
+		}
+	}
+}
+
 // cleanTitle makes a title one line: whitespace runs become one space, and
 // it is cut to 200 characters.
 func cleanTitle(s string) string {
