@@ -118,12 +118,15 @@ func (a *active) rescan(reusable bool) error {
 		return errs.E("active.scan", errs.IO, "/active", err)
 	}
 	byH := make(map[string]map[int]proc.Proc, len(Harnesses))
+	live := make([]proc.Proc, 0, len(found))
 	for _, f := range found {
+		live = append(live, f.Proc)
 		if byH[f.Harness] == nil {
 			byH[f.Harness] = map[int]proc.Proc{}
 		}
 		byH[f.Harness][f.Proc.PID] = f.Proc
 	}
+	a.cfg.Procs.RetainEnv(live)
 	a.mu.Lock()
 	// Concurrent scans: the one that started last is the freshest.
 	if !began.Before(a.scanAt) {
@@ -131,6 +134,30 @@ func (a *active) rescan(reusable bool) error {
 	}
 	a.mu.Unlock()
 	return nil
+}
+
+// scanAgents scans the process table and returns every agent it found,
+// sorted by harness, then pid: what a read of the whole table derives its
+// rows (or its events) from.
+func (a *active) scanAgents() ([]*agentDir, error) {
+	if err := a.rescan(false); err != nil {
+		return nil, err
+	}
+	var all []*agentDir
+	a.mu.Lock()
+	for h, m := range a.byH {
+		for _, p := range m {
+			all = append(all, a.agent(h, p))
+		}
+	}
+	a.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].h != all[j].h {
+			return all[i].h < all[j].h
+		}
+		return all[i].p.PID < all[j].p.PID
+	})
+	return all, nil
 }
 
 func (a *active) known(h string, pid int) (proc.Proc, bool) {
@@ -303,7 +330,9 @@ func (d *agentDir) resolve() (harness.Agent, error) {
 	if err := d.alive(); err != nil {
 		return harness.Agent{}, err
 	}
-	return d.resolveWith(harness.NewMemoCache(d.a.files))
+	env := d.a.cfg.Envs[d.h]
+	env.Memo = harness.NewMemoCache(d.a.files)
+	return harness.ByName(d.h).Resolve(env, d.p), nil
 }
 
 func (d *agentDir) Attr() (Attr, error) {
@@ -391,13 +420,13 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 	if a.TmuxSocket == "" || d.a.cfg.Sessions == nil {
 		return ""
 	}
-	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
+	pane, _ := d.a.cfg.Procs.GetenvOf(d.p, "TMUX_PANE")
 	if pane == "" {
 		// Without the pane, tmux would answer with its current session,
 		// which need not be the agent's: better unknown than wrong.
 		return ""
 	}
-	tmpdir, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_TMPDIR")
+	tmpdir, _ := d.a.cfg.Procs.GetenvOf(d.p, "TMUX_TMPDIR")
 	ctx, cancel := context.WithTimeout(context.Background(), tmuxLookup)
 	defer cancel()
 	return d.a.cfg.Sessions.TmuxSession(ctx, d.p, a.TmuxSocket, pane, tmpdir)

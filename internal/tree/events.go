@@ -188,41 +188,29 @@ func (e *events) moved(h string, p proc.Proc, what string) {
 // read from.
 func (e *events) derive() (map[eventKey]eventState, error) {
 	a := e.a
-	if err := a.rescan(false); err != nil {
+	all, err := a.scanAgents()
+	if err != nil {
 		return nil, err
 	}
-	type agent struct {
-		h string
-		p proc.Proc
-	}
-	var all []agent
-	a.mu.Lock()
-	for h, m := range a.byH {
-		for _, p := range m {
-			all = append(all, agent{h, p})
-		}
-	}
-	a.mu.Unlock()
 	memo := harness.NewMemoCache(a.files)
 	out := make(map[eventKey]eventState, len(all))
-	for _, ag := range all {
-		d := a.agent(ag.h, ag.p)
+	for _, d := range all {
 		facts, err := d.resolveWith(memo)
 		if err != nil {
 			continue // gone since the scan: the next derivation says exit
 		}
 		st := eventState{state: facts.State, waiting: facts.Waiting}
-		if root := a.cfg.Envs[ag.h].Root; root != nil {
+		if root := a.cfg.Envs[d.h].Root; root != nil {
 			if facts.Transcript != "" {
 				st.files = append(st.files, watchFile{root, facts.Transcript})
 			}
-			if ag.h == "claude" {
+			if d.h == "claude" {
 				// Claude's live registry record, the first route of its
 				// state rule.
-				st.files = append(st.files, watchFile{root, "sessions/" + strconv.Itoa(ag.p.PID) + ".json"})
+				st.files = append(st.files, watchFile{root, "sessions/" + strconv.Itoa(d.p.PID) + ".json"})
 			}
 		}
-		out[eventKey{ag.h, ag.p.PID, ag.p.Start}] = st
+		out[eventKey{d.h, d.p.PID, d.p.Start}] = st
 	}
 	return out, nil
 }

@@ -65,36 +65,34 @@ func (t *tableFile) Open() (Handle, error) {
 
 // table derives /active/table's content now.
 func (a *active) table() ([]byte, error) {
-	if err := a.rescan(false); err != nil {
+	all, err := a.scanAgents()
+	if err != nil {
 		return nil, err
 	}
-	type agent struct {
-		h string
-		p proc.Proc
+	r := &tableRead{memo: harness.NewMemoCache(a.files), servers: map[string]*tmuxServer{},
+		envs: map[string]harness.Env{}}
+	defer r.release()
+	for _, d := range all {
+		r.env(d) // every harness's Env made before the rows are shared out
 	}
-	var all []agent
-	a.mu.Lock()
-	for h, m := range a.byH {
-		for _, p := range m {
-			all = append(all, agent{h, p})
+	// The rows are independent (what they share, the memo and the file
+	// cache, is safe for concurrent use): they are derived on every CPU,
+	// each into its own buffer, and joined in the table's order.
+	rows := make([]bytes.Buffer, len(all))
+	proc.Split(len(all), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := all[i]
+			// No second check that the agent lives: the scan above has
+			// just read its stat, and a process gone since then shows as
+			// much in its row as in ps's (its cwd unreadable).
+			env := r.envs[d.h]
+			facts := harness.ByName(d.h).Resolve(env, d.p)
+			d.row(&rows[i], facts, r, env)
 		}
-	}
-	a.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].h != all[j].h {
-			return all[i].h < all[j].h
-		}
-		return all[i].p.PID < all[j].p.PID
 	})
-	r := &tableRead{memo: harness.NewMemoCache(a.files), servers: map[string]func(proc.Proc, string, string) string{}}
 	var out bytes.Buffer
-	for _, ag := range all {
-		d := a.agent(ag.h, ag.p)
-		facts, err := d.resolveWith(r.memo)
-		if err != nil {
-			continue // gone since the scan
-		}
-		d.row(&out, facts, r)
+	for i := range rows {
+		out.Write(rows[i].Bytes())
 	}
 	return out.Bytes(), nil
 }
@@ -103,7 +101,34 @@ func (a *active) table() ([]byte, error) {
 type tableRead struct {
 	memo    *harness.Memo
 	mu      sync.Mutex
-	servers map[string]func(agent proc.Proc, pane, tmpdir string) string
+	servers map[string]*tmuxServer
+	// envs is each harness's Env for this read: the read's memo, and its
+	// root held open for the read (saferoot.Hold), so that the many files
+	// of one root cost one open of the root, not one per file. It is
+	// filled before the rows are derived, and only read after.
+	envs map[string]harness.Env
+}
+
+// env is the Env d's facts are resolved against in this read, made at
+// the first agent of its harness.
+func (r *tableRead) env(d *agentDir) harness.Env {
+	env, ok := r.envs[d.h]
+	if !ok {
+		env = d.a.cfg.Envs[d.h]
+		if env.Root != nil {
+			env.Root = env.Root.Hold()
+		}
+		env.Memo = r.memo
+		r.envs[d.h] = env
+	}
+	return env
+}
+
+// release closes the roots the read held.
+func (r *tableRead) release() {
+	for _, env := range r.envs {
+		env.Root.Release()
+	}
 }
 
 // tmux is the tmux file's content for d, asking each server at most once
@@ -113,31 +138,39 @@ func (r *tableRead) tmux(d *agentDir, a harness.Agent) string {
 	if !ok || a.TmuxSocket == "" {
 		return d.tmuxSession(a)
 	}
-	pane, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_PANE")
+	pane, _ := d.a.cfg.Procs.GetenvOf(d.p, "TMUX_PANE")
 	if pane == "" {
 		return "" // as tmuxSession: better unknown than wrong
 	}
-	tmpdir, _ := d.a.cfg.Procs.Getenv(d.p.PID, "TMUX_TMPDIR")
+	tmpdir, _ := d.a.cfg.Procs.GetenvOf(d.p, "TMUX_TMPDIR")
+	// One question per server, however many rows ask at once: the first
+	// asks, the others wait for its answer.
 	r.mu.Lock()
-	ask, ok := r.servers[a.TmuxSocket]
-	r.mu.Unlock()
-	if !ok {
-		ctx, cancel := context.WithTimeout(context.Background(), tmuxLookup)
-		ask = st.TmuxServer(ctx, a.TmuxSocket)
-		cancel()
-		r.mu.Lock()
-		r.servers[a.TmuxSocket] = ask
-		r.mu.Unlock()
+	srv := r.servers[a.TmuxSocket]
+	if srv == nil {
+		srv = &tmuxServer{}
+		r.servers[a.TmuxSocket] = srv
 	}
-	return ask(d.p, pane, tmpdir)
+	r.mu.Unlock()
+	srv.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tmuxLookup)
+		srv.ask = st.TmuxServer(ctx, a.TmuxSocket)
+		cancel()
+	})
+	return srv.ask(d.p, pane, tmpdir)
+}
+
+// tmuxServer is one tmux server's answer, asked once per table read.
+type tmuxServer struct {
+	once sync.Once
+	ask  func(agent proc.Proc, pane, tmpdir string) string
 }
 
 // hasTranscript reports whether d's transcript file exists as its agent
 // directory shows it (d.transcript, then its Attr: a file, and for a
 // grantee not a hard link), from the stat the read's memo shares with the
 // transcript's other facts.
-func (r *tableRead) hasTranscript(d *agentDir, rel string) bool {
-	env := d.a.cfg.Envs[d.h]
+func (r *tableRead) hasTranscript(env harness.Env, d *agentDir, rel string) bool {
 	if rel == "" || env.Root == nil || env.Root.CheckRel(rel) != nil {
 		return false
 	}
@@ -158,8 +191,9 @@ func (d *agentDir) resolveWith(memo *harness.Memo) (harness.Agent, error) {
 // numeric are the fields the table (and ps --json) carries as numbers.
 var numeric = map[string]bool{"pid": true, "ppid": true, "started": true}
 
-// row appends d's line of the table: what its files hold, from facts a.
-func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
+// row appends d's line of the table: what its files hold, from facts a,
+// resolved against env (the read's).
+func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env harness.Env) {
 	out.WriteString(`{"harness":`)
 	jsonString(out, d.h)
 	for _, f := range fields {
@@ -179,8 +213,7 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 		case ok && f.name == "tmux":
 			v = r.tmux(d, a)
 		case ok && f.name == "tokens" && harness.Summed(a.Harness):
-			env := d.a.cfg.Envs[d.h]
-			env.Memo = r.memo // the transcript's stat, shared with its other facts
+			// The transcript's stat, shared with its other facts.
 			v = harness.Count(env, a).String()
 		case ok && f.read != nil:
 			v = f.read(d, a)
@@ -194,7 +227,7 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 			jsonString(out, v)
 		}
 	}
-	if r.hasTranscript(d, a.Transcript) {
+	if r.hasTranscript(env, d, a.Transcript) {
 		out.WriteString(`,"transcript":`)
 		jsonString(out, d.treePath()+"/transcript")
 	}
@@ -214,8 +247,28 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead) {
 }
 
 func jsonString(out *bytes.Buffer, s string) {
+	if plainJSON(s) {
+		// Most values (pids, paths, ids, models): nothing to escape, so no
+		// encoder is made for them.
+		out.WriteByte('"')
+		out.WriteString(s)
+		out.WriteByte('"')
+		return
+	}
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	enc.Encode(s)
 	out.Truncate(out.Len() - 1) // Encode's newline
+}
+
+// plainJSON reports whether s is its own JSON string body: printable
+// ASCII without a quote or a backslash (anything else, the encoder
+// escapes).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

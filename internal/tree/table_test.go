@@ -321,6 +321,9 @@ func (h *tableHost) TmuxServer(ctx context.Context, socket string) func(proc.Pro
 	h.mu.Lock()
 	h.servers = append(h.servers, socket)
 	h.mu.Unlock()
+	// As slow as a tmux client: rows derived at once all meet the
+	// question in flight.
+	time.Sleep(20 * time.Millisecond)
 	return func(p proc.Proc, pane, tmpdir string) string {
 		return filepath.Base(socket) + ":" + pane
 	}
@@ -348,6 +351,55 @@ func TestTableTmuxOncePerServer(t *testing.T) {
 	if !reflect.DeepEqual(host.servers, want) || host.count() != 0 {
 		t.Fatalf("servers asked %q (want each once: %q), per-agent questions %d", host.servers, want, host.count())
 	}
+}
+
+// TestTableManyAgents: a table of enough agents to be derived on several
+// goroutines (proc.Split) has every agent once, in order, each row its
+// own (its session, its tmux pane), every tmux server asked once, and its
+// roots held for the read only (every descriptor closed after).
+func TestTableManyAgents(t *testing.T) {
+	const n = 300
+	host := &tableHost{}
+	r, _ := tableFixture(t, n, host)
+	before := fdCount(t)
+	for range 2 { // the second read from the file cache
+		host.servers = nil
+		rows := readTable(t, r)
+		if len(rows) != n {
+			t.Fatalf("%d rows, want %d", len(rows), n)
+		}
+		for i, row := range rows {
+			pid := 100 + i
+			if int(row["pid"].(float64)) != pid {
+				t.Fatalf("row %d is pid %v, want %d (order)", i, row["pid"], pid)
+			}
+			if want := fmt.Sprintf("00000000-0000-4000-8000-%012d", pid); row["session"] != want {
+				t.Errorf("pid %d session %v, want %s", pid, row["session"], want)
+			}
+			want := ""
+			if pid%2 == 1 {
+				want = fmt.Sprintf("s%d:%%%d", pid%4, pid)
+			}
+			if row["tmux"] != want {
+				t.Errorf("pid %d tmux %q, want %q", pid, row["tmux"], want)
+			}
+		}
+		if len(host.servers) != 2 {
+			t.Errorf("servers asked %q, want each of 2 once", host.servers)
+		}
+	}
+	if after := fdCount(t); after != before {
+		t.Errorf("descriptors: %d before the reads, %d after: a held root was not released", before, after)
+	}
+}
+
+func fdCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
 
 func unsafePointer(b *byte) unsafe.Pointer { return unsafe.Pointer(b) }
@@ -388,5 +440,21 @@ func TestTableFactsFollowTheFile(t *testing.T) {
 	}
 	if want := rowFromFiles(t, r, "claude", "100"); !reflect.DeepEqual(row, want) {
 		t.Fatalf("table %v\nfiles %v", row, want)
+	}
+}
+
+// jsonString writes what the JSON encoder (HTML left unescaped) writes,
+// with or without its fast path.
+func TestJSONString(t *testing.T) {
+	for _, s := range []string{"", "claude", "/home/u/src/a b", "<&>", `say "hi"`, `C:\x`, "tab\there", "nl\n",
+		"\x00\x1f\x7f", "é漢字", "\u2028\u2029", "bad \xff utf-8", "emoji 🙂"} {
+		var got, want bytes.Buffer
+		jsonString(&got, s)
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s)
+		if w := strings.TrimSuffix(want.String(), "\n"); got.String() != w {
+			t.Errorf("jsonString(%q) = %s, want %s", s, got.String(), w)
+		}
 	}
 }
