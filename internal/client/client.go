@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -183,7 +184,21 @@ func (c *Client) ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	return io.ReadAll(r)
+	// Treads from 64 KiB, doubling up to the most a message carries:
+	// io.ReadAll's start at 512 bytes, so a table of hundreds of agents
+	// would cost tens of round trips instead of a few.
+	out := []byte{}
+	for {
+		out = slices.Grow(out, min(r.max, max(64<<10, len(out))))
+		n, err := r.Read(out[len(out):cap(out)])
+		out = out[:len(out)+n]
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 }
 
 // ReadDir lists path completely, following the offset cookies.
