@@ -34,7 +34,14 @@ var agentPsSeconds = map[int]string{50: "0.68 s", 200: "3.5 s", 500: "16.2 s"}
 
 // psScaleRun is the `9harness ps` section: for each size and layout, `ps
 // -eo pid,args` (the anchor) and `9harness ps`, on the same process table.
-type psScaleRun struct{ cells []*cell }
+type psScaleRun struct {
+	cells []*cell
+	// cold is, per layout key, the first `9harness ps --json` after the
+	// daemon started, in seconds: every agent's files read for the first
+	// time, nothing cached.
+	cold map[string]float64
+	keys []string
+}
 
 // psScaleCells measures, for each size and for agents each in their own
 // directory and all in one, `9harness ps` against `ps -eo pid,args` while
@@ -42,7 +49,7 @@ type psScaleRun struct{ cells []*cell }
 // with a registry record and a 2 MiB transcript). One layout is set up,
 // measured and torn down at a time.
 func psScaleCells(ours, cl, tmp string) *psScaleRun {
-	run := &psScaleRun{}
+	run := &psScaleRun{cold: map[string]float64{}}
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		fatalf("%v", err)
@@ -90,10 +97,14 @@ func psScaleCells(ours, cl, tmp string) *psScaleRun {
 			}
 			d := start("9harnessd ("+key+")", sock, ours, args...)
 			// Checked once: every agent listed, each resolved to its session.
+			t0 := time.Now()
 			out, err := exec.Command(cl, "-s", sock, "ps", "--json").Output()
 			if err != nil {
 				fatalf("%s: 9harness ps --json: %v", key, err)
 			}
+			run.cold[key] = time.Since(t0).Seconds()
+			run.keys = append(run.keys, key)
+			fmt.Printf("ps: %s: first read %.2f s\n", key, run.cold[key])
 			var rows []map[string]any
 			if err := json.Unmarshal(out, &rows); err != nil {
 				fatalf("%s: %v", key, err)
@@ -270,6 +281,12 @@ func psScaleReport(a *psScaleRun) string {
 			}
 		}
 		p("| %s | %s | %s–%s | %.2fx | %s |\n", c.name, num(s.med), num(s.lo), num(s.hi), r, target)
+	}
+	p("\nThe first read after the daemon starts (`9harness ps --json`, once per layout: every agent's\n")
+	p("files read for the first time, nothing cached):\n\n")
+	p("| layout | first read (s) |\n|---|---:|\n")
+	for _, k := range a.keys {
+		p("| %s | %.2f |\n", k, a.cold[k])
 	}
 	return b.String()
 }
