@@ -263,8 +263,13 @@ func withoutReminders(s string) string {
 
 // agentCall streams an Anthropic answer that calls the Agent tool.
 func (m *Mock) agentCall(w http.ResponseWriter, r Request) {
+	m.toolCall(w, r, "Agent", obj{"description": "mock sub task", "subagent_type": "general-purpose", "prompt": SubagentPrompt})
+}
+
+// toolCall streams an Anthropic answer that calls the tool name with input.
+func (m *Mock) toolCall(w http.ResponseWriter, r Request, name string, in obj) {
 	n := len(m.Requests())
-	input, _ := json.Marshal(obj{"description": "mock sub task", "subagent_type": "general-purpose", "prompt": SubagentPrompt})
+	input, _ := json.Marshal(in)
 	w.Header().Set("request-id", fmt.Sprintf("req_mock_%d", n))
 	sseHeaders(w)
 	sse(w, "message_start", obj{"type": "message_start", "message": obj{
@@ -273,7 +278,7 @@ func (m *Mock) agentCall(w http.ResponseWriter, r Request) {
 		"usage": obj{"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
 	}})
 	sse(w, "content_block_start", obj{"type": "content_block_start", "index": 0,
-		"content_block": obj{"type": "tool_use", "id": fmt.Sprintf("toolu_mock_%d", n), "name": "Agent", "input": obj{}}})
+		"content_block": obj{"type": "tool_use", "id": fmt.Sprintf("toolu_mock_%d", n), "name": name, "input": obj{}}})
 	sse(w, "content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "input_json_delta", "partial_json": string(input)}})
 	sse(w, "content_block_stop", obj{"type": "content_block_stop", "index": 0})
 	sse(w, "message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": obj{"output_tokens": 8}})

@@ -2,8 +2,6 @@ package realcli
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -75,19 +73,5 @@ const (
 
 // bashCall streams an Anthropic answer that calls the Bash tool.
 func (m *Mock) bashCall(w http.ResponseWriter, r Request) {
-	n := len(m.Requests())
-	input, _ := json.Marshal(obj{"command": BashCommand, "description": "Create the probe file"})
-	w.Header().Set("request-id", fmt.Sprintf("req_mock_%d", n))
-	sseHeaders(w)
-	sse(w, "message_start", obj{"type": "message_start", "message": obj{
-		"id": fmt.Sprintf("msg_mock_%d", n), "type": "message", "role": "assistant", "model": r.Model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": obj{"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
-	}})
-	sse(w, "content_block_start", obj{"type": "content_block_start", "index": 0,
-		"content_block": obj{"type": "tool_use", "id": fmt.Sprintf("toolu_mock_%d", n), "name": "Bash", "input": obj{}}})
-	sse(w, "content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "input_json_delta", "partial_json": string(input)}})
-	sse(w, "content_block_stop", obj{"type": "content_block_stop", "index": 0})
-	sse(w, "message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": obj{"output_tokens": 8}})
-	sse(w, "message_stop", obj{"type": "message_stop"})
+	m.toolCall(w, r, "Bash", obj{"command": BashCommand, "description": "Create the probe file"})
 }
