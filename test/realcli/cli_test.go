@@ -30,8 +30,10 @@ type cli struct {
 	// isAgent tells a pid is the CLI itself, not a launcher or shell
 	// still on its way to exec it.
 	isAgent func(pid int) bool
-	// ready tells from the screen that the TUI takes input.
-	ready func(screen string) bool
+	// ready tells from the screen that the TUI takes input; with settle,
+	// once it has told so, poll after poll, for that long (waitReady).
+	ready  func(screen string) bool
+	settle time.Duration
 	// agentPID is the listed agent among the processes the pane started
 	// (the pane's own pid, or its native child under a node wrapper).
 	agentPID func(panePID int) int
@@ -84,10 +86,30 @@ func (c *cli) start(w *world, session, cwd string, flags ...string) *agent {
 		a.pid = c.agentPID(pp)
 		return a.pid != 0
 	})
+	ready := c.waitReady()
 	w.waitFor(60*time.Second, &a.pane, c.harness+"'s TUI to take input", func() bool {
-		return c.ready(w.screen(a.pane))
+		return ready(w.screen(a.pane))
 	})
 	return a
+}
+
+// waitReady is ready for one wait: a wait of its own holds its own settle
+// count, so tests in parallel never share one.
+func (c *cli) waitReady() func(screen string) bool {
+	if c.settle == 0 {
+		return c.ready
+	}
+	var since time.Time
+	return func(s string) bool {
+		if !c.ready(s) {
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= c.settle
+	}
 }
 
 // prompt types text and waits for the mock's next answer on screen and in
@@ -217,7 +239,8 @@ func moved(t *testing.T, w *world, d *daemon, a *agent, name string) {
 			}
 		}
 	}
-	w.waitFor(60*time.Second, &p, "the resumed TUI to take input", func() bool { return a.cli.ready(w.screen(p)) })
+	ready := a.cli.waitReady()
+	w.waitFor(60*time.Second, &p, "the resumed TUI to take input", func() bool { return ready(w.screen(p)) })
 	// Right after the move, before any new prompt: the tree shows the new
 	// pid with the same session and transcript.
 	after := b.facts()

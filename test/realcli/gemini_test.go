@@ -46,9 +46,10 @@ var gemini = &cli{
 	aliases:     map[string]string{"-m": "--model"},
 	// The input line shows seconds before the TUI takes an Enter (the
 	// text is typed, the Enter lost): ready once it has shown for a while.
-	ready: settled(5*time.Second, func(s string) bool {
+	ready: func(s string) bool {
 		return strings.Contains(s, "Type your message") && strings.Contains(s, "? for shortcuts")
-	}),
+	},
+	settle: 5 * time.Second,
 	// The pane runs the launcher; the agent is its relaunched child, the
 	// one with GEMINI_CLI_NO_RELAUNCH. A gemini started with that
 	// variable (as a move starts it) is one process.
@@ -65,26 +66,6 @@ var gemini = &cli{
 	},
 	isAgent: geminiNoRelaunch,
 	wrote:   geminiWrote,
-}
-
-// settled is cond once it has held, poll after poll, for d; each true
-// answer starts the count again, for the next wait.
-func settled(d time.Duration, cond func(string) bool) func(string) bool {
-	var since time.Time
-	return func(s string) bool {
-		if !cond(s) {
-			since = time.Time{}
-			return false
-		}
-		if since.IsZero() {
-			since = time.Now()
-		}
-		if time.Since(since) < d {
-			return false
-		}
-		since = time.Time{}
-		return true
-	}
 }
 
 // geminiNoRelaunch tells whether pid is a gemini process with
