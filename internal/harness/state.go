@@ -315,7 +315,9 @@ func claudePending(tail [][]byte) string {
 	}
 	for _, b := range calls {
 		if !answered[b.ID] {
-			return b.Name
+			// The name is the transcript's text, served in waiting and
+			// in an events line: one line, as the registry's waitingFor.
+			return cleanTitle(b.Name)
 		}
 	}
 	return ""

@@ -721,3 +721,14 @@ func TestClaudePending(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudePendingOneLine: a tool name is the transcript's text; served
+// in waiting and in an /active/events line, it is one line.
+func TestClaudePendingOneLine(t *testing.T) {
+	tail := [][]byte{
+		[]byte(`{"type":"assistant","message":{"id":"m1","model":"claude","content":[{"type":"tool_use","id":"t1","name":"Bash\n2026-12-01T00:00:00Z claude 1 idle"}]}}`),
+	}
+	if got, want := claudePending(tail), "Bash 2026-12-01T00:00:00Z claude 1 idle"; got != want {
+		t.Errorf("claudePending = %q, want %q", got, want)
+	}
+}
