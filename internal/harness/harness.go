@@ -307,12 +307,13 @@ func ByName(name string) Harness {
 // Classify carries only PID and Argv: that is all the wrapper rules need,
 // and it keeps a scan at one cmdline read per process.
 //
-// Every cmdline is read into one reused buffer with one open and one read;
-// a candidate's argv is the one the scan read (not read again), its
-// identity comes from one read of stat, and a session's uid from one read
-// of status. A pid reused
-// between the two reads is caught by every later use: the agent is named
-// by pid and start time, and the start time is the stat's.
+// Every cmdline is read into one reused buffer with one open and one read,
+// except for a process whose /proc directory another user owns (proc's
+// Owner: one stat, when uid is not root); a candidate's argv is the one
+// the scan read (not read again), its identity comes from one read of
+// stat, and a session's uid from one read of status. A pid reused between
+// the two reads is caught by every later use: the agent is named by pid
+// and start time, and the start time is the stat's.
 //
 // The reads are split over up to GOMAXPROCS goroutines, each with its own
 // buffer and its own contiguous run of pids: /proc reads are independent
@@ -329,6 +330,14 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	proc.Split(len(pids), func(lo, hi int) {
 		buf := make([]byte, 0, 8192)
 		for i := lo; i < hi; i++ {
+			// Another user's process costs one stat, not a read of its
+			// cmdline: on a machine shared by many users each daemon
+			// reads only its own user's cmdlines and root's.
+			if uid != 0 {
+				if o, ok, err := t.Owner(pids[i]); err != nil || ok && o != uid && o != 0 {
+					continue
+				}
+			}
 			b, err := t.ReadCmdline(pids[i], buf)
 			if err != nil {
 				continue

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,56 @@ func TestScan(t *testing.T) {
 	}
 	if _, err := Scan(proc.New(f.procDir+"/absent"), 1000, nil); err == nil {
 		t.Error("Scan of a missing table: no error")
+	}
+}
+
+// TestScanOwners: where the table's directory owners are the kernel's
+// (procfs, or a fixture that says so), a process whose directory another
+// user owns is passed over before its cmdline is read, even if its status
+// (a fixture's, here, that no kernel would write) names the daemon's uid;
+// one that root owns (a process that is not dumpable) is read and judged
+// by its status, as before.
+func TestScanOwners(t *testing.T) {
+	if os.Getuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root, to give fixture directories their owners")
+		}
+		t.Skip("needs root, to give fixture directories their owners")
+	}
+	f := newFx(t)
+	for _, p := range []proctest.Proc{
+		{PID: 10, PPID: 1, UID: 1000, Argv: []string{"claude"}}, // owned by 1000
+		{PID: 11, PPID: 1, UID: 1000, Argv: []string{"claude"}}, // owned by 1001
+		{PID: 12, PPID: 1, UID: 1000, Argv: []string{"claude"}}, // owned by root
+		{PID: 13, PPID: 1, UID: 1001, Argv: []string{"claude"}}, // owned by root, another's
+	} {
+		if err := proctest.Add(f.procDir, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pid, owner := range map[int]int{10: 1000, 11: 1001, 12: 0, 13: 0} {
+		if err := os.Chown(filepath.Join(f.procDir, strconv.Itoa(pid)), owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scan := func(owners bool) []int {
+		tab := proc.New(f.procDir)
+		tab.SetOwners(owners)
+		found, err := Scan(tab, 1000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pids []int
+		for _, fd := range found {
+			pids = append(pids, fd.Proc.PID)
+		}
+		return pids
+	}
+	if got, want := scan(true), []int{10, 12}; !slices.Equal(got, want) {
+		t.Errorf("owners known: got %v, want %v", got, want)
+	}
+	if got, want := scan(false), []int{10, 11, 12}; !slices.Equal(got, want) {
+		t.Errorf("a fixture's owners: got %v, want %v (by status alone)", got, want)
 	}
 }
 
