@@ -57,17 +57,61 @@ func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
 	return t
 }
 
-// readDir is r.ReadDir(rel), once per memo.
+// readDir is r.ReadDir(rel), once per memo. With a file cache the listing
+// is also kept across requests while the directory is as it was (dirCached).
 func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
 	type res struct {
 		ents []saferoot.Entry
 		err  error
 	}
 	v := memoGet(m, r, "readdir", rel, func() res {
+		if ents, ok := m.dirCached(r, rel); ok {
+			return res{ents, nil}
+		}
 		ents, err := r.ReadDir(rel)
 		return res{ents, err}
 	})
 	return v.ents, v.err
+}
+
+// dirCached is the listing of the directory rel from the memo's file
+// cache, listed afresh and kept when the cache has none for the directory
+// as it is now: a name added, removed or renamed changes a directory's
+// mtime, so a listing keyed by the directory's device, inode, size and
+// mtime (stat'ed on every use, one statx from a held parent) is as fresh
+// as a new one, and costs one system call instead of an open, a stat, two
+// getdents and a close. A directory modified within fileCacheStill is
+// listed every time, as fileCached treats a file. ok is false when there
+// is no cache or the listing failed.
+func (m *Memo) dirCached(r *saferoot.Root, rel string) ([]saferoot.Entry, bool) {
+	if m == nil || m.files == nil {
+		return nil, false
+	}
+	before, err := m.Stat(r, rel)
+	if err != nil || !before.Dir {
+		return nil, false
+	}
+	k := keyOf("readdir", before)
+	c := m.files
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return v.([]saferoot.Entry), true
+	}
+	ents, err := r.ReadDir(rel)
+	if err != nil {
+		return nil, false
+	}
+	if after, err := r.Stat(rel); err == nil && keyOf("readdir", after) == k && time.Since(after.Mtime) >= fileCacheStill {
+		c.mu.Lock()
+		if len(c.m) >= fileCacheMax {
+			clear(c.m)
+		}
+		c.m[k] = ents
+		c.mu.Unlock()
+	}
+	return ents, true
 }
 
 // Stat is r.Stat(rel), once per memo: a file several facts come from (a

@@ -154,3 +154,66 @@ func TestMayHaveDir(t *testing.T) {
 		}
 	}
 }
+
+// TestDirCachedRevalidates checks that a directory's listing is kept
+// across requests while the directory is still, and listed afresh as soon
+// as a name is added, removed or renamed (each changes its mtime), and
+// always while it was modified within fileCacheStill.
+func TestDirCachedRevalidates(t *testing.T) {
+	dir := t.TempDir()
+	proj := filepath.Join(dir, "p")
+	os.Mkdir(proj, 0o755)
+	old := time.Now().Add(-time.Hour)
+	still := func() { os.Chtimes(proj, old, old); old = old.Add(time.Minute) }
+	write := func(name string) {
+		if err := os.WriteFile(filepath.Join(proj, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := saferoot.New(dir)
+	c := NewFileCache()
+	names := func() string {
+		ents, err := NewMemoCache(c).readDir(r, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, e := range ents {
+			n = append(n, e.Name)
+		}
+		return strings.Join(n, " ")
+	}
+	write("a.jsonl")
+	still()
+	if got := names(); got != "a.jsonl" {
+		t.Fatalf("listing: %q", got)
+	}
+	// Kept: a rename hidden behind the directory's unchanged key (its
+	// old mtime put back; a rename keeps a directory's size on every file
+	// system) shows that the cache is what answers.
+	os.Rename(filepath.Join(proj, "a.jsonl"), filepath.Join(proj, "z.jsonl"))
+	os.Chtimes(proj, old.Add(-time.Minute), old.Add(-time.Minute))
+	if got := names(); got != "a.jsonl" {
+		t.Fatalf("still directory: got %q, want the kept listing", got)
+	}
+	os.Rename(filepath.Join(proj, "z.jsonl"), filepath.Join(proj, "a.jsonl"))
+	for _, change := range []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"added", func() { write("b.jsonl") }, "a.jsonl b.jsonl"},
+		{"renamed", func() { os.Rename(filepath.Join(proj, "b.jsonl"), filepath.Join(proj, "c.jsonl")) }, "a.jsonl c.jsonl"},
+		{"removed", func() { os.Remove(filepath.Join(proj, "a.jsonl")) }, "c.jsonl"},
+	} {
+		change.do()
+		// Just modified: listed afresh on every request.
+		if got := names(); got != change.want {
+			t.Fatalf("%s: got %q, want %q", change.name, got, change.want)
+		}
+		still()
+		if got := names(); got != change.want {
+			t.Fatalf("%s, then still: got %q, want %q", change.name, got, change.want)
+		}
+	}
+}
