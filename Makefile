@@ -14,8 +14,14 @@ BINDIR  ?= $(PREFIX)/bin
 
 all: build
 
+# The client is linked statically (CGO_ENABLED=0): it looks up no user
+# names, so it needs nothing of libc, and a run that loads no libc starts
+# about 5 ms sooner, which `9harness ps` and every ssh relay pay. The
+# daemon keeps cgo, so that --allow-uid and --allow-group names resolve
+# through NSS as the system's own tools resolve them.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/9harnessd ./cmd/9harness
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/9harnessd
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/9harness
 
 # The daemon on your own home, in the foreground, read-only. It prints the
 # socket path and the command that lists the tree.

@@ -352,8 +352,8 @@ func ourBinary(name string) string {
 	if _, err := os.Stat(p); err == nil {
 		return p
 	}
-	fmt.Println("building bin/: go build -o bin/ ./cmd/...")
-	cmd := exec.Command("go", "build", "-o", "bin/", "./cmd/...")
+	fmt.Println("building bin/: make build")
+	cmd := exec.Command("make", "build")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fatalf("build bin/%s (run from the repository root): %v", name, err)
