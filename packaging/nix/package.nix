@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-v/+V6/PH/k6po/y8i8Jnu4AsAkFWA7Q18Is6AJHuDKo=";
+  vendorHash = "sha256-lYFHN0TH9XDawuiqNiDErJldoTMdmt6Hkg2ZCyo9IYY=";
 
   subPackages = [
     "cmd/9harnessd"
