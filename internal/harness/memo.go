@@ -58,7 +58,8 @@ func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
 }
 
 // readDir is r.ReadDir(rel), once per memo. With a file cache the listing
-// is also kept across requests while the directory is as it was (dirCached).
+// is also kept across requests while the directory is as it was
+// (dirCached), so it is shared: callers read it and never modify it.
 func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
 	type res struct {
 		ents []saferoot.Entry
