@@ -31,6 +31,23 @@ const (
 
 // listDir lists d once and encodes the result at its final size.
 func listDir(d tree.Dir) (*listing, error) {
+	// A mirrored directory is encoded straight from the listing's own
+	// buffers, sized once: no slice of entries, no string of names.
+	var l *listing
+	i := 0
+	ok, err := tree.ListEach(d, func(n, nameBytes int) {
+		l = &listing{enc: make([]byte, 0, n*direntSize+nameBytes), at: make([]uint32, 0, n+1)}
+	}, func(name []byte, dir bool, path uint64) {
+		addEntry(l, i, name, dir, path)
+		i++
+	})
+	if ok {
+		if err != nil {
+			return nil, err
+		}
+		l.at = append(l.at, uint32(len(l.enc)))
+		return l, nil
+	}
 	ents, err := tree.ListAs(d, func(e tree.Entry) tree.Entry { return e })
 	if err != nil {
 		return nil, err
@@ -39,24 +56,29 @@ func listDir(d tree.Dir) (*listing, error) {
 	for _, e := range ents {
 		size += direntSize + len(e.Name)
 	}
-	l := &listing{enc: make([]byte, 0, size), at: make([]uint32, 0, len(ents)+1)}
+	l = &listing{enc: make([]byte, 0, size), at: make([]uint32, 0, len(ents)+1)}
 	for i, e := range ents {
-		l.at = append(l.at, uint32(len(l.enc)))
-		qt, dt := p9.TypeRegular, uint8(dtReg)
-		if e.Dir {
-			qt, dt = p9.TypeDir, dtDir
-		}
-		b := l.enc
-		b = append(b, uint8(qt))
-		b = binary.LittleEndian.AppendUint32(b, 0) // qid version: not kept in a listing
-		b = binary.LittleEndian.AppendUint64(b, e.Path)
-		b = binary.LittleEndian.AppendUint64(b, uint64(i)+1)
-		b = append(b, dt)
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(e.Name)))
-		l.enc = append(b, e.Name...)
+		addEntry(l, i, e.Name, e.Dir, e.Path)
 	}
 	l.at = append(l.at, uint32(len(l.enc)))
 	return l, nil
+}
+
+// addEntry encodes entry i at the end of l.
+func addEntry[N string | []byte](l *listing, i int, name N, dir bool, path uint64) {
+	l.at = append(l.at, uint32(len(l.enc)))
+	qt, dt := p9.TypeRegular, uint8(dtReg)
+	if dir {
+		qt, dt = p9.TypeDir, dtDir
+	}
+	b := l.enc
+	b = append(b, uint8(qt))
+	b = binary.LittleEndian.AppendUint32(b, 0) // qid version: not kept in a listing
+	b = binary.LittleEndian.AppendUint64(b, path)
+	b = binary.LittleEndian.AppendUint64(b, uint64(i)+1)
+	b = append(b, dt)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
+	l.enc = append(b, name...)
 }
 
 // window is the run of whole entries from offset that fits in count bytes.

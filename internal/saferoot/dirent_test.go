@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/9harness/9harness/internal/errs"
 )
 
 // The keyed sort gives strings.Compare's order, whatever the names share:
@@ -52,5 +54,46 @@ func TestReadDirSortOrder(t *testing.T) {
 		if !slices.Equal(got, names) {
 			t.Fatalf("prefix %q: order differs from strings.Compare", prefix)
 		}
+	}
+}
+
+// ReadDirEach hands over exactly ReadDir's entries, in its order, after
+// announcing their number and the length of their names; a directory it
+// cannot list is ReadDir's error, and nothing is handed over.
+func TestReadDirEach(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 300 {
+		name := filepath.Join(dir, strings.Repeat("n", i%7)+"f"+string(rune('a'+i%26))+strings.Repeat("x", i%13)+string(rune('0'+i%10))+".jsonl")
+		os.WriteFile(name, nil, 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".credentials.json"), nil, 0o600) // never listed
+	r := New(dir)
+	want, err := r.ReadDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Entry
+	n, nameBytes, calls := 0, 0, 0
+	err = ReadDirEach(r, "", func(count, bytes int) { n, nameBytes = count, bytes; calls++ },
+		func(dev uint64, name []byte, dir bool, ino uint64) {
+			got = append(got, Entry{Name: string(name), Dir: dir, Ino: ino})
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, e := range want {
+		total += len(e.Name)
+	}
+	if calls != 1 || n != len(want) || nameBytes != total {
+		t.Errorf("sized: %d calls, (%d, %d), want one call with (%d, %d)", calls, n, nameBytes, len(want), total)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ReadDirEach gave %d entries, not ReadDir's %d, in its order", len(got), len(want))
+	}
+	if err := ReadDirEach(r, "missing", func(int, int) { t.Error("sized called for a missing directory") },
+		func(uint64, []byte, bool, uint64) { t.Error("an entry of a missing directory") }); !errs.Is(err, errs.NotExist) {
+		t.Errorf("missing directory: %v, want NotExist", err)
 	}
 }

@@ -227,13 +227,47 @@ func (r *Root) ReadDir(rel string) ([]Entry, error) {
 // are substrings of one string, and the result is allocated once, at its
 // final size.
 func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T, error) {
+	s, dev, err := r.readDirScratch(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer putScratch(s)
+	names := string(s.names)
+	out := make([]T, len(s.recs))
+	for i, e := range s.recs {
+		out[i] = f(dev, Entry{Name: names[e.off : e.off+uint32(e.n)], Dir: e.dir, Ino: e.ino})
+	}
+	return out, nil
+}
+
+// ReadDirEach is ReadDirFunc for a caller that copies each entry out as it
+// is handed over (a listing encoded for the wire): sized is called first
+// with the number of entries and the total length of their names, then
+// each for every entry in order, its name valid only during the call. It
+// spares the result slice and the string of names ReadDirFunc makes.
+func ReadDirEach(r *Root, rel string, sized func(n, nameBytes int), each func(dev uint64, name []byte, dir bool, ino uint64)) error {
+	s, dev, err := r.readDirScratch(rel)
+	if err != nil {
+		return err
+	}
+	defer putScratch(s)
+	sized(len(s.recs), len(s.names))
+	for _, e := range s.recs {
+		each(dev, s.names[e.off:e.off+uint32(e.n)], e.dir, e.ino)
+	}
+	return nil
+}
+
+// readDirScratch lists rel into a scratch (sorted), which the caller puts
+// back, and returns the directory's device.
+func (r *Root) readDirScratch(rel string) (*scratch, uint64, error) {
 	const op = "saferoot.ReadDir"
 	if err := r.checkRel(op, rel); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	rootfd, done, err := r.acquire()
 	if err != nil {
-		return nil, errs.E(op, kindOf(err), rel, err)
+		return nil, 0, errs.E(op, kindOf(err), rel, err)
 	}
 	defer done()
 	fd, err := r.resolve(rootfd, rel, dirFlags)
@@ -241,18 +275,17 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 		// ENOTDIR is ambiguous: a file or link in the middle (NotExist), or
 		// the final component is not a directory. Only a regular file there
 		// is NotDir; a link or fifo is NotExist.
-		return nil, errs.E(op, r.notDirKind(rootfd, rel), rel, err)
+		return nil, 0, errs.E(op, r.notDirKind(rootfd, rel), rel, err)
 	}
 	if err != nil {
-		return nil, errs.E(op, kindOf(err), rel, err)
+		return nil, 0, errs.E(op, kindOf(err), rel, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := fstat(fd, &st); err != nil {
-		return nil, errs.E(op, kindOf(err), rel, err)
+		return nil, 0, errs.E(op, kindOf(err), rel, err)
 	}
 	s := getScratch()
-	defer putScratch(s)
 	s.slug = r.atSlug(rel)
 	// Size the scratch from the directory's size, so that a huge listing is
 	// not regrown a hundred times. st_size of a directory is a filesystem's
@@ -263,15 +296,11 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 		s.names = make([]byte, 0, hint*8)
 	}
 	if err := s.readDirents(fd); err != nil {
-		return nil, errs.E(op, kindOf(err), rel, err)
+		putScratch(s)
+		return nil, 0, errs.E(op, kindOf(err), rel, err)
 	}
 	s.sort()
-	names := string(s.names)
-	out := make([]T, len(s.recs))
-	for i, e := range s.recs {
-		out[i] = f(uint64(st.Dev), Entry{Name: names[e.off : e.off+uint32(e.n)], Dir: e.dir, Ino: e.ino})
-	}
-	return out, nil
+	return s, uint64(st.Dev), nil
 }
 
 // notDirKind classifies a final ENOTDIR of ReadDir by an O_PATH look at rel.

@@ -162,6 +162,21 @@ func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
 	})
 }
 
+// ListEach hands d's entries over one at a time, for a caller that encodes
+// each as it comes (see saferoot.ReadDirEach: sized first, then each entry
+// in List's order, its name valid only during the call). ok is false for a
+// directory that cannot (not a mirror, or a grantee's view, whose entries
+// are stat'ed one by one): the caller uses List.
+func ListEach(d Dir, sized func(n, nameBytes int), each func(name []byte, dir bool, path uint64)) (ok bool, err error) {
+	m, isMirror := d.(*mirrorDir)
+	if !isMirror || m.grantee {
+		return false, nil
+	}
+	return true, saferoot.ReadDirEach(m.root, m.rel, sized, func(dev uint64, name []byte, dir bool, ino uint64) {
+		each(name, dir, HostPath(dev, ino))
+	})
+}
+
 // granteeList is a grantee's listing: a regular file is listed only if a
 // stat of it, made now, finds one link (see mirrorAs). A file that vanished
 // meanwhile is left out, as a listing made a moment later would.
