@@ -59,60 +59,28 @@ func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
 
 // readDir is r.ReadDir(rel), once per memo. With a file cache the listing
 // is also kept across requests while the directory is as it was
-// (dirCached), so it is shared: callers read it and never modify it.
+// (cached), so it is shared: callers read it and never modify it.
 func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
 	type res struct {
 		ents []saferoot.Entry
 		err  error
 	}
 	v := memoGet(m, r, "readdir", rel, func() res {
-		if ents, ok := m.dirCached(r, rel); ok {
-			return res{ents, nil}
-		}
-		ents, err := r.ReadDir(rel)
+		var err error
+		// A name added, removed or renamed changes a directory's mtime,
+		// so a listing kept under the directory's key is as fresh as a
+		// new one, for one statx from a held parent instead of an open,
+		// a stat, two getdents and a close. What a listing holds also
+		// depends on the root's rules for rel (credential names, slug
+		// directories), hence the root and rel in the kind.
+		ents := cached(m, r, "readdir\x00"+r.Path()+"\x00"+rel, rel, true, func() ([]saferoot.Entry, bool) {
+			var ents []saferoot.Entry
+			ents, err = r.ReadDir(rel)
+			return ents, err == nil
+		})
 		return res{ents, err}
 	})
 	return v.ents, v.err
-}
-
-// dirCached is the listing of the directory rel from the memo's file
-// cache, listed afresh and kept when the cache has none for the directory
-// as it is now: a name added, removed or renamed changes a directory's
-// mtime, so a listing keyed by the directory's device, inode, size and
-// mtime (stat'ed on every use, one statx from a held parent) is as fresh
-// as a new one, and costs one system call instead of an open, a stat, two
-// getdents and a close. A directory modified within fileCacheStill is
-// listed every time, as fileCached treats a file. ok is false when there
-// is no cache or the listing failed.
-func (m *Memo) dirCached(r *saferoot.Root, rel string) ([]saferoot.Entry, bool) {
-	if m == nil || m.files == nil {
-		return nil, false
-	}
-	before, err := m.Stat(r, rel)
-	if err != nil || !before.Dir {
-		return nil, false
-	}
-	k := keyOf("readdir", before)
-	c := m.files
-	c.mu.Lock()
-	v, ok := c.m[k]
-	c.mu.Unlock()
-	if ok {
-		return v.([]saferoot.Entry), true
-	}
-	ents, err := r.ReadDir(rel)
-	if err != nil {
-		return nil, false
-	}
-	if after, err := r.Stat(rel); err == nil && keyOf("readdir", after) == k && time.Since(after.Mtime) >= fileCacheStill {
-		c.mu.Lock()
-		if len(c.m) >= fileCacheMax {
-			clear(c.m)
-		}
-		c.m[k] = ents
-		c.mu.Unlock()
-	}
-	return ents, true
 }
 
 // Stat is r.Stat(rel), once per memo: a file several facts come from (a
@@ -356,12 +324,22 @@ func keyOf(kind string, info saferoot.Info) fileKey {
 // cache when the file is as it was when that result was derived. A result
 // is kept only when the file did not change while f read it.
 func fileCached[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
+	return cached(m, r, kind, rel, false, func() (T, bool) { return f(), true })
+}
+
+// cached is fileCached for a file (dir false) or a directory (dir true):
+// f's result is kept only when f says it may be (ok), and only when rel is
+// of the kind asked and was the same before and after f, and still for
+// fileCacheStill.
+func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func() (T, bool)) T {
 	if m == nil || m.files == nil {
-		return f()
+		t, _ := f()
+		return t
 	}
 	before, err := m.Stat(r, rel)
-	if err != nil || before.Dir {
-		return f()
+	if err != nil || before.Dir != dir {
+		t, _ := f()
+		return t
 	}
 	k := keyOf(kind, before)
 	c := m.files
@@ -371,7 +349,10 @@ func fileCached[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) 
 	if ok {
 		return v.(T)
 	}
-	t := f()
+	t, keep := f()
+	if !keep {
+		return t
+	}
 	if after, err := r.Stat(rel); err == nil && keyOf(kind, after) == k && time.Since(after.Mtime) >= fileCacheStill {
 		c.mu.Lock()
 		if len(c.m) >= fileCacheMax {
