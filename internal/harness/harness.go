@@ -307,7 +307,8 @@ func ByName(name string) Harness {
 // Classify carries only PID and Argv: that is all the wrapper rules need,
 // and it keeps a scan at one cmdline read per process.
 //
-// Every cmdline is read into one reused buffer with one open and one read,
+// Every cmdline is read into one reused buffer with one read (the table
+// keeps each process's file open between scans: proc's held files),
 // except for a process whose /proc directory another user owns (proc's
 // Owner: one stat, when uid is not root); a candidate's argv is the one
 // the scan read (not read again), its identity comes from one read of

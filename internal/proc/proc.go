@@ -46,6 +46,8 @@ type Table struct {
 	owners bool
 
 	envs envCache // EnvironOf's
+
+	held *held // nil: every read opens afresh (held.go)
 }
 
 // Guarded answers the reads the kernel guards with its ptrace check
@@ -78,6 +80,11 @@ func New(root string) *Table {
 	t := &Table{root: strings.TrimSuffix(root, "/")}
 	var fs unix.Statfs_t
 	t.owners = unix.Statfs(root, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC
+	if t.owners {
+		// Only procfs binds a file to its process; a fixture's files
+		// are replaced by its test, and are read afresh.
+		t.held = newHeld()
+	}
 	return t
 }
 
@@ -107,7 +114,8 @@ func (t *Table) path(pid int, name string) string {
 }
 
 // PIDs lists the processes (numeric entries of the root; threads live under
-// <pid>/task and are never listed).
+// <pid>/task and are never listed), in ascending order. The files held
+// for processes no longer listed are closed.
 func (t *Table) PIDs() ([]int, error) {
 	f, err := os.Open(t.root)
 	if err != nil {
@@ -127,6 +135,10 @@ func (t *Table) PIDs() ([]int, error) {
 			pids = append(pids, pid)
 		}
 	}
+	slices.Sort(pids) // procfs lists in pid order already: a single pass
+	if t.held != nil {
+		t.held.retain(pids)
+	}
 	return pids, nil
 }
 
@@ -134,7 +146,7 @@ func (t *Table) PIDs() ([]int, error) {
 // (a kernel thread, a zombie) has no argv.
 func (t *Table) Argv(pid int) ([]string, error) {
 	var buf [4096]byte
-	b, err := t.read(pid, "cmdline", buf[:0])
+	b, err := t.readHeld(pid, heldCmdline, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +157,7 @@ func (t *Table) Argv(pid int) ([]string, error) {
 // it: one open, usually one read, no allocation when buf is big enough. A
 // scan reuses one buffer across the whole table.
 func (t *Table) ReadCmdline(pid int, buf []byte) ([]byte, error) {
-	return t.read(pid, "cmdline", buf)
+	return t.readHeld(pid, heldCmdline, buf)
 }
 
 // Owner is the owner of the process's directory, from one stat. The
@@ -246,7 +258,7 @@ func (t *Table) Ident(pid int) (Proc, error) {
 // the kernel to write) only for the candidates that are sessions.
 func (t *Table) IdentStat(pid int) (Proc, error) {
 	var buf [1024]byte
-	b, err := t.read(pid, "stat", buf[:0])
+	b, err := t.readHeld(pid, heldStat, buf[:0])
 	if err != nil {
 		return Proc{}, err
 	}
@@ -261,7 +273,7 @@ func (t *Table) IdentStat(pid int) (Proc, error) {
 // UID returns the process's real uid, from its status.
 func (t *Table) UID(pid int) (uint32, error) {
 	var buf [2048]byte
-	b, err := t.read(pid, "status", buf[:0])
+	b, err := t.readHeld(pid, heldStatus, buf[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -375,7 +387,7 @@ func parseUID(b []byte) (uint32, bool) {
 // Parent reads pid's ppid and start time from one read of its stat.
 func (t *Table) Parent(pid int) (ppid int, start uint64, err error) {
 	var buf [1024]byte
-	b, err := t.read(pid, "stat", buf[:0])
+	b, err := t.readHeld(pid, heldStat, buf[:0])
 	if err != nil {
 		return 0, 0, err
 	}
@@ -390,7 +402,7 @@ func (t *Table) Parent(pid int) (ppid int, start uint64, err error) {
 // one read of its stat into a stack buffer, parsing only the start time.
 func (t *Table) Alive(pid int, start uint64) bool {
 	var buf [1024]byte
-	b, err := t.read(pid, "stat", buf[:0])
+	b, err := t.readHeld(pid, heldStat, buf[:0])
 	if err != nil {
 		return false
 	}
