@@ -77,9 +77,12 @@ func (a *active) table() ([]byte, error) {
 	}
 	// The rows are independent (what they share, the memo and the file
 	// cache, is safe for concurrent use): they are derived on every CPU,
-	// each into its own buffer, and joined in the table's order.
-	rows := make([]bytes.Buffer, len(all))
+	// each run of rows into its own buffer (indexed by the run's first
+	// row), and the runs joined in the table's order.
+	runs := make([]bytes.Buffer, len(all))
 	proc.Split(len(all), func(lo, hi int) {
+		out := &runs[lo]
+		out.Grow((hi - lo) * rowSize)
 		for i := lo; i < hi; i++ {
 			d := all[i]
 			// No second check that the agent lives: the scan above has
@@ -87,15 +90,23 @@ func (a *active) table() ([]byte, error) {
 			// much in its row as in ps's (its cwd unreadable).
 			env := r.envs[d.h]
 			facts := harness.ByName(d.h).Resolve(env, d.p)
-			d.row(&rows[i], facts, r, env)
+			d.row(out, facts, r, env)
 		}
 	})
-	var out bytes.Buffer
-	for i := range rows {
-		out.Write(rows[i].Bytes())
+	n := 0
+	for i := range runs {
+		n += runs[i].Len()
 	}
-	return out.Bytes(), nil
+	out := make([]byte, 0, n)
+	for i := range runs {
+		out = append(out, runs[i].Bytes()...)
+	}
+	return out, nil
 }
+
+// rowSize is about what one row of the table takes (350–450 bytes for a
+// Claude agent with a title): a run's buffer is sized for its rows once.
+const rowSize = 512
 
 // tableRead is what one read of the table shares between its agents.
 type tableRead struct {
