@@ -25,15 +25,25 @@ type heldRoot struct {
 	// directory and every transcript of a shared project directory.
 	dmu  sync.Mutex
 	dirs map[string]*heldDir
+
+	keep *keptDirs // the root's, shared by its views; nil: none kept
+	gen  uint64    // this view's number, for the keeper's eviction
 }
 
 // heldDir is one directory of a held view: its fd and mount, or the error
 // its open gave; seen counts the Stats that met it before it was opened.
+// A directory the view took from the root's kept directories (kept) was
+// proved to be the one its path names now by a stat from its parent in
+// this view, whose answer (info) also answers a Stat of the directory
+// itself in this view; its fd is the kept one, closed by the keeper.
 type heldDir struct {
 	fd   int
 	mnt  mountKey
 	err  error
 	seen int
+
+	kept *keptDir
+	info Info
 }
 
 // heldDirsMax bounds the directories one view holds open.
@@ -48,13 +58,15 @@ const heldDirsMax = 1024
 // for the root as it was at Hold: a root replaced while the view is held
 // is seen by the next Hold. After Release the view opens the root afresh
 // by each operation, as r does. The view is for the request that made
-// it, never kept.
+// it, never kept; the directories beneath the root that it opens may be
+// (keptDirs), each used by a later view only once a stat from its parent
+// in that view proves the path still names it.
 func (r *Root) Hold() *Root {
 	v := &Root{path: r.path, noOat2: r.noOat2, xdev: r.xdev, anchor: r.anchor, name: r.name,
 		mnt: r.mnt, dead: r.dead, store: r.store}
 	v.slugs.Store(r.slugs.Load())
 	fd, err := r.openRoot()
-	v.held = &heldRoot{fd: fd, err: err}
+	v.held = &heldRoot{fd: fd, err: err, keep: r.keep, gen: r.keep.view()}
 	return v
 }
 
@@ -73,7 +85,10 @@ func (r *Root) Release() {
 	}
 	if !h.closed {
 		for _, d := range h.dirs {
-			if d.fd >= 0 {
+			switch {
+			case d.kept != nil:
+				h.keep.unref(d.kept)
+			case d.fd >= 0:
 				unix.Close(d.fd)
 			}
 		}
@@ -119,6 +134,9 @@ func (r *Root) statHeld(op, rel string) (info Info, err error, ok bool) {
 	if h.closed || h.err != nil {
 		return Info{}, nil, false
 	}
+	if info, ok := h.proved(rel); ok {
+		return info, nil, true
+	}
 	dir, name := "", rel
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, name = rel[:i], rel[i+1:]
@@ -127,6 +145,11 @@ func (r *Root) statHeld(op, rel string) (info Info, err error, ok bool) {
 	if d == nil || d.err != nil || d.mnt.id == 0 {
 		return Info{}, nil, false
 	}
+	return r.statAt(op, rel, d, name)
+}
+
+// statAt is statHeld's one statx: name in the held directory d.
+func (r *Root) statAt(op, rel string, d *heldDir, name string) (info Info, err error, ok bool) {
 	var stx unix.Statx_t
 	const mask = unix.STATX_BASIC_STATS | unix.STATX_MNT_ID_UNIQUE | unix.STATX_MNT_ID
 	for {
@@ -163,12 +186,19 @@ func (r *Root) statHeld(op, rel string) (info Info, err error, ok bool) {
 	}, nil, true
 }
 
-// dir is the held directory dir ("" for the root), opened at the second
-// Stat that meets it (a directory met once is not worth an open of its
-// own); nil while it is not held. The caller read-holds h.mu.
+// dir is the held directory dir ("" for the root); nil while it is not
+// held. A directory the root keeps is taken at the first Stat that meets
+// it, once a stat from its parent proves the path still names it; one it
+// does not keep is opened then if the keeper takes it, and otherwise at
+// the second Stat that meets it (a directory met once is not worth an
+// open of its own). The caller read-holds h.mu.
 func (h *heldRoot) dir(r *Root, dir string) *heldDir {
 	h.dmu.Lock()
 	defer h.dmu.Unlock()
+	return h.dirLocked(r, dir)
+}
+
+func (h *heldRoot) dirLocked(r *Root, dir string) *heldDir {
 	if h.dirs == nil {
 		h.dirs = map[string]*heldDir{}
 	}
@@ -182,7 +212,16 @@ func (h *heldRoot) dir(r *Root, dir string) *heldDir {
 		d = &heldDir{fd: -1}
 		h.dirs[dir] = d
 	}
-	if d.seen++; d.seen < 2 && dir != "" {
+	if dir != "" && d.seen == 0 {
+		d.seen = 1
+		if h.adopt(r, dir, d) {
+			d.seen = -1
+			return d
+		}
+		if !h.keep.room(h.gen) {
+			return nil
+		}
+	} else if d.seen++; d.seen < 2 && dir != "" {
 		return nil
 	}
 	d.seen = -1 // opened (or failed): settled for the view
@@ -197,5 +236,193 @@ func (h *heldRoot) dir(r *Root, dir string) *heldDir {
 			d.fd = -1
 		}
 	}
+	if d.err == nil && dir != "" && d.mnt.id != 0 {
+		var st unix.Stat_t
+		if fstat(d.fd, &st) == nil {
+			d.kept = h.keep.put(dir, d.fd, d.mnt, st.Ino, h.gen)
+		}
+	}
 	return d
+}
+
+// adopt takes dir from the keeper into d when a statx of dir's last
+// component from its parent, held in this view, finds the very directory
+// kept: same device and inode (the kept fd pins the inode, so its number
+// cannot have been reused), same mount, not a link (the stat does not
+// follow one). Otherwise the kept fd is dropped and false returned.
+func (h *heldRoot) adopt(r *Root, dir string, d *heldDir) bool {
+	k := h.keep.get(dir, h.gen)
+	if k == nil {
+		return false
+	}
+	parent, name := "", dir
+	if i := strings.LastIndexByte(dir, '/'); i >= 0 {
+		parent, name = dir[:i], dir[i+1:]
+	}
+	pd := h.dirLocked(r, parent)
+	if pd != nil && pd.err == nil && pd.mnt.id != 0 {
+		info, err, ok := r.statAt("saferoot.Stat", dir, pd, name)
+		if ok && err == nil && info.Dir && info.Dev == k.mnt.dev && info.Ino == k.ino {
+			d.fd, d.mnt, d.kept, d.info = k.fd, k.mnt, k, info
+			return true
+		}
+	}
+	h.keep.drop(dir, k)
+	return false
+}
+
+// proved answers a Stat of a directory that this view took from the
+// keeper: the stat that proved it, made by this request.
+func (h *heldRoot) proved(rel string) (Info, bool) {
+	h.dmu.Lock()
+	defer h.dmu.Unlock()
+	if d := h.dirs[rel]; d != nil && d.kept != nil && d.info.Dir {
+		return d.info, true
+	}
+	return Info{}, false
+}
+
+// keptDirs are the directories beneath a root that its held views opened,
+// kept open from one view to the next: a read of /active/table stats one
+// transcript in each agent's project directory, and with the directory
+// kept that is one statx from it (after the statx of the directory from
+// its parent that proves it, which also answers the directory's own Stat)
+// instead of an openat2, an fstat and a close from the root.
+//
+// A kept fd is only ever used through a view that has just proved it
+// (adopt); the root itself is never kept, so a root replaced between
+// requests is met afresh, and so is everything beneath it.
+type keptDirs struct {
+	mu    sync.Mutex
+	dirs  map[string]*keptDir
+	views uint64
+	max   int
+}
+
+// keptDir is one kept directory; refs counts the views using its fd, and
+// stale says it left the map, to be closed when the last view lets go.
+type keptDir struct {
+	fd    int
+	mnt   mountKey
+	ino   uint64
+	refs  int
+	used  uint64 // the number of the last view that took it
+	stale bool
+}
+
+// keptMax bounds the directories a root keeps open: a table read keeps
+// one project directory per agent's working directory.
+const keptMax = 1024
+
+func newKeptDirs() *keptDirs { return &keptDirs{dirs: map[string]*keptDir{}, max: keptMax} }
+
+// Close closes the directories the root keeps (those a view still uses
+// when it lets go of them). The root keeps others again when next held;
+// a root made by New keeps none.
+func (r *Root) Close() {
+	k := r.keep
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for dir, d := range k.dirs {
+		delete(k.dirs, dir)
+		d.stale = true
+		if d.refs == 0 {
+			unix.Close(d.fd)
+		}
+	}
+}
+
+// view numbers a new view.
+func (k *keptDirs) view() uint64 {
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.views++
+	return k.views
+}
+
+// get is dir's kept directory, referenced for view gen, or nil.
+func (k *keptDirs) get(dir string, gen uint64) *keptDir {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d := k.dirs[dir]
+	if d != nil {
+		d.refs++
+		d.used = gen
+	}
+	return d
+}
+
+// room says whether put would keep one more directory now.
+func (k *keptDirs) room(gen uint64) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.evictLocked(gen)
+}
+
+// evictLocked makes room for one more, closing the directories no view
+// uses and none of the last two views took; false when there is none.
+func (k *keptDirs) evictLocked(gen uint64) bool {
+	if len(k.dirs) < k.max {
+		return true
+	}
+	for dir, d := range k.dirs {
+		if d.refs == 0 && d.used+1 < gen {
+			delete(k.dirs, dir)
+			unix.Close(d.fd)
+		}
+	}
+	return len(k.dirs) < k.max
+}
+
+// put keeps fd, just opened by view gen as dir, and returns it referenced
+// for that view; nil when it is not kept (the view closes fd itself).
+func (k *keptDirs) put(dir string, fd int, mnt mountKey, ino uint64, gen uint64) *keptDir {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dirs[dir] != nil || !k.evictLocked(gen) {
+		return nil
+	}
+	d := &keptDir{fd: fd, mnt: mnt, ino: ino, refs: 1, used: gen}
+	k.dirs[dir] = d
+	return d
+}
+
+// drop lets go of d, which its path no longer names: it leaves the map,
+// and is closed once no view uses it.
+func (k *keptDirs) drop(dir string, d *keptDir) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.dirs[dir] == d {
+		delete(k.dirs, dir)
+	}
+	d.stale = true
+	k.unrefLocked(d)
+}
+
+// unref is a view's Release of d.
+func (k *keptDirs) unref(d *keptDir) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.unrefLocked(d)
+}
+
+func (k *keptDirs) unrefLocked(d *keptDir) {
+	if d.refs--; d.refs == 0 && d.stale {
+		unix.Close(d.fd)
+	}
 }

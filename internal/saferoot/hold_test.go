@@ -111,3 +111,118 @@ func TestHoldNoFDLeak(t *testing.T) {
 		t.Errorf("descriptors: %d before, %d after", before, after)
 	}
 }
+
+// A directory kept from one held view to the next is used only while its
+// path still names it: the next view takes it at its first Stat (and the
+// stat that proves it answers the directory's own Stat), a file changed in
+// it is seen changed, and a directory replaced by another or by a link, or
+// a root replaced, is met afresh (the link refused). Every kept fd is
+// closed by the root's Close, a stale one as soon as no view uses it.
+func TestHoldKeepsDirs(t *testing.T) {
+	eachMode(t, func(t *testing.T, opts []Option) {
+		base := t.TempDir()
+		root := base + "/root"
+		write(t, root+"/projects/p1/s.jsonl", "one")
+		write(t, base+"/far/s.jsonl", "far away")
+		a, err := OpenAnchor(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		before := countFDs(t)
+		r := a.Root("root", opts...)
+		size := func(what string) int64 {
+			t.Helper()
+			v := r.Hold()
+			defer v.Release()
+			info, err := v.Stat("projects/p1/s.jsonl")
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			return info.Size
+		}
+		if got := size("first view"); got != 3 {
+			t.Fatalf("first view: size %d, want 3", got)
+		}
+		if r.keep.dirs["projects/p1"] == nil {
+			t.Fatal("projects/p1 was not kept after the first view")
+		}
+
+		v := r.Hold()
+		if info, err := v.Stat("projects/p1/s.jsonl"); err != nil || info.Size != 3 {
+			t.Fatalf("second view: %+v, %v", info, err)
+		}
+		if d := v.held.dirs["projects/p1"]; d == nil || d.kept == nil {
+			t.Fatalf("the second view did not take projects/p1 from the keeper: %+v", d)
+		}
+		got, err := v.Stat("projects/p1")
+		if want, err2 := r.Stat("projects/p1"); err != nil || err2 != nil || got != want {
+			t.Fatalf("the kept directory's own Stat = %+v, %v; want %+v, %v", got, err, want, err2)
+		}
+		v.Release()
+
+		write(t, root+"/projects/p1/s.jsonl", "changed!")
+		if got := size("after a change"); got != 8 {
+			t.Errorf("after a change: size %d, want 8", got)
+		}
+
+		if err := os.Rename(root+"/projects/p1", root+"/projects/p1.old"); err != nil {
+			t.Fatal(err)
+		}
+		write(t, root+"/projects/p1/s.jsonl", "new one")
+		if got := size("after the directory was replaced"); got != 7 {
+			t.Errorf("after the directory was replaced: size %d, want 7 (the new directory's file)", got)
+		}
+
+		if err := os.Rename(root+"/projects/p1", root+"/projects/p1.older"); err != nil {
+			t.Fatal(err)
+		}
+		symlink(t, base+"/far", root+"/projects/p1")
+		v = r.Hold()
+		_, err = v.Stat("projects/p1/s.jsonl")
+		wantKind(t, "Stat through a directory replaced by a link", err, errs.NotExist)
+		v.Release()
+		os.Remove(root + "/projects/p1")
+
+		if err := os.Rename(root, base+"/root.old"); err != nil {
+			t.Fatal(err)
+		}
+		write(t, root+"/projects/p1/s.jsonl", "a new root")
+		if got := size("after the root was replaced"); got != 10 {
+			t.Errorf("after the root was replaced: size %d, want 10", got)
+		}
+
+		r.Close()
+		if after := countFDs(t); after != before {
+			t.Errorf("descriptors: %d before, %d after the root's Close", before, after)
+		}
+	})
+}
+
+// The keeper holds no more than its bound, and still answers beyond it.
+func TestHoldKeepsBounded(t *testing.T) {
+	base := t.TempDir()
+	for _, p := range []string{"p1", "p2", "p3", "p4"} {
+		write(t, base+"/root/projects/"+p+"/s", p)
+	}
+	a, err := OpenAnchor(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	r := a.Root("root")
+	defer r.Close()
+	r.keep.max = 2
+	for range 3 {
+		v := r.Hold()
+		for _, p := range []string{"p1", "p2", "p3", "p4"} {
+			if info, err := v.Stat("projects/" + p + "/s"); err != nil || info.Size != 2 {
+				t.Fatalf("%s: %+v, %v", p, info, err)
+			}
+		}
+		v.Release()
+		if n := len(r.keep.dirs); n > 2 {
+			t.Fatalf("%d directories kept, bound 2", n)
+		}
+	}
+}

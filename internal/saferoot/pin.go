@@ -60,7 +60,7 @@ func (a *Anchor) Close() error {
 // O_NOFOLLOW and a check that the device is the anchor's): a symlink or a
 // mount in its place is NotExist, never followed.
 func (a *Anchor) Root(name string, opts ...Option) *Root {
-	r := &Root{path: filepath.Join(a.path, name), anchor: a, name: name}
+	r := &Root{path: filepath.Join(a.path, name), anchor: a, name: name, keep: newKeptDirs()}
 	for _, o := range opts {
 		o(r)
 	}

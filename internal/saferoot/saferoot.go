@@ -70,6 +70,7 @@ type Root struct {
 	store bool     // a Store view (store.go): its stores open too
 
 	held *heldRoot // nil: the root is opened by each operation (see Hold)
+	keep *keptDirs // directories beneath the root its views keep open (hold.go)
 }
 
 // Option configures a Root.
