@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,22 +177,20 @@ func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 // Table reads /active/table: every live agent, sorted by harness, then
 // pid. An error that is the errno ENOENT is a daemon without the file.
 func (c *Client) Table() ([]Agent, error) {
-	b, err := c.ReadFile(TablePath)
+	chunks, err := c.readChunks(TablePath)
 	if err != nil {
 		return nil, err
 	}
-	out := []Agent{}
-	for len(b) > 0 {
-		var ln []byte
-		ln, b, _ = bytes.Cut(b, []byte("\n"))
-		if len(bytes.TrimSpace(ln)) == 0 {
-			continue
-		}
-		var a Agent
-		if err := json.Unmarshal(ln, &a); err != nil {
-			return nil, fmt.Errorf("%s: %w", TablePath, err)
-		}
-		out = append(out, a)
+	// One string of the whole table, whose slices the agents' strings are
+	// (parseTable): the chunks are copied once, into it.
+	var b strings.Builder
+	b.Grow(chunksLen(chunks))
+	for _, ch := range chunks {
+		b.Write(ch)
+	}
+	out, err := parseTable(b.String())
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Harness != out[j].Harness {

@@ -5,11 +5,11 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -179,24 +179,47 @@ func (c *Client) Open(path string) (*Reader, error) {
 
 // ReadFile returns the whole content of path.
 func (c *Client) ReadFile(path string) ([]byte, error) {
+	chunks, err := c.readChunks(path)
+	if len(chunks) == 1 {
+		return chunks[0], err
+	}
+	return bytes.Join(chunks, nil), err
+}
+
+// readChunks reads the whole content of path into buffers that each
+// take the next part, every one twice as large as all before it: 64 KiB,
+// 128 KiB, 384 KiB, ... The first Tread asks for 64 KiB, so a small file
+// costs a small buffer, and the later ones ask for up to the most a
+// message carries, so a table of hundreds of agents costs a few round
+// trips (io.ReadAll's start at 512 bytes would cost tens). Unlike a
+// buffer grown by append, no byte is copied from one buffer to a larger
+// one, and memory fresh from the system is not cleared before the read
+// fills it. Every chunk is full but the last, which is not empty unless
+// it is the only one.
+func (c *Client) readChunks(path string) ([][]byte, error) {
 	r, err := c.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	// Treads from 64 KiB, doubling up to the most a message carries:
-	// io.ReadAll's start at 512 bytes, so a table of hundreds of agents
-	// would cost tens of round trips instead of a few.
-	out := []byte{}
+	var chunks [][]byte
+	buf, total := make([]byte, 0, 64<<10), 0
 	for {
-		out = slices.Grow(out, min(r.max, max(64<<10, len(out))))
-		n, err := r.Read(out[len(out):cap(out)])
-		out = out[:len(out)+n]
-		if err == io.EOF {
-			return out, nil
+		if len(buf) == cap(buf) {
+			chunks = append(chunks, buf)
+			buf = make([]byte, 0, 2*total)
 		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		total += n
 		if err != nil {
-			return out, err
+			if len(buf) > 0 || len(chunks) == 0 {
+				chunks = append(chunks, buf)
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			return chunks, err
 		}
 	}
 }
