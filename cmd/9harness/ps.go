@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+	"unicode"
 
 	"github.com/rivo/uniseg"
 	"golang.org/x/sys/unix"
@@ -326,10 +327,10 @@ type psListing struct {
 // print writes the listing as o asks, in one write: exitOK, or the status
 // of a failure it has said on stderr.
 func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) int {
-	var b bytes.Buffer
+	b := new(bytes.Buffer)
 	switch {
 	case o.json:
-		enc := json.NewEncoder(&b)
+		enc := json.NewEncoder(b)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(l.json); err != nil {
@@ -338,13 +339,13 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 		}
 	case o.quiet:
 		for i := range l.agents {
-			fmt.Fprintf(&b, "%s\n", l.name(i))
+			fmt.Fprintf(b, "%s\n", l.name(i))
 		}
 	case o.format != nil:
 		for i, a := range l.agents {
 			fields := psFields(a)
 			fields["host"] = l.host(i)
-			if err := o.format.Execute(&b, fields); err != nil {
+			if err := o.format.Execute(b, fields); err != nil {
 				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
 				return exitUsage
 			}
@@ -355,7 +356,14 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 		if term != nil && !o.noTrunc {
 			lay.width, _ = termSize(term)
 		}
-		for _, line := range l.table(lay) {
+		lines := l.table(lay)
+		n := 0
+		for _, line := range lines {
+			n += len(line) + 1
+		}
+		// Sized at once: growing a Buffer clears and copies.
+		b = bytes.NewBuffer(make([]byte, 0, n))
+		for _, line := range lines {
 			b.WriteString(line)
 			b.WriteByte('\n')
 		}
@@ -545,63 +553,107 @@ type psLayout struct {
 
 // psTable renders the agents as lines: a header and a row per agent.
 func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []string {
-	rows := [][nCols]string{psHeader}
+	rows := make([][nCols]string, 1, len(agents)+1)
+	rows[0] = psHeader
 	for _, a := range agents {
 		rows = append(rows, psRow(a, now, home, lay.wide))
 	}
-	w, show := psWidths(rows, lay.width)
+	cells := cellWidths(rows)
+	w, show := psWidths(cells, lay.width)
 	last := colTitle
 	if lay.noHeader {
-		rows = rows[1:]
+		rows, cells = rows[1:], cells[1:]
 	}
-	out := make([]string, 0, len(rows))
-	for _, r := range rows {
-		var b strings.Builder
+	// The lines are written into one buffer, and are slices of it; a line
+	// of printable ASCII takes a byte per cell.
+	size := 0
+	for i, x := range w {
+		if show[i] {
+			size += x + len(colGap)
+		}
+	}
+	buf := make([]byte, 0, size*len(rows))
+	ends := make([]int, len(rows))
+	for r := range rows {
+		start := len(buf)
 		first := true
-		for i, cell := range r {
+		for i, cell := range &rows[r] {
 			if !show[i] {
 				continue
 			}
 			if !first {
-				b.WriteString(colGap)
+				buf = append(buf, colGap...)
 			}
 			first = false
-			if i == colCwd {
-				cell = clipFront(cell, w[i])
-			} else {
-				cell = clipEnd(cell, w[i])
+			cw := cells[r][i]
+			if cw > w[i] {
+				if i == colCwd {
+					cell = clipFront(cell, w[i])
+				} else {
+					cell = clipEnd(cell, w[i])
+				}
+				cw = textWidth(cell)
 			}
-			pad := strings.Repeat(" ", max(w[i]-textWidth(cell), 0))
+			pad := max(w[i]-cw, 0)
 			switch {
 			case i == colPID || i == colAge || i == colTokens:
-				b.WriteString(pad + cell)
+				buf = appendSpaces(buf, pad)
+				buf = append(buf, cell...)
 			case i == last:
-				b.WriteString(cell)
+				buf = append(buf, cell...)
 			default:
-				b.WriteString(cell + pad)
+				buf = append(buf, cell...)
+				buf = appendSpaces(buf, pad)
 			}
 		}
-		line := strings.TrimRight(b.String(), " ")
+		buf = buf[:start+len(bytes.TrimRight(buf[start:], " "))]
+		ends[r] = len(buf)
+	}
+	all := string(buf)
+	out := make([]string, len(rows))
+	start := 0
+	for r, end := range ends {
+		line := all[start:end]
+		start = end
 		if lay.width > 0 {
 			// What the columns cannot give up is cut at the edge.
 			line = clipEnd(line, lay.width)
 		}
-		out = append(out, line)
+		out[r] = line
 	}
 	return out
 }
 
-// psWidths gives each column its width and says which are shown. With
-// width 0 every column is shown whole; else columns are dropped in
-// psDropOrder until the rest fit at their floors, then VIA, CWD and TITLE
-// give up width in psShrink's order until the table fits.
-func psWidths(rows [][nCols]string, width int) (w [nCols]int, show [nCols]bool) {
+func appendSpaces(b []byte, n int) []byte {
+	for range n {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// cellWidths is the width of each cell of rows.
+func cellWidths(rows [][nCols]string) [][nCols]int {
+	out := make([][nCols]int, len(rows))
+	for r, row := range rows {
+		for i, cell := range row {
+			out[r][i] = textWidth(cell)
+		}
+	}
+	return out
+}
+
+// psWidths gives each column its width and says which are shown, from
+// the widths of the cells of every row (cellWidths). With width 0 every
+// column is shown whole; else columns are dropped in psDropOrder until
+// the rest fit at their floors, then VIA, CWD and TITLE give up width in
+// psShrink's order until the table fits.
+func psWidths(cells [][nCols]int, width int) (w [nCols]int, show [nCols]bool) {
 	for i := range show {
 		show[i] = true
 	}
-	for _, r := range rows {
-		for i, cell := range r {
-			w[i] = max(w[i], textWidth(cell))
+	for _, r := range cells {
+		for i, cw := range r {
+			w[i] = max(w[i], cw)
 		}
 	}
 	if width <= 0 {
@@ -709,10 +761,11 @@ func compactCount(n int64) string {
 // routeWord is the first word of a via note, "registry (2 leases on this
 // pid; ...)": the route by which the session was found.
 func routeWord(via string) string {
-	if f := strings.Fields(via); len(f) > 0 {
-		return f[0]
+	via = strings.TrimLeftFunc(via, unicode.IsSpace)
+	if i := strings.IndexFunc(via, unicode.IsSpace); i >= 0 {
+		return via[:i]
 	}
-	return ""
+	return via
 }
 
 // age is the time since started: 45s, 12m, 3h, 2d.
@@ -754,6 +807,9 @@ func shortHome(p, home string) string {
 // that would reorder the rest of the line become '?', and line breaks and
 // tabs a space.
 func printable(s string) string {
+	if plainASCII(s) {
+		return s
+	}
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t' || r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029:
@@ -770,7 +826,25 @@ func printable(s string) string {
 // textWidth is the cells s takes on a terminal, by grapheme cluster:
 // emoji and East Asian wide characters take 2, combining marks and the
 // rest of a joined emoji sequence nothing.
-func textWidth(s string) int { return uniseg.StringWidth(s) }
+func textWidth(s string) int {
+	if plainASCII(s) {
+		return len(s) // a cluster and a cell per byte
+	}
+	return uniseg.StringWidth(s)
+}
+
+// plainASCII reports whether s is printable ASCII only: one grapheme
+// cluster and one cell per byte, nothing for printable to replace. Most of
+// a table is; uniseg's cluster breaking costs more than the rest of the
+// table's rendering.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
 
 // clusters splits s into grapheme clusters (what a terminal draws as one
 // character) and their widths.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rivo/uniseg"
+
 	"github.com/9harness/9harness/internal/client"
 )
 
@@ -57,6 +59,36 @@ func TestTextWidth(t *testing.T) {
 		if got := textWidth(tc.s); got != tc.want {
 			t.Errorf("textWidth(%q) = %d, want %d", tc.s, got, tc.want)
 		}
+	}
+}
+
+// textWidth's and printable's shortcut for printable ASCII agrees with
+// uniseg and strings.Map, byte by byte and for strings around each byte
+// that does not take it.
+func TestPlainASCII(t *testing.T) {
+	for c := range 256 {
+		for _, s := range []string{string(rune(c)), string([]byte{byte(c)}), "ab" + string([]byte{byte(c)}) + "cd"} {
+			plain := true
+			for _, b := range []byte(s) {
+				plain = plain && b >= 0x20 && b < 0x7f
+			}
+			if plainASCII(s) != plain {
+				t.Errorf("plainASCII(%q) = %v, want %v", s, !plain, plain)
+			}
+			if got, want := textWidth(s), uniseg.StringWidth(s); got != want {
+				t.Errorf("textWidth(%q) = %d, uniseg says %d", s, got, want)
+			}
+			if plain && printable(s) != s {
+				t.Errorf("printable(%q) = %q", s, printable(s))
+			}
+		}
+	}
+	var all []byte
+	for c := byte(0x20); c < 0x7f; c++ {
+		all = append(all, c)
+	}
+	if got, want := textWidth(string(all)), uniseg.StringWidth(string(all)); got != want || got != len(all) {
+		t.Errorf("textWidth(printable ASCII) = %d, uniseg says %d, want %d", got, want, len(all))
 	}
 }
 
@@ -224,7 +256,7 @@ func TestPsLayoutPriority(t *testing.T) {
 	}
 	gone := 0
 	for width := 250; width >= 30; width-- {
-		w, show := psWidths(rows, width)
+		w, show := psWidths(cellWidths(rows), width)
 		total, shown := 0, 0
 		for i := range w {
 			if show[i] {
