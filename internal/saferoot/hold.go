@@ -310,11 +310,21 @@ type keptDir struct {
 	stale bool
 }
 
-// keptMax bounds the directories a root keeps open: a table read keeps
-// one project directory per agent's working directory.
+// keptMax bounds the directories a root keeps open (and a sixteenth of
+// the open-file limit, if that is less): a table read keeps one project
+// directory per agent's working directory.
 const keptMax = 1024
 
-func newKeptDirs() *keptDirs { return &keptDirs{dirs: map[string]*keptDir{}, max: keptMax} }
+func newKeptDirs() *keptDirs {
+	max := keptMax
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		// Eight roots, and the process table's held files, share the
+		// open-file limit with the connections.
+		max = int(min(uint64(keptMax), rl.Cur/16))
+	}
+	return &keptDirs{dirs: map[string]*keptDir{}, max: max}
+}
 
 // Close closes the directories the root keeps (those a view still uses
 // when it lets go of them). The root keeps others again when next held;
