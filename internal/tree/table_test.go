@@ -465,3 +465,11 @@ func TestJSONString(t *testing.T) {
 		}
 	}
 }
+
+// TestTableEmpty: with no agent the table is an empty file, not an error.
+func TestTableEmpty(t *testing.T) {
+	r, _ := tableFixture(t, 0, nil)
+	if rows := readTable(t, r); len(rows) != 0 {
+		t.Fatalf("no agents, %d rows: %v", len(rows), rows)
+	}
+}
