@@ -60,7 +60,7 @@ func newHeld() *held {
 	return &held{fds: map[int]*[nHeld]int32{}, max: max}
 }
 
-// read appends the file f of pid to buf, from a held descriptor when there
+// readHeld appends the file f of pid to buf, from a held descriptor when there
 // is one, else from a fresh open that is then kept if the bound allows.
 func (t *Table) readHeld(pid, f int, buf []byte) ([]byte, error) {
 	h := t.held

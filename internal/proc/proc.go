@@ -154,8 +154,9 @@ func (t *Table) Argv(pid int) ([]string, error) {
 }
 
 // ReadCmdline appends pid's raw cmdline (NUL-separated) to buf and returns
-// it: one open, usually one read, no allocation when buf is big enough. A
-// scan reuses one buffer across the whole table.
+// it: usually one read (of the file held open since the last scan, or one
+// open and one read), no allocation when buf is big enough. A scan reuses
+// one buffer across the whole table.
 func (t *Table) ReadCmdline(pid int, buf []byte) ([]byte, error) {
 	return t.readHeld(pid, heldCmdline, buf)
 }
@@ -440,6 +441,9 @@ func (t *Table) AllAlive(ps []Proc) bool {
 // processes uses every CPU this way; callers that merge results index them
 // by position, so the output does not depend on the split.
 func Split(n int, f func(lo, hi int)) {
+	if n <= 0 {
+		return // no run: a caller may index its results by lo
+	}
 	k := min(runtime.GOMAXPROCS(0), max(1, n/128), 8)
 	var wg sync.WaitGroup
 	for i := 1; i < k; i++ {

@@ -79,9 +79,6 @@ func (a *active) table() ([]byte, error) {
 	// cache, is safe for concurrent use): they are derived on every CPU,
 	// each run of rows into its own buffer (indexed by the run's first
 	// row), and the runs joined in the table's order.
-	if len(all) == 0 {
-		return []byte{}, nil
-	}
 	runs := make([]bytes.Buffer, len(all))
 	proc.Split(len(all), func(lo, hi int) {
 		out := &runs[lo]
