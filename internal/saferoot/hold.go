@@ -3,6 +3,7 @@ package saferoot
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +23,10 @@ type heldRoot struct {
 	// met more than once, each opened once (O_PATH, no link followed, no
 	// mount crossed, as every lookup) and then named from for a stat of
 	// one component: a table read stats every registry record of one
-	// directory and every transcript of a shared project directory.
+	// directory and every transcript of a shared project directory. dmu
+	// guards the map only: each directory is settled under its own lock,
+	// so the workers of one table read, each settling its own agent's
+	// project directory by a system call, do not wait for one another.
 	dmu  sync.Mutex
 	dirs map[string]*heldDir
 
@@ -37,6 +41,9 @@ type heldRoot struct {
 // this view, whose answer (info) also answers a Stat of the directory
 // itself in this view; its fd is the kept one, closed by the keeper.
 type heldDir struct {
+	mu      sync.Mutex  // guards seen and the settling
+	settled atomic.Bool // fd, mnt, err, kept and info are final
+
 	fd   int
 	mnt  mountKey
 	err  error
@@ -194,28 +201,38 @@ func (r *Root) statAt(op, rel string, d *heldDir, name string) (info Info, err e
 // open of its own). The caller read-holds h.mu.
 func (h *heldRoot) dir(r *Root, dir string) *heldDir {
 	h.dmu.Lock()
-	defer h.dmu.Unlock()
-	return h.dirLocked(r, dir)
-}
-
-func (h *heldRoot) dirLocked(r *Root, dir string) *heldDir {
 	if h.dirs == nil {
 		h.dirs = map[string]*heldDir{}
 	}
 	d := h.dirs[dir]
-	switch {
-	case d != nil && d.seen < 0:
-		return d
-	case d == nil && len(h.dirs) >= heldDirsMax:
-		return nil
-	case d == nil:
+	if d == nil {
+		if len(h.dirs) >= heldDirsMax {
+			h.dmu.Unlock()
+			return nil
+		}
 		d = &heldDir{fd: -1}
 		h.dirs[dir] = d
+	}
+	h.dmu.Unlock()
+	if d.settled.Load() {
+		return d
+	}
+	return h.settle(r, dir, d)
+}
+
+// settle is dir for a directory not yet settled in this view. It holds
+// d's lock (and, through adopt, its parent's: always child before parent,
+// so no two settles wait for each other in a cycle).
+func (h *heldRoot) settle(r *Root, dir string, d *heldDir) *heldDir {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled.Load() {
+		return d
 	}
 	if dir != "" && d.seen == 0 {
 		d.seen = 1
 		if h.adopt(r, dir, d) {
-			d.seen = -1
+			d.settled.Store(true)
 			return d
 		}
 		if !h.keep.room(h.gen) {
@@ -224,7 +241,8 @@ func (h *heldRoot) dirLocked(r *Root, dir string) *heldDir {
 	} else if d.seen++; d.seen < 2 && dir != "" {
 		return nil
 	}
-	d.seen = -1 // opened (or failed): settled for the view
+	// Opened (or failed): settled for the view.
+	defer d.settled.Store(true)
 	if dir == "" {
 		d.fd, d.err = unix.Dup(h.fd)
 	} else {
@@ -259,7 +277,7 @@ func (h *heldRoot) adopt(r *Root, dir string, d *heldDir) bool {
 	if i := strings.LastIndexByte(dir, '/'); i >= 0 {
 		parent, name = dir[:i], dir[i+1:]
 	}
-	pd := h.dirLocked(r, parent)
+	pd := h.dir(r, parent)
 	if pd != nil && pd.err == nil && pd.mnt.id != 0 {
 		info, err, ok := r.statAt("saferoot.Stat", dir, pd, name)
 		if ok && err == nil && info.Dir && info.Dev == k.mnt.dev && info.Ino == k.ino {
@@ -275,8 +293,9 @@ func (h *heldRoot) adopt(r *Root, dir string, d *heldDir) bool {
 // keeper: the stat that proved it, made by this request.
 func (h *heldRoot) proved(rel string) (Info, bool) {
 	h.dmu.Lock()
-	defer h.dmu.Unlock()
-	if d := h.dirs[rel]; d != nil && d.kept != nil && d.info.Dir {
+	d := h.dirs[rel]
+	h.dmu.Unlock()
+	if d != nil && d.settled.Load() && d.kept != nil && d.info.Dir {
 		return d.info, true
 	}
 	return Info{}, false
