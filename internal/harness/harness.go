@@ -328,8 +328,12 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 	}
 	slices.Sort(pids)
 	argvs := make([][]string, len(pids))
+	// One buffer per goroutine of the split, not per run.
+	bufs := sync.Pool{New: func() any { return new([8192]byte) }}
 	proc.Split(len(pids), func(lo, hi int) {
-		buf := make([]byte, 0, 8192)
+		arr := bufs.Get().(*[8192]byte)
+		defer bufs.Put(arr)
+		buf := arr[:0]
 		for i := lo; i < hi; i++ {
 			// Another user's process costs one stat, not a read of its
 			// cmdline: on a machine shared by many users each daemon
@@ -346,7 +350,7 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 			if argv := proc.SplitCmdline(b); len(argv) > 0 {
 				argvs[i] = argv
 			}
-			buf = b[:0] // keep a grown buffer
+			buf = b[:0] // keep a grown buffer for the run
 		}
 	})
 	argvOf := func(pid int) []string {

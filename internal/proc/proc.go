@@ -434,25 +434,49 @@ func (t *Table) AllAlive(ps []Proc) bool {
 	return !dead.Load()
 }
 
-// Split runs f over n items in contiguous runs [lo, hi), one per CPU (at
-// most 8) but none shorter than 128 items, where a goroutine would cost
-// more than it saves; the first run on the calling goroutine. Reads of a
-// process table are independent syscalls, so a scan of thousands of
-// processes uses every CPU this way; callers that merge results index them
-// by position, so the output does not depend on the split.
+// Split runs f over n items in contiguous runs [lo, hi), on one goroutine
+// per CPU (at most 8, and none for fewer than 128 items each, where a
+// goroutine would cost more than it saves), the calling goroutine one of
+// them. Reads of a process table are independent syscalls, so a scan of
+// thousands of processes uses every CPU this way. The runs are short
+// (about a sixteenth of a goroutine's share) and handed out in order to
+// whichever goroutine is free: a goroutine started late, or slowed by a
+// costlier run, leaves its share to the others instead of making the
+// whole wait for it. Callers that merge results index them by position
+// (a run by its lo), so the output does not depend on the split.
 func Split(n int, f func(lo, hi int)) {
 	if n <= 0 {
 		return // no run: a caller may index its results by lo
 	}
 	k := min(runtime.GOMAXPROCS(0), max(1, n/128), 8)
-	var wg sync.WaitGroup
-	for i := 1; i < k; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(n*i/k, n*(i+1)/k) }()
+	if k == 1 {
+		f(0, n)
+		return
 	}
-	f(0, n/k)
+	size := max(splitRun, n/(16*k))
+	var next atomic.Int64
+	work := func() {
+		for {
+			hi := int(next.Add(int64(size)))
+			lo := hi - size
+			if lo >= n {
+				return
+			}
+			f(lo, min(hi, n))
+		}
+	}
+	var wg sync.WaitGroup
+	for range k - 1 {
+		wg.Add(1)
+		go func() { defer wg.Done(); work() }()
+	}
+	work()
 	wg.Wait()
 }
+
+// splitRun is the shortest run Split hands out: a run costs one atomic
+// add, and a caller's run may cost a buffer.
+const splitRun = 8
 
 // Cwd returns the process's working directory.
 func (t *Table) Cwd(pid int) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/9harness/9harness/internal/proc/proctest"
 )
@@ -130,15 +131,45 @@ func TestSplit(t *testing.T) {
 					t.Fatalf("GOMAXPROCS=%d n=%d: index %d seen %d times", procs, n, i, c)
 				}
 			}
-			want := min(procs, max(1, n/128), 8)
-			if n == 0 {
-				want = 0 // nothing to split: no empty run for a caller to index by
-			}
-			if int(runs.Load()) != want {
-				t.Errorf("GOMAXPROCS=%d n=%d: %d runs, want %d", procs, n, runs.Load(), want)
+			switch k := min(procs, max(1, n/128), 8); {
+			case n == 0 && runs.Load() != 0:
+				t.Errorf("GOMAXPROCS=%d n=0: %d runs, want none (no empty run for a caller to index by)", procs, runs.Load())
+			case n > 0 && k == 1 && runs.Load() != 1:
+				t.Errorf("GOMAXPROCS=%d n=%d: %d runs, want one", procs, n, runs.Load())
+			case k > 1 && int(runs.Load()) < k:
+				t.Errorf("GOMAXPROCS=%d n=%d: %d runs, want at least one per goroutine (%d)", procs, n, runs.Load(), k)
 			}
 		}
 		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// TestSplitShares: a goroutine held up in one run leaves the rest of the
+// items to the others. The first run waits until three quarters of the
+// items are done elsewhere, which happens only if the other goroutine
+// takes the held one's share too; with fixed halves it would wait
+// forever (here: fail after 10 s).
+func TestSplitShares(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	const n = 1000
+	var done, first atomic.Int32
+	timeout := time.After(10 * time.Second)
+	Split(n, func(lo, hi int) {
+		if first.Add(1) == 1 {
+			for done.Load() < n*3/4 {
+				select {
+				case <-timeout:
+					t.Errorf("while one run was held the other goroutine did %d items, want %d", done.Load(), n*3/4)
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		done.Add(int32(hi - lo))
+	})
+	if done.Load() != n {
+		t.Errorf("%d items done, want %d", done.Load(), n)
 	}
 }
 
