@@ -24,7 +24,17 @@ import (
 type Memo struct {
 	mu      sync.Mutex
 	entries map[memoKey]any
-	files   *FileCache // nil: nothing is kept past the request
+	// stats are Stat's results, the most numerous entries: each an index
+	// into statv, since a map stores a value as large as a statRes
+	// (over 128 bytes) in an allocation of its own.
+	stats map[memoKey]int
+	statv []statRes
+	files *FileCache // nil: nothing is kept past the request
+}
+
+type statRes struct {
+	info saferoot.Info
+	err  error
 }
 
 type memoKey struct {
@@ -34,7 +44,46 @@ type memoKey struct {
 }
 
 // NewMemo returns an empty memo for one request.
-func NewMemo() *Memo { return &Memo{entries: map[memoKey]any{}} }
+func NewMemo() *Memo { return &Memo{entries: map[memoKey]any{}, stats: map[memoKey]int{}} }
+
+// Release says the request that made m (NewMemoCache) is done with it,
+// and so is everything it handed m to: m is emptied and kept by its file
+// cache for the next request, its maps' room with it. A table read of
+// hundreds of agents fills thousands of entries, and growing the maps
+// again on every read allocated most of what the memo cost. A nil memo,
+// or one without a file cache, is left to the collector.
+func (m *Memo) Release() {
+	if m == nil || m.files == nil {
+		return
+	}
+	c := m.files
+	m.mu.Lock()
+	n := len(m.entries) + len(m.stats)
+	clear(m.entries)
+	clear(m.stats)
+	clear(m.statv) // no error kept alive
+	m.statv = m.statv[:0]
+	m.files = nil
+	m.mu.Unlock()
+	if n > memoKeptMax {
+		return // a one-off's room is not worth keeping
+	}
+	c.mu.Lock()
+	if len(c.memos) < memosKept {
+		c.memos = append(c.memos, m)
+	}
+	c.mu.Unlock()
+}
+
+// memosKept is how many released memos a file cache keeps: one per
+// request running at once is enough, and table reads rarely overlap.
+// memoKeptMax is the most entries a kept memo may have held (about 2 MB
+// of maps): the room of a table of some thousand agents is kept, that of
+// a one-off hundred thousand is not.
+const (
+	memosKept   = 2
+	memoKeptMax = 16384
+)
 
 // get returns the memoized value of (r, kind, rel), computing it with f
 // the first time. On a nil memo it always calls f. Two concurrent first
@@ -87,15 +136,23 @@ func (m *Memo) readDir(r *saferoot.Root, rel string) ([]saferoot.Entry, error) {
 // transcript: its title, its tail, its tokens, its presence in a listing)
 // is stat'ed once per request. A nil memo always stats.
 func (m *Memo) Stat(r *saferoot.Root, rel string) (saferoot.Info, error) {
-	type res struct {
-		info saferoot.Info
-		err  error
+	if m == nil {
+		return r.Stat(rel)
 	}
-	v := memoGet(m, r, "stat", rel, func() res {
-		info, err := r.Stat(rel)
-		return res{info, err}
-	})
-	return v.info, v.err
+	k := memoKey{r, "stat", rel}
+	m.mu.Lock()
+	if i, ok := m.stats[k]; ok {
+		v := m.statv[i]
+		m.mu.Unlock()
+		return v.info, v.err
+	}
+	m.mu.Unlock()
+	info, err := r.Stat(rel)
+	m.mu.Lock()
+	m.stats[k] = len(m.statv)
+	m.statv = append(m.statv, statRes{info, err})
+	m.mu.Unlock()
+	return info, err
 }
 
 // mayHaveDir reports whether dir may hold a subdirectory name: false only
@@ -287,6 +344,8 @@ func (m *Memo) claudeOldSubs(r *saferoot.Root, projDir string) []claudeOldSub {
 type FileCache struct {
 	mu sync.Mutex
 	m  map[fileKey]any
+
+	memos []*Memo // released memos (Release), for NewMemoCache
 }
 
 type fileKey struct {
@@ -311,7 +370,18 @@ func NewFileCache() *FileCache { return &FileCache{m: map[fileKey]any{}} }
 // NewMemoCache is NewMemo whose per-file facts are also kept in c across
 // requests, re-validated on each use.
 func NewMemoCache(c *FileCache) *Memo {
-	m := NewMemo()
+	if c == nil {
+		return NewMemo()
+	}
+	var m *Memo
+	c.mu.Lock()
+	if n := len(c.memos); n > 0 {
+		m, c.memos = c.memos[n-1], c.memos[:n-1]
+	}
+	c.mu.Unlock()
+	if m == nil {
+		m = NewMemo()
+	}
 	m.files = c
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,47 @@ func TestDirCachedRevalidates(t *testing.T) {
 		if got := names(); got != change.want {
 			t.Fatalf("%s, then still: got %q, want %q", change.name, got, change.want)
 		}
+	}
+}
+
+// TestMemoReleased: a memo released by its request is taken by the next
+// one empty: what the first request stat'ed or derived is asked again,
+// so a reused memo never answers with an older request's facts. A memo
+// that held more than memoKeptMax entries is not kept.
+func TestMemoReleased(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := saferoot.New(dir)
+	c := NewFileCache()
+	m := NewMemoCache(c)
+	if info, err := m.Stat(r, "f"); err != nil || info.Size != 3 {
+		t.Fatalf("first Stat: %+v, %v", info, err)
+	}
+	if v := memoGet(m, r, "k", "f", func() int { return 1 }); v != 1 {
+		t.Fatalf("first memoGet = %d", v)
+	}
+	m.Release()
+	if err := os.WriteFile(p, []byte("three"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m2 := NewMemoCache(c)
+	if m2 != m {
+		t.Fatalf("the released memo was not reused")
+	}
+	if info, err := m2.Stat(r, "f"); err != nil || info.Size != 5 {
+		t.Errorf("Stat through the reused memo: %+v, %v; want the file as it is now (size 5)", info, err)
+	}
+	if v := memoGet(m2, r, "k", "f", func() int { return 2 }); v != 2 {
+		t.Errorf("memoGet through the reused memo = %d, want 2 (derived again)", v)
+	}
+	for i := range memoKeptMax {
+		memoGet(m2, r, "k", strconv.Itoa(i), func() int { return i })
+	}
+	m2.Release()
+	if m3 := NewMemoCache(c); m3 == m2 {
+		t.Errorf("a memo of %d entries was kept", memoKeptMax+2)
 	}
 }

@@ -332,6 +332,7 @@ func (d *agentDir) resolve() (harness.Agent, error) {
 	}
 	env := d.a.cfg.Envs[d.h]
 	env.Memo = harness.NewMemoCache(d.a.files)
+	defer env.Memo.Release()
 	return harness.ByName(d.h).Resolve(env, d.p), nil
 }
 

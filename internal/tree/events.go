@@ -193,6 +193,7 @@ func (e *events) derive() (map[eventKey]eventState, error) {
 		return nil, err
 	}
 	memo := harness.NewMemoCache(a.files)
+	defer memo.Release()
 	out := make(map[eventKey]eventState, len(all))
 	for _, d := range all {
 		facts, err := d.resolveWith(memo)

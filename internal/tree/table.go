@@ -135,11 +135,12 @@ func (r *tableRead) env(d *agentDir) harness.Env {
 	return env
 }
 
-// release closes the roots the read held.
+// release closes the roots the read held, and lets go of its memo.
 func (r *tableRead) release() {
 	for _, env := range r.envs {
 		env.Root.Release()
 	}
+	r.memo.Release()
 }
 
 // tmux is the tmux file's content for d, asking each server at most once
