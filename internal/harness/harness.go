@@ -569,16 +569,30 @@ func flagValue(args []string, names ...string) (string, bool) {
 
 // procInfo is what every harness reads of a process before it looks at disk.
 type procInfo struct {
-	env map[string]string // the few variables harnesses care about
+	env envVars // the few variables harnesses care about
 }
 
-var wantEnv = set("ZMX_SESSION", "TMUX", "HOME", "TMPDIR", "TMP", "TEMP")
+// envVars are the variables of wantEnv a process has, each at its name's
+// index there ("" when it has none): a table read fills one per agent.
+type envVars [len(wantEnv)]string
+
+var wantEnv = [...]string{"ZMX_SESSION", "TMUX", "HOME", "TMPDIR", "TMP", "TEMP"}
+
+// get is the variable name (one of wantEnv), or "".
+func (e *envVars) get(name string) string {
+	for i, n := range wantEnv {
+		if n == name {
+			return e[i]
+		}
+	}
+	return ""
+}
 
 // start fills what /proc alone says of p: identity, cwd, and the session
 // hosts from its environment. Via starts as "none".
 func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
 	a := Agent{Harness: name, PID: p.PID, PPID: p.PPID, Start: p.Start, Via: "none", Argv: slices.Clone(normArgv(p.Argv))}
-	info := procInfo{env: map[string]string{}}
+	var info procInfo
 	if env.Procs == nil {
 		return a, info
 	}
@@ -593,13 +607,15 @@ func start(name string, env Env, p proc.Proc) (Agent, procInfo) {
 	if vars, err := env.Procs.EnvironOf(p); err == nil {
 		a.EnvKnown = true
 		for _, kv := range vars {
-			if k, v, ok := strings.Cut(kv, "="); ok && wantEnv[k] {
-				info.env[k] = v
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				if i := slices.Index(wantEnv[:], k); i >= 0 {
+					info.env[i] = v
+				}
 			}
 		}
 	}
-	a.Zmx = info.env["ZMX_SESSION"]
-	if t := info.env["TMUX"]; t != "" {
+	a.Zmx = info.env.get("ZMX_SESSION")
+	if t := info.env.get("TMUX"); t != "" {
 		a.TmuxSocket, _, _ = strings.Cut(t, ",")
 	}
 	return a, info

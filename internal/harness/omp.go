@@ -150,10 +150,10 @@ func (omp) Resolve(env Env, p proc.Proc) Agent {
 	// HOME and TMPDIR (node falls back to /tmp). The daemon's view is tried
 	// too; the header's cwd decides between them.
 	procTmp := "/tmp"
-	if t := nonEmpty(pinfo.env["TMPDIR"], pinfo.env["TMP"], pinfo.env["TEMP"]); len(t) > 0 {
+	if t := nonEmpty(pinfo.env.get("TMPDIR"), pinfo.env.get("TMP"), pinfo.env.get("TEMP")); len(t) > 0 {
 		procTmp = t[0]
 	}
-	homes := nonEmpty(pinfo.env["HOME"], env.Home)
+	homes := nonEmpty(pinfo.env.get("HOME"), env.Home)
 	tmps := nonEmpty(procTmp, env.TmpDir)
 	resolvePi(&a, env, p, "agent/sessions", ompDirNames(cleanCwd(a.Cwd), homes, tmps), false)
 	return a
