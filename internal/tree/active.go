@@ -88,6 +88,9 @@ type active struct {
 	files *harness.FileCache
 	// events is /active/events's watcher and readers.
 	events *events
+	// runs are the buffers of table reads' runs of rows, kept for the
+	// next read: only the joined table is the read's own.
+	runs bufList
 }
 
 // scanReuse bounds the age of a scan that a listing of /active/<h> may use
@@ -117,12 +120,16 @@ func (a *active) rescan(reusable bool) error {
 	if err != nil {
 		return errs.E("active.scan", errs.IO, "/active", err)
 	}
-	byH := make(map[string]map[int]proc.Proc, len(Harnesses))
+	count := make(map[string]int, len(Harnesses))
+	for _, f := range found {
+		count[f.Harness]++
+	}
+	byH := make(map[string]map[int]proc.Proc, len(count))
 	live := make([]proc.Proc, 0, len(found))
 	for _, f := range found {
 		live = append(live, f.Proc)
 		if byH[f.Harness] == nil {
-			byH[f.Harness] = map[int]proc.Proc{}
+			byH[f.Harness] = make(map[int]proc.Proc, count[f.Harness]) // sized once
 		}
 		byH[f.Harness][f.Proc.PID] = f.Proc
 	}

@@ -79,9 +79,11 @@ func (a *active) table() ([]byte, error) {
 	// cache, is safe for concurrent use): they are derived on every CPU,
 	// each run of rows into its own buffer (indexed by the run's first
 	// row), and the runs joined in the table's order.
-	runs := make([]bytes.Buffer, len(all))
+	runs := make([]*bytes.Buffer, len(all))
+	defer a.runs.put(runs)
 	proc.Split(len(all), func(lo, hi int) {
-		out := &runs[lo]
+		out := a.runs.get()
+		runs[lo] = out
 		out.Grow((hi - lo) * rowSize)
 		for i := lo; i < hi; i++ {
 			d := all[i]
@@ -94,14 +96,56 @@ func (a *active) table() ([]byte, error) {
 		}
 	})
 	n := 0
-	for i := range runs {
-		n += runs[i].Len()
+	for _, b := range runs {
+		if b != nil {
+			n += b.Len()
+		}
 	}
 	out := make([]byte, 0, n)
-	for i := range runs {
-		out = append(out, runs[i].Bytes()...)
+	for _, b := range runs {
+		if b != nil {
+			out = append(out, b.Bytes()...)
+		}
 	}
 	return out, nil
+}
+
+// bufList keeps buffers for reuse, a bounded number of bounded size: a
+// sync.Pool is emptied by the collector, which runs about once per table
+// read of hundreds of agents.
+type bufList struct {
+	mu   sync.Mutex
+	bufs []*bytes.Buffer
+}
+
+// bufListMax bounds the buffers kept, and bufKeptMax the size of each:
+// a 500-agent table read uses 32 runs of about 8 KiB.
+const (
+	bufListMax = 64
+	bufKeptMax = 64 << 10
+)
+
+func (l *bufList) get() *bytes.Buffer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.bufs); n > 0 {
+		b := l.bufs[n-1]
+		l.bufs = l.bufs[:n-1]
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+// put keeps bs's buffers (nil ones skipped), emptied, up to the bounds.
+func (l *bufList) put(bs []*bytes.Buffer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range bs {
+		if b != nil && b.Cap() <= bufKeptMax && len(l.bufs) < bufListMax {
+			b.Reset()
+			l.bufs = append(l.bufs, b)
+		}
+	}
 }
 
 // rowSize is about what one row of the table takes (350–450 bytes for a
