@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -115,12 +116,20 @@ func claudeRegistry(env Env, p proc.Proc) (*claudeReg, string) {
 	if reg.PID != 0 && reg.PID != p.PID {
 		return nil, fmt.Sprintf("registry record names pid %d", reg.PID)
 	}
-	if len(reg.ProcStart) > 0 && string(reg.ProcStart) != "null" {
-		var s string
-		if json.Unmarshal(reg.ProcStart, &s) != nil {
-			s = string(reg.ProcStart) // a bare number
-		}
-		if want := strconv.FormatUint(p.Start, 10); s != want {
+	if ps := reg.ProcStart; len(ps) > 0 && string(ps) != "null" {
+		var num [20]byte
+		want := strconv.AppendUint(num[:0], p.Start, 10)
+		s := ps
+		switch {
+		case len(ps) >= 2 && ps[0] == '"' && ps[len(ps)-1] == '"' && bytes.IndexByte(ps, '\\') < 0:
+			s = ps[1 : len(ps)-1] // a plain string: what json.Unmarshal would give
+		case ps[0] == '"':
+			var q string
+			if json.Unmarshal(ps, &q) == nil {
+				s = []byte(q)
+			}
+		} // otherwise a bare number, compared as written
+		if !bytes.Equal(s, want) {
 			return nil, fmt.Sprintf("registry record is another process's: procStart %q, this process started at %s", s, want)
 		}
 	}
@@ -130,7 +139,7 @@ func claudeRegistry(env Env, p proc.Proc) (*claudeReg, string) {
 	if !isUUID(reg.SessionID) {
 		return nil, "registry record has no session id"
 	}
-	return &reg, ""
+	return reg, ""
 }
 
 // claudeSanitize is Claude's project-dir name for a path: every character

@@ -237,17 +237,17 @@ func (m *Memo) claudeRecords(r *saferoot.Root) claudeRecords {
 // claudeRecord is the registry record rel, parsed once per version of the
 // file (fileCached): the agent's own resolve and every other agent's
 // /clear check read it, and a table read re-reads no unchanged record.
-func (m *Memo) claudeRecord(r *saferoot.Root, rel string) (claudeReg, bool) {
-	type res struct {
-		reg claudeReg
-		ok  bool
-	}
-	v := fileCached(m, r, "claude-record", rel, func() res {
-		var reg claudeReg
-		ok := readJSON(r, rel, smallFile, &reg)
-		return res{reg, ok}
+// The record is shared by every request while its file is unchanged:
+// callers read it and never modify it.
+func (m *Memo) claudeRecord(r *saferoot.Root, rel string) (*claudeReg, bool) {
+	reg := fileCached(m, r, "claude-record", rel, func() *claudeReg {
+		reg := new(claudeReg)
+		if !readJSON(r, rel, smallFile, reg) {
+			return nil
+		}
+		return reg
 	})
-	return v.reg, v.ok
+	return reg, reg != nil
 }
 
 // claimedBy reports whether a record other than own (a file name) names
