@@ -359,7 +359,7 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		}
 		return nil
 	}
-	found := make([]*Found, len(pids))
+	found := make([]Found, len(pids)) // Harness "": not an agent
 	proc.Split(len(pids), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			pid, argv := pids[i], argvs[i]
@@ -388,15 +388,16 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 			if k == Helper && !pr.Promote(p, func(n string) (string, bool) { return t.Getenv(pid, n) }) {
 				continue
 			}
-			found[i] = &Found{Harness: h.Name(), Proc: p}
+			found[i] = Found{Harness: h.Name(), Proc: p}
 		}
 	})
-	var out []Found
+	out := found[:0] // in place: each agent moves down, never up
 	for _, f := range found {
-		if f != nil {
-			out = append(out, *f)
+		if f.Harness != "" {
+			out = append(out, f)
 		}
 	}
+	clear(found[len(out):])
 	return out, nil
 }
 
