@@ -483,8 +483,21 @@ func (t *Table) Cwd(pid int) (string, error) {
 	if t.guard != nil {
 		return t.guard.Cwd(pid)
 	}
-	s, err := os.Readlink(t.path(pid, "cwd"))
-	return s, gone(err)
+	path := t.path(pid, "cwd")
+	var buf [1024]byte // most paths: one readlink, one allocation
+	for {
+		n, err := unix.Readlink(path, buf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return "", gone(&os.PathError{Op: "readlink", Path: path, Err: err})
+		case n < len(buf):
+			return string(buf[:n]), nil
+		}
+		s, err := os.Readlink(path) // as long as it takes
+		return s, gone(err)
+	}
 }
 
 // Environ returns the process's environment as it was at exec (or as it

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"slices"
@@ -192,5 +193,29 @@ func TestWanted(t *testing.T) {
 	}
 	if !slices.IsSorted(w) {
 		t.Errorf("Wanted is not sorted: %q", w)
+	}
+}
+
+// TestCwdLengths: a cwd is read whole whatever its length (one readlink
+// into a stack buffer for most, a second way past it), and a process
+// that is gone says so.
+func TestCwdLengths(t *testing.T) {
+	dir := t.TempDir()
+	long := "/" + strings.Repeat("d/", 1500) + "end" // past the first buffer
+	var procs []proctest.Proc
+	for i, cwd := range []string{"/", "/home/g/src", "/" + strings.Repeat("x", 1022), "/" + strings.Repeat("x", 1023), long} {
+		procs = append(procs, proctest.Proc{PID: 100 + i, PPID: 1, UID: 1000, Start: 5000, Argv: []string{"claude"}, Cwd: cwd})
+	}
+	if err := proctest.Write(dir, procs...); err != nil {
+		t.Fatal(err)
+	}
+	tab := New(dir)
+	for _, p := range procs {
+		if got, err := tab.Cwd(p.PID); err != nil || got != p.Cwd {
+			t.Errorf("Cwd(%d) = %d bytes, %v; want %d bytes", p.PID, len(got), err, len(p.Cwd))
+		}
+	}
+	if _, err := tab.Cwd(999); !errors.Is(err, ErrGone) {
+		t.Errorf("Cwd of a pid that is not there: %v, want ErrGone", err)
 	}
 }
