@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,14 +95,25 @@ func (t waitTarget) String() string {
 	return t.harness + "/" + strconv.Itoa(t.pid)
 }
 
-var harnessName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+// isHarnessName reports whether h is shaped like a harness's name:
+// ^[a-z][a-z0-9_-]*$ (a function, not a regexp compiled at every start of
+// every command).
+func isHarnessName(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || i > 0 && ('0' <= c && c <= '9' || c == '_' || c == '-')) {
+			return false
+		}
+	}
+	return h != ""
+}
 
 // parseTarget reads HARNESS/PID or PID.
 func parseTarget(s string) (waitTarget, error) {
 	h, p, ok := strings.Cut(s, "/")
 	if !ok {
 		h, p = "", s
-	} else if !harnessName.MatchString(h) {
+	} else if !isHarnessName(h) {
 		return waitTarget{}, fmt.Errorf("bad agent %q: want HARNESS/PID or PID", s)
 	}
 	pid, err := strconv.Atoi(p)

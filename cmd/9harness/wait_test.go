@@ -28,6 +28,12 @@ func TestParseTarget(t *testing.T) {
 		{"claude", waitTarget{}, false},
 		{"/12", waitTarget{}, false},
 		{"Claude/12", waitTarget{}, false},
+		{"1claude/12", waitTarget{}, false},
+		{"-x/12", waitTarget{}, false},
+		{"c-/12", waitTarget{"c-", 12}, true},
+		{"c_9/12", waitTarget{"c_9", 12}, true},
+		{"cé/12", waitTarget{}, false},
+		{"c d/12", waitTarget{}, false},
 		{"a/b/12", waitTarget{}, false},
 		{"", waitTarget{}, false},
 	} {
