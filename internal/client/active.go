@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // ActiveRoot is where the daemon lists the live agents:
@@ -177,18 +178,28 @@ func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 // Table reads /active/table: every live agent, sorted by harness, then
 // pid. An error that is the errno ENOENT is a daemon without the file.
 func (c *Client) Table() ([]Agent, error) {
-	chunks, err := c.readChunks(TablePath)
+	// One Tread for a table of up to a few thousand agents: its buffer is
+	// as large as a message carries, of which only what the table fills
+	// is ever touched.
+	chunks, err := c.readChunks(TablePath, 1<<20)
 	if err != nil {
 		return nil, err
 	}
 	// One string of the whole table, whose slices the agents' strings are
-	// (parseTable): the chunks are copied once, into it.
-	var b strings.Builder
-	b.Grow(chunksLen(chunks))
-	for _, ch := range chunks {
-		b.Write(ch)
+	// (parseTable): the only chunk itself, never written again, or the
+	// chunks copied once into it.
+	var s string
+	if len(chunks) == 1 {
+		s = unsafe.String(unsafe.SliceData(chunks[0]), len(chunks[0]))
+	} else {
+		var b strings.Builder
+		b.Grow(chunksLen(chunks))
+		for _, ch := range chunks {
+			b.Write(ch)
+		}
+		s = b.String()
 	}
-	out, err := parseTable(b.String())
+	out, err := parseTable(s)
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,7 @@ func (c *Client) Open(path string) (*Reader, error) {
 
 // ReadFile returns the whole content of path.
 func (c *Client) ReadFile(path string) ([]byte, error) {
-	chunks, err := c.readChunks(path)
+	chunks, err := c.readChunks(path, 64<<10)
 	if len(chunks) == 1 {
 		return chunks[0], err
 	}
@@ -187,23 +187,23 @@ func (c *Client) ReadFile(path string) ([]byte, error) {
 }
 
 // readChunks reads the whole content of path into buffers that each
-// take the next part, every one twice as large as all before it: 64 KiB,
-// 128 KiB, 384 KiB, ... The first Tread asks for 64 KiB, so a small file
-// costs a small buffer, and the later ones ask for up to the most a
-// message carries, so a table of hundreds of agents costs a few round
-// trips (io.ReadAll's start at 512 bytes would cost tens). Unlike a
-// buffer grown by append, no byte is copied from one buffer to a larger
-// one, and memory fresh from the system is not cleared before the read
-// fills it. Every chunk is full but the last, which is not empty unless
-// it is the only one.
-func (c *Client) readChunks(path string) ([][]byte, error) {
+// take the next part, the first of first bytes (at most what one Tread
+// carries) and every later one twice as large as all before it: with 64
+// KiB, 64 KiB, 128 KiB, 384 KiB, ... So a small file costs a small
+// buffer, and the later Treads ask for up to the most a message carries,
+// so a large file costs a few round trips (io.ReadAll's start at 512
+// bytes would cost tens). Unlike a buffer grown by append, no byte is
+// copied from one buffer to a larger one, and memory fresh from the
+// system is not cleared before the read fills it. Every chunk is full
+// but the last, which is not empty unless it is the only one.
+func (c *Client) readChunks(path string, first int) ([][]byte, error) {
 	r, err := c.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	var chunks [][]byte
-	buf, total := make([]byte, 0, 64<<10), 0
+	buf, total := make([]byte, 0, min(first, r.max)), 0
 	for {
 		if len(buf) == cap(buf) {
 			chunks = append(chunks, buf)
