@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-lYFHN0TH9XDawuiqNiDErJldoTMdmt6Hkg2ZCyo9IYY=";
+  vendorHash = "sha256-L+Zlpda6j+WixHCf1a3yXI0yu9++vehq4fhKyk9SqkY=";
 
   subPackages = [
     "cmd/9harnessd"

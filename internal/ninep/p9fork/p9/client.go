@@ -114,10 +114,10 @@ type ClientOpt func(*Client) error
 func WithMessageSize(m uint32) ClientOpt {
 	return func(c *Client) error {
 		// Need at least one byte of payload.
-		if m <= msgDotLRegistry.largestFixedSize {
+		if m <= msgDotLRegistry.fixedSize() {
 			return &ErrMessageTooLarge{
 				size:  m,
-				msize: msgDotLRegistry.largestFixedSize,
+				msize: msgDotLRegistry.fixedSize(),
 			}
 		}
 		c.messageSize = m
@@ -166,7 +166,7 @@ func NewClient(conn io.ReadWriteCloser, o ...ClientOpt) (*Client, error) {
 
 	// Compute a payload size and round to 512 (normal block size)
 	// if it's larger than a single block.
-	c.payloadSize = roundDown(c.messageSize-msgDotLRegistry.largestFixedSize, 512)
+	c.payloadSize = roundDown(c.messageSize-msgDotLRegistry.fixedSize(), 512)
 
 	// Agree upon a version.
 	requested := c.version

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // ErrInvalidMsgType is returned when an unsupported message type is found.
@@ -2219,6 +2220,10 @@ type msgFactory struct {
 var msgDotLRegistry registry
 
 type registry struct {
+	// once fills the registry (registerAll) at its first use, not in the
+	// package's init: a program that links p9 but speaks no 9P in a run
+	// (a CLI's --help, a relay) does not pay for it at every start.
+	once      sync.Once
 	factories [math.MaxUint8 + 1]msgFactory
 
 	// largestFixedSize is computed so that given some message size M, you can
@@ -2235,6 +2240,7 @@ type registry struct {
 // This takes, and ignores, a message tag so that it may be used directly as a
 // lookuptagAndType function for recv (by design).
 func (r *registry) get(_ tag, t msgType) (message, error) {
+	r.once.Do(registerAll)
 	entry := &r.factories[t]
 	if entry.create == nil {
 		return nil, &ErrInvalidMsgType{t}
@@ -2249,6 +2255,7 @@ func (r *registry) get(_ tag, t msgType) (message, error) {
 }
 
 func (r *registry) put(msg message) {
+	r.once.Do(registerAll)
 	if p, ok := msg.(payloader); ok {
 		p.SetPayload(nil)
 	}
@@ -2260,9 +2267,16 @@ func (r *registry) put(msg message) {
 	}
 }
 
+// fixedSize is the largest fixed part of a message (largestFixedSize).
+func (r *registry) fixedSize() uint32 {
+	r.once.Do(registerAll)
+	return r.largestFixedSize
+}
+
 // register registers the given message type.
 //
-// This may cause panic on failure and should only be used from init.
+// This may cause panic on failure and should only be used from
+// registerAll.
 func (r *registry) register(t msgType, fn func() message) {
 	if int(t) >= len(r.factories) {
 		panic(fmt.Sprintf("message type %d is too large. It must be smaller than %d", t, len(r.factories)))
@@ -2289,7 +2303,7 @@ func calculateSize(m message) uint32 {
 	return uint32(len(dataBuf.data))
 }
 
-func init() {
+func registerAll() {
 	msgDotLRegistry.register(msgRlerror, func() message { return &rlerror{} })
 	msgDotLRegistry.register(msgTstatfs, func() message { return &tstatfs{} })
 	msgDotLRegistry.register(msgRstatfs, func() message { return &rstatfs{} })

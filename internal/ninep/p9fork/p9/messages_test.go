@@ -16,6 +16,8 @@ package p9
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"reflect"
 	"testing"
 )
@@ -398,6 +400,7 @@ func TestEncodeDecode(t *testing.T) {
 }
 
 func TestMessageStrings(t *testing.T) {
+	msgDotLRegistry.once.Do(registerAll)
 	for typ := range msgDotLRegistry.factories {
 		entry := &msgDotLRegistry.factories[typ]
 		if entry.create != nil {
@@ -426,6 +429,7 @@ func TestRegisterDuplicate(t *testing.T) {
 	}()
 
 	// Register a duplicate.
+	msgDotLRegistry.once.Do(registerAll)
 	msgDotLRegistry.register(msgRlerror, func() message { return &rlerror{} })
 }
 
@@ -519,4 +523,27 @@ func TestIntegralReaddirResult(t *testing.T) {
 		t.Fatalf("rreadir is not integral size: got %d, want %d", l2, l1)
 	}
 
+}
+
+// TestRegistryFilledAtFirstUse (patch 59): the registry is empty when the
+// program starts, and filled by its first use. A fresh process (this test
+// binary, running only this test) checks it before anything speaks 9P.
+func TestRegistryFilledAtFirstUse(t *testing.T) {
+	if os.Getenv("P9_REGISTRY_CHILD") == "1" {
+		if msgDotLRegistry.factories[msgTversion].create != nil {
+			t.Fatal("the registry was filled before its first use")
+		}
+		if m, err := msgDotLRegistry.get(0, msgTversion); err != nil || m.typ() != msgTversion {
+			t.Fatalf("first get: %v, %v", m, err)
+		}
+		if msgDotLRegistry.fixedSize() == 0 {
+			t.Fatal("no fixed size after the first use")
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRegistryFilledAtFirstUse$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "P9_REGISTRY_CHILD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
 }
