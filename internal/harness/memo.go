@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
 
@@ -86,8 +87,12 @@ const (
 )
 
 // get returns the memoized value of (r, kind, rel), computing it with f
-// the first time. On a nil memo it always calls f. Two concurrent first
-// calls may both compute; either result is kept.
+// the first time. On a nil memo it always calls f. A call that comes
+// while another computes the same value waits for it instead of
+// computing it again: a table read's workers start together, and each
+// would otherwise read a shared project directory's every record and
+// transcript itself. (f may ask the memo for other values, never for its
+// own: the kinds depend on one another without a cycle.)
 func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
 	if m == nil {
 		return f()
@@ -95,15 +100,37 @@ func memoGet[T any](m *Memo, r *saferoot.Root, kind, rel string, f func() T) T {
 	k := memoKey{r, kind, rel}
 	m.mu.Lock()
 	v, ok := m.entries[k]
-	m.mu.Unlock()
-	if ok {
-		return v.(T)
+	if !ok {
+		c := &memoCall{done: make(chan struct{})}
+		m.entries[k] = c
+		m.mu.Unlock()
+		t := func() T {
+			defer close(c.done) // even if f panics: no waiter is left behind
+			t := f()
+			c.val, c.ok = t, true
+			return t
+		}()
+		m.mu.Lock()
+		m.entries[k] = t
+		m.mu.Unlock()
+		return t
 	}
-	t := f()
-	m.mu.Lock()
-	m.entries[k] = t
 	m.mu.Unlock()
-	return t
+	if c, ok := v.(*memoCall); ok {
+		if <-c.done; !c.ok {
+			return f() // the first call panicked
+		}
+		return c.val.(T)
+	}
+	return v.(T)
+}
+
+// memoCall is a value being computed: done is closed once it is over, and
+// ok says whether val holds its result.
+type memoCall struct {
+	done chan struct{}
+	val  any
+	ok   bool
 }
 
 // readDir is r.ReadDir(rel), once per memo. With a file cache the listing
@@ -187,14 +214,27 @@ func (m *Memo) claudeTranscripts(r *saferoot.Root, projDir string) []byMtime {
 		if err != nil {
 			return nil
 		}
-		var out []byMtime
+		var names []string
 		for _, e := range ents {
-			id, ok := strings.CutSuffix(e.Name, ".jsonl")
-			if e.Dir || !ok || !isUUID(id) {
-				continue
+			if id, ok := strings.CutSuffix(e.Name, ".jsonl"); ok && !e.Dir && isUUID(id) {
+				names = append(names, e.Name)
 			}
-			if info, err := m.Stat(r, projDir+"/"+e.Name); err == nil {
-				out = append(out, byMtime{id, info.Mtime})
+		}
+		// A directory shared by hundreds of agents has hundreds of
+		// transcripts: stat'ed on every CPU (their stats are the memo's,
+		// which each agent's own facts use next).
+		all := make([]byMtime, len(names))
+		proc.Split(len(names), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if info, err := m.Stat(r, projDir+"/"+names[i]); err == nil {
+					all[i] = byMtime{strings.TrimSuffix(names[i], ".jsonl"), info.Mtime}
+				}
+			}
+		})
+		out := all[:0]
+		for _, t := range all {
+			if t.rel != "" {
+				out = append(out, t)
 			}
 		}
 		newestFirst(out)
@@ -217,16 +257,23 @@ func (m *Memo) claudeRecords(r *saferoot.Root) claudeRecords {
 		if err != nil {
 			return out
 		}
-		n := 0
+		var names []string
 		for _, e := range ents {
-			if e.Dir || !claudeRecord.MatchString(e.Name) {
-				continue
+			if !e.Dir && claudeRecord.MatchString(e.Name) && len(names) < claimedMax {
+				names = append(names, e.Name)
 			}
-			if n++; n > claimedMax {
-				break
+		}
+		// Read on every CPU: hundreds of agents of one user mean hundreds
+		// of records, each a stat (and a read when it changed).
+		regs := make([]*claudeReg, len(names))
+		proc.Split(len(names), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				regs[i], _ = m.claudeRecord(r, "sessions/"+names[i])
 			}
-			if reg, ok := m.claudeRecord(r, "sessions/"+e.Name); ok && reg.SessionID != "" {
-				out.sidOf[e.Name] = reg.SessionID
+		})
+		for i, reg := range regs {
+			if reg != nil && reg.SessionID != "" {
+				out.sidOf[names[i]] = reg.SessionID
 				out.count[reg.SessionID]++
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,5 +260,65 @@ func TestMemoReleased(t *testing.T) {
 	m2.Release()
 	if m3 := NewMemoCache(c); m3 == m2 {
 		t.Errorf("a memo of %d entries was kept", memoKeptMax+2)
+	}
+}
+
+// TestMemoGetOnce: callers that come while a value is being computed wait
+// for it instead of computing it again, and all get the one result; if
+// the computation panics, the waiters are released and compute it
+// themselves.
+func TestMemoGetOnce(t *testing.T) {
+	r := saferoot.New(t.TempDir())
+	m := NewMemo()
+	var calls atomic.Int32
+	started := make(chan struct{})
+	release := make(chan struct{})
+	f := func() int {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		return 42
+	}
+	var wg sync.WaitGroup
+	got := make([]int, 8)
+	wg.Add(1)
+	go func() { defer wg.Done(); got[0] = memoGet(m, r, "k", "once", f) }()
+	<-started
+	for i := 1; i < len(got); i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = memoGet(m, r, "k", "once", f) }()
+	}
+	time.Sleep(50 * time.Millisecond) // the late callers are waiting now
+	close(release)
+	wg.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("computed %d times, want once", n)
+	}
+	for i, v := range got {
+		if v != 42 {
+			t.Errorf("caller %d got %d", i, v)
+		}
+	}
+
+	// A panic in the first computation releases the waiters.
+	blocked := make(chan struct{})
+	boom := make(chan struct{})
+	go func() {
+		defer func() { recover() }()
+		memoGet(m, r, "k", "panics", func() int { close(blocked); <-boom; panic("boom") })
+	}()
+	<-blocked
+	done := make(chan int)
+	go func() { done <- memoGet(m, r, "k", "panics", func() int { return 7 }) }()
+	time.Sleep(20 * time.Millisecond)
+	close(boom)
+	select {
+	case v := <-done:
+		if v != 7 {
+			t.Errorf("after the panic the waiter got %d, want its own 7", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiter was left blocked by a panicking computation")
 	}
 }
