@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/9harness/9harness/internal/freelist"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -69,11 +70,7 @@ func (m *Memo) Release() {
 	if n > memoKeptMax {
 		return // a one-off's room is not worth keeping
 	}
-	c.mu.Lock()
-	if len(c.memos) < memosKept {
-		c.memos = append(c.memos, m)
-	}
-	c.mu.Unlock()
+	c.memos.Put(m)
 }
 
 // memosKept is how many released memos a file cache keeps: one per
@@ -392,7 +389,7 @@ type FileCache struct {
 	mu sync.Mutex
 	m  map[fileKey]any
 
-	memos []*Memo // released memos (Release), for NewMemoCache
+	memos freelist.List[*Memo] // released memos (Release), for NewMemoCache
 }
 
 type fileKey struct {
@@ -412,7 +409,9 @@ const fileCacheStill = time.Second
 const fileCacheMax = 8192
 
 // NewFileCache returns an empty cache.
-func NewFileCache() *FileCache { return &FileCache{m: map[fileKey]any{}} }
+func NewFileCache() *FileCache {
+	return &FileCache{m: map[fileKey]any{}, memos: freelist.List[*Memo]{Max: memosKept}}
+}
 
 // NewMemoCache is NewMemo whose per-file facts are also kept in c across
 // requests, re-validated on each use.
@@ -420,13 +419,8 @@ func NewMemoCache(c *FileCache) *Memo {
 	if c == nil {
 		return NewMemo()
 	}
-	var m *Memo
-	c.mu.Lock()
-	if n := len(c.memos); n > 0 {
-		m, c.memos = c.memos[n-1], c.memos[:n-1]
-	}
-	c.mu.Unlock()
-	if m == nil {
+	m, ok := c.memos.Get()
+	if !ok {
 		m = NewMemo()
 	}
 	m.files = c

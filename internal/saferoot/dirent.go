@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/freelist"
 )
 
 // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
@@ -63,23 +64,16 @@ const maxPooled = 512 << 10
 // while it runs. The bound on what they keep is keptScratch*(64 KiB +
 // 3*maxPooled), 3.1 MiB.
 //
-// Why not a sync.Pool: it is emptied by every GC, and a busy listing loop
-// allocates enough to collect about once per listing, so the pool was almost
-// always empty and the profile showed the buffers regrown every time (a
-// fifth of the bytes allocated per listing).
+// Why not a sync.Pool (freelist says): a busy listing loop allocates
+// enough to collect about once per listing, so the pool was almost always
+// empty and the profile showed the buffers regrown every time (a fifth of
+// the bytes allocated per listing).
 const keptScratch = 2
 
-var kept struct {
-	mu sync.Mutex
-	s  []*scratch
-}
+var kept = freelist.List[*scratch]{Max: keptScratch}
 
 func getScratch() *scratch {
-	kept.mu.Lock()
-	defer kept.mu.Unlock()
-	if n := len(kept.s); n > 0 {
-		s := kept.s[n-1]
-		kept.s = kept.s[:n-1]
+	if s, ok := kept.Get(); ok {
 		return s
 	}
 	return &scratch{buf: make([]byte, getdentsBuf)}
@@ -96,11 +90,7 @@ func putScratch(s *scratch) {
 		s.tmp = nil
 	}
 	s.names, s.recs = s.names[:0], s.recs[:0]
-	kept.mu.Lock()
-	defer kept.mu.Unlock()
-	if len(kept.s) < keptScratch {
-		kept.s = append(kept.s, s)
-	}
+	kept.Put(s)
 }
 
 // readDirents lists the open directory fd with getdents64 until it is

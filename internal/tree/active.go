@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"bytes"
 	"context"
 	"sort"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/freelist"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
@@ -90,7 +92,7 @@ type active struct {
 	events *events
 	// runs are the buffers of table reads' runs of rows, kept for the
 	// next read: only the joined table is the read's own.
-	runs bufList
+	runs freelist.List[*bytes.Buffer]
 }
 
 // scanReuse bounds the age of a scan that a listing of /active/<h> may use
@@ -101,7 +103,8 @@ func newActive(cfg ActiveConfig, start time.Time) *active {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &active{cfg: cfg, start: start, listed: map[string]time.Time{}, files: harness.NewFileCache()}
+	a := &active{cfg: cfg, start: start, listed: map[string]time.Time{}, files: harness.NewFileCache(),
+		runs: freelist.List[*bytes.Buffer]{Max: runBufsKept}}
 	a.events = newEvents(a)
 	return a
 }

@@ -80,9 +80,19 @@ func (a *active) table() ([]byte, error) {
 	// each run of rows into its own buffer (indexed by the run's first
 	// row), and the runs joined in the table's order.
 	runs := make([]*bytes.Buffer, len(all))
-	defer a.runs.put(runs)
+	defer func() {
+		for _, b := range runs {
+			if b != nil && b.Cap() <= runBufMax {
+				b.Reset()
+				a.runs.Put(b)
+			}
+		}
+	}()
 	proc.Split(len(all), func(lo, hi int) {
-		out := a.runs.get()
+		out, ok := a.runs.Get()
+		if !ok {
+			out = new(bytes.Buffer)
+		}
 		runs[lo] = out
 		out.Grow((hi - lo) * rowSize)
 		for i := lo; i < hi; i++ {
@@ -110,43 +120,13 @@ func (a *active) table() ([]byte, error) {
 	return out, nil
 }
 
-// bufList keeps buffers for reuse, a bounded number of bounded size: a
-// sync.Pool is emptied by the collector, which runs about once per table
-// read of hundreds of agents.
-type bufList struct {
-	mu   sync.Mutex
-	bufs []*bytes.Buffer
-}
-
-// bufListMax bounds the buffers kept, and bufKeptMax the size of each:
-// a 500-agent table read uses 32 runs of about 8 KiB.
+// runBufsKept bounds the run buffers kept between table reads, and
+// runBufMax the size of each kept: a 500-agent read uses 32 runs of
+// about 8 KiB.
 const (
-	bufListMax = 64
-	bufKeptMax = 64 << 10
+	runBufsKept = 64
+	runBufMax   = 64 << 10
 )
-
-func (l *bufList) get() *bytes.Buffer {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.bufs); n > 0 {
-		b := l.bufs[n-1]
-		l.bufs = l.bufs[:n-1]
-		return b
-	}
-	return new(bytes.Buffer)
-}
-
-// put keeps bs's buffers (nil ones skipped), emptied, up to the bounds.
-func (l *bufList) put(bs []*bytes.Buffer) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, b := range bs {
-		if b != nil && b.Cap() <= bufKeptMax && len(l.bufs) < bufListMax {
-			b.Reset()
-			l.bufs = append(l.bufs, b)
-		}
-	}
-}
 
 // rowSize is about what one row of the table takes (350–450 bytes for a
 // Claude agent with a title): a run's buffer is sized for its rows once.
