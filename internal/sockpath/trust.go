@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -165,4 +166,51 @@ func checkPeer(c *net.UnixConn, sock string, me, dirOwner int) error {
 func IsUntrusted(err error) bool {
 	var u *Untrusted
 	return errors.As(err, &u)
+}
+
+// Forwardable returns the absolute, link-free path of the socket at sock
+// once it is fit to be forwarded by ssh (`ssh -L LOCAL:PATH`), whose sshd
+// connects to PATH by name on every use, long after this check: each
+// directory above the socket's own is owned by the user or root and
+// writable by nobody else, or sticky (/tmp) with the next one down owned
+// by the user or root, so no other uid can ever put something else at
+// PATH; and the socket's own directory and its server pass Dial's checks,
+// now.
+func Forwardable(sock string, timeout time.Duration) (string, error) {
+	abs, err := filepath.Abs(sock)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	me := os.Geteuid()
+	p := filepath.Join(dir, filepath.Base(abs))
+	parts := strings.Split(strings.TrimPrefix(filepath.Dir(dir), "/"), "/")
+	at := "/"
+	for i := 0; ; i++ {
+		var st unix.Stat_t
+		if err := unix.Lstat(at, &st); err != nil {
+			return "", &os.PathError{Op: "lstat", Path: at, Err: err}
+		}
+		if uid := int(st.Uid); uid != me && uid != 0 {
+			return "", &Untrusted{Path: p, Reason: fmt.Sprintf(
+				"%s above it is owned by uid %d, not you (uid %d) nor root, who could put another socket in its place", at, uid, me)}
+		}
+		if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+			return "", &Untrusted{Path: p, Reason: fmt.Sprintf(
+				"%s above it is writable by %s (mode %#o), who could put another socket in its place", at, writers(st.Mode), st.Mode&0o7777)}
+		}
+		if i == len(parts) || parts[0] == "" {
+			break
+		}
+		at = filepath.Join(at, parts[i])
+	}
+	c, err := Dial(p, timeout)
+	if err != nil {
+		return "", err
+	}
+	c.Close()
+	return p, nil
 }

@@ -115,3 +115,68 @@ func TestDialChecksDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardable: a socket is fit for ssh to forward by name only when
+// no directory above it can be written by another uid (a sticky one
+// aside); the path returned is absolute and free of links.
+func TestForwardable(t *testing.T) {
+	base := t.TempDir()
+	mk := func(rel string, mode os.FileMode) string {
+		p := filepath.Join(base, rel)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, open, sock, refusal string
+	}{
+		{"private", "a", "a/b/s", ""},
+		{"sticky above", "st", "st/b/s", ""},
+		{"writable above", "ww", "ww/b/s", "above it is writable by its group and others (mode 0777)"},
+		{"group-writable above", "gw", "gw/b/s", "above it is writable by its group (mode 0770)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mode := os.FileMode(0o755)
+			switch tc.open {
+			case "st":
+				mode = 0o777 | os.ModeSticky
+			case "ww":
+				mode = 0o777
+			case "gw":
+				mode = 0o770
+			}
+			mk(tc.open, mode)
+			mk(filepath.Dir(tc.sock), 0o700)
+			sock := filepath.Join(base, tc.sock)
+			listen(t, sock)
+			got, err := Forwardable(sock, time.Second)
+			if tc.refusal == "" {
+				if err != nil || got != sock {
+					t.Fatalf("Forwardable(%s) = %q, %v; want it back", sock, got, err)
+				}
+				return
+			}
+			if !IsUntrusted(err) || !strings.Contains(err.Error(), filepath.Join(base, tc.open)+" "+tc.refusal) {
+				t.Fatalf("Forwardable(%s) = %q, %v; want a refusal naming %s", sock, got, err, tc.refusal)
+			}
+		})
+	}
+	// A link on the way is resolved: sshd gets the real path.
+	real := mk("real/d", 0o700)
+	listen(t, filepath.Join(real, "s"))
+	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Forwardable(filepath.Join(base, "link", "s"), time.Second); err != nil || got != filepath.Join(real, "s") {
+		t.Fatalf("through a link: %q, %v; want %s", got, err, filepath.Join(real, "s"))
+	}
+	// No server: nothing to forward.
+	mk("dead", 0o700)
+	if _, err := Forwardable(filepath.Join(base, "dead", "s"), time.Second); err == nil {
+		t.Fatal("Forwardable of a socket nobody serves succeeded")
+	}
+}
