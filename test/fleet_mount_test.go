@@ -71,7 +71,7 @@ func TestFleetMount(t *testing.T) {
 
 	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
 	m.cmd = exec.Command(bin("9harness"), "-s", d.sock, "mount", "-f", "--all", "--hosts", hostsFile, "--timeout", "3s", m.dir)
-	m.cmd.Env = []string{"HOME=" + local, "PATH=/usr/bin:/bin"}
+	m.cmd.Env = []string{"HOME=" + local, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	must(t, m.cmd.Start())
 	go func() { m.done <- m.cmd.Wait() }()

@@ -208,9 +208,13 @@ type sshHost struct {
 func TestSSH(t *testing.T) {
 	h := newSSHHost(t)
 	opts := h.opts(h.key)
+	// The client's own runtime directory, where it keeps what it learns
+	// of hosts (their forwards), is the test's.
+	runtimeDir := t.TempDir()
 	run9 := func(args ...string) (string, string, error, time.Duration) {
 		t.Helper()
 		cmd := exec.Command(bin("9harness"), append(opts, args...)...)
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()

@@ -92,7 +92,7 @@ type started struct {
 func start9harness(t *testing.T, env []string, args ...string) *started {
 	t.Helper()
 	s := &started{cmd: exec.Command(bin("9harness"), args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	s.cmd.Env = append([]string{"PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
 	// A command --notify ran that still runs must not hold up the end.
 	s.cmd.WaitDelay = 5 * time.Second

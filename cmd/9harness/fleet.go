@@ -91,6 +91,9 @@ func withFlags(g *globals, s client.SSH) client.SSH {
 	if s.Command == "" || g.flags.Changed("ssh-cmd") {
 		s.Command = g.sshCmd
 	}
+	if g.flags.Changed("ssh-forward") {
+		s.NoForward = g.noForward
+	}
 	return s
 }
 

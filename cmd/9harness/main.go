@@ -94,6 +94,15 @@ Remote:
   --ssh-cmd CMD     the remote command (default "9harness relay"), for a
                     9harness off the remote PATH: '~/go/bin/9harness relay'.
                     With -s, " -s SOCKET" is appended to it.
+  --ssh-forward yes|no
+                    (default yes) once a host has answered through the
+                    relay, and only where your ssh already keeps a master
+                    for it (ControlMaster with ControlPersist), forward the
+                    remote daemon's socket through that master, beside its
+                    control socket, and use the forward from then on: no
+                    ssh, shell or relay is started per call. The host
+                    checks its socket first (relay --where). no: always the
+                    relay. A hosts-file line takes forward=no.
 
 Examples:
   9harness ps
@@ -163,7 +172,7 @@ Example:
   9harness stat /claude/history
 `
 
-const relayHelp = `usage: 9harness [-s SOCKET] relay
+const relayHelp = `usage: 9harness [-s SOCKET] relay [--where]
 
 Join standard input and output to the daemon's socket (the default one, or
 -s SOCKET), byte for byte, until either side closes. It is the far end of
@@ -173,6 +182,12 @@ reading the tree yourself. Its errors go to standard error only.
 Options:
   -s, --socket SOCKET
               the daemon's socket
+  --where     print the socket's absolute path, after checking that ssh may
+              forward it: every directory above it is yours or root's and
+              writable by nobody else (or sticky), and its server is yours
+              or root's. The client asks this once per host before it
+              forwards the socket through your ssh master (see
+              9harness --help, "Remote").
   -h, --help  this text
 `
 
@@ -191,6 +206,7 @@ type globals struct {
 	sshDests   []string // every --ssh, in order (ps takes several)
 	sshOptions []string
 	sshCmd     string
+	noForward  bool // --ssh-forward=no
 }
 
 func newGlobals() *globals {
@@ -206,6 +222,17 @@ func newGlobals() *globals {
 	// StringArray, not StringSlice: an ssh option may hold a comma.
 	fs.StringArrayVar(&g.sshOptions, "ssh-opt", nil, "")
 	fs.StringVar(&g.sshCmd, "ssh-cmd", client.DefaultRelayCommand, "")
+	fs.Func("ssh-forward", "", func(v string) error {
+		switch v {
+		case "yes":
+			g.noForward = false
+		case "no":
+			g.noForward = true
+		default:
+			return fmt.Errorf("want yes or no, not %q", v)
+		}
+		return nil
+	})
 	fs.StringVar(&g.aname, "aname", "/", "")
 	fs.Bool("version", false, "")
 	g.flags = fs
@@ -238,7 +265,7 @@ func (g *globals) check(stderr io.Writer) (*client.SSH, int) {
 	if g.sshDest == "" {
 		return nil, exitOK
 	}
-	s := client.SSH{Dest: g.sshDest, Options: g.sshOptions, Command: g.sshCmd}
+	s := client.SSH{Dest: g.sshDest, Options: g.sshOptions, Command: g.sshCmd, NoForward: g.noForward}
 	if g.flags.Changed("socket") {
 		s.Socket = g.sock
 	}
@@ -477,7 +504,9 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 // the daemon's socket. See client.Relay for why the daemon rightly sees
 // the relay's own uid (the ssh user's) and nothing more.
 func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	rest, status, ok := parseFlags(g.flagSet("relay"), args, true, stdout, stderr)
+	fs := g.flagSet("relay")
+	where := fs.Bool("where", false, "")
+	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
@@ -487,6 +516,15 @@ func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer)
 	if len(rest) != 0 {
 		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q (try '9harness relay --help')\n", rest[0])
 		return exitUsage
+	}
+	if *where {
+		p, err := sockpath.Forwardable(g.sock, 5*time.Second)
+		if err != nil {
+			fmt.Fprintf(stderr, "9harness relay --where: %v\n", err)
+			return exitError
+		}
+		fmt.Fprintln(stdout, p)
+		return exitOK
 	}
 	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 		fmt.Fprintln(stderr, "9harness relay: standard output is a terminal; relay carries 9P for ssh (9harness --ssh HOST ...), not for reading")

@@ -46,6 +46,7 @@ const (
 type Client struct {
 	conn net.Conn // the session's connection: what TransportError asks
 	s    *p9client.Session
+	bg   chan struct{} // closed when work begun beside the session ends
 }
 
 // ErrUnanswered means the daemon accepted the connection and closed it
@@ -109,8 +110,15 @@ func New(conn net.Conn) (*Client, error) {
 // session is larger.
 func (c *Client) Msize() uint32 { return c.s.Msize() }
 
-// Close ends the session.
-func (c *Client) Close() error { return c.s.Close() }
+// Close ends the session, and waits for work begun beside it (an ssh
+// forward's setup, which is bounded).
+func (c *Client) Close() error {
+	err := c.s.Close()
+	if c.bg != nil {
+		<-c.bg
+	}
+	return err
+}
 
 // IsErrno tells whether err is the daemon's answer e (an Rlerror), as
 // opposed to a failed transport.

@@ -67,7 +67,7 @@ func ReadHosts(path string, missingOK bool) ([]Host, error) {
 
 // ParseHosts reads a hosts file: one host a line,
 //
-//	[user@]host[:port] [socket=PATH] [ssh-cmd=CMD] [ssh-opt=OPTION]...
+//	[user@]host[:port] [socket=PATH] [ssh-cmd=CMD] [ssh-opt=OPTION]... [forward=no]
 //
 // blank lines and comments (from a word starting with # to the end of the
 // line) ignored. A value with blanks is quoted with "..." or '...'
@@ -148,7 +148,7 @@ func parseHost(words []string) (Host, error) {
 	for _, w := range words[1:] {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || v == "" {
-			return Host{}, fmt.Errorf("%q: want socket=PATH, ssh-cmd=CMD or ssh-opt=OPTION", w)
+			return Host{}, fmt.Errorf("%q: want socket=PATH, ssh-cmd=CMD, ssh-opt=OPTION or forward=no", w)
 		}
 		switch k {
 		case "socket":
@@ -157,8 +157,13 @@ func parseHost(words []string) (Host, error) {
 			s.Command = v
 		case "ssh-opt":
 			s.Options = append(s.Options, v)
+		case "forward":
+			if v != "yes" && v != "no" {
+				return Host{}, fmt.Errorf("forward=%s: want forward=yes or forward=no", v)
+			}
+			s.NoForward = v == "no"
 		default:
-			return Host{}, fmt.Errorf("unknown key %q (socket, ssh-cmd, ssh-opt)", k)
+			return Host{}, fmt.Errorf("unknown key %q (socket, ssh-cmd, ssh-opt, forward)", k)
 		}
 	}
 	return Host{Name: name, SSH: &s}, nil

@@ -26,6 +26,7 @@ func TestParseHostsFile(t *testing.T) {
 		{"build2:2222", &SSH{Dest: "ssh://build2:2222", Socket: "/run/user/1000/9p/harness"}},
 		{"bob@[::1]:2200", &SSH{Dest: "ssh://bob@[::1]:2200", Options: []string{"ProxyJump=bastion", "IdentityFile=~/.ssh/work"}}},
 		{"box", &SSH{Dest: "box", Command: "~/go/bin/9harness relay"}},
+		{"old", &SSH{Dest: "old", NoForward: true}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		for i := range got {
@@ -44,6 +45,7 @@ func TestParseHostsErrors(t *testing.T) {
 		{"badkey", 2, `unknown key "bogus"`},
 		{"twice", 3, "listed twice (first on line 1)"},
 		{"quote", 1, "unterminated"},
+		{"badforward", 2, "forward=maybe: want forward=yes or forward=no"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", "hosts", tc.file)

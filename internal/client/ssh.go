@@ -29,6 +29,9 @@ type SSH struct {
 	Socket string
 	// Program is the ssh binary; "ssh" when empty.
 	Program string
+	// NoForward keeps every call on the relay: no forward through the
+	// user's ssh master is used or made (see forward.go).
+	NoForward bool
 }
 
 // Argv is the command line that starts the transport:
@@ -83,7 +86,10 @@ func (s SSH) RemoteCommand() string {
 // of 9harness, kept under this name for the client's callers.
 func ShellQuote(s string) string { return shquote.Quote(s) }
 
-// DialSSH starts ssh as s says and attaches over it. If ssh or the remote
+// DialSSH attaches to the daemon s names: through the host's forward when
+// the user's ssh master holds a working one (forward.go), else by starting
+// ssh to run the relay. A relay call that reached the host makes the
+// forward beside it, and its Close waits for that. If ssh or the remote
 // relay fails, the error is a *CommandError carrying the exit status and
 // the last line of ssh's standard error (where the remote relay's own
 // message arrives too).
@@ -92,6 +98,31 @@ func DialSSH(s SSH) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	var record string
+	setup := false
+	if s.forwarding() {
+		if record = s.fwdRecordPath(); record != "" {
+			var c *Client
+			if c, setup = dialForward(s, record); c != nil {
+				return c, nil
+			}
+		}
+	}
+	c, err := dialRelay(s, argv)
+	if err == nil && setup {
+		pid := c.conn.(*CommandConn).Pid()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			setupForward(s, record, pid)
+		}()
+		c.bg = done
+	}
+	return c, err
+}
+
+// dialRelay starts argv, ssh running the relay, and attaches over it.
+func dialRelay(s SSH, argv []string) (*Client, error) {
 	conn, err := StartCommand("ssh "+s.Dest, argv)
 	if err != nil {
 		return nil, err
