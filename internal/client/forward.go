@@ -2,10 +2,10 @@ package client
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
@@ -74,7 +74,10 @@ func (s SSH) fwdRecordPath() string {
 	if err := sockpath.EnsureDir(dir); err != nil {
 		return ""
 	}
-	h := sha256.New()
+	// FNV, not a cryptographic hash: the key only tells hosts apart in
+	// the user's own directory, and crypto/sha256 would add its package
+	// initialisation (0.8 ms) to every start of the client.
+	h := fnv.New128a()
 	for _, w := range append([]string{"9harness-forward-1", s.Program, s.Dest, s.Command, s.Socket}, s.Options...) {
 		h.Write([]byte(w))
 		h.Write([]byte{0})
@@ -89,7 +92,7 @@ func (s SSH) fwdRecordPath() string {
 			fmt.Fprintf(h, "%s %d %d %d %d.%d\x00", f, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 		}
 	}
-	return filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:32])
+	return filepath.Join(dir, hex.EncodeToString(h.Sum(nil)))
 }
 
 // fwdRecord is a host's record: a forward's local socket, or until when
@@ -275,8 +278,9 @@ func makeForward(s SSH, deadline time.Time, relayPID int) (string, error) {
 	if !filepath.IsAbs(remote) || strings.ContainsAny(remote, "\n:") {
 		return "", fmt.Errorf("%s printed %q, not a socket path", where.Command, remote)
 	}
-	sum := sha256.Sum256([]byte(remote))
-	local := control + ".9p-" + hex.EncodeToString(sum[:4])
+	rh := fnv.New32a()
+	rh.Write([]byte(remote))
+	local := control + ".9p-" + hex.EncodeToString(rh.Sum(nil))
 	// A unix socket's path holds at most 107 bytes.
 	if len(local) > 107 {
 		return "", fmt.Errorf("the forward's socket %s would be longer than a unix socket path may be", local)
