@@ -53,6 +53,22 @@ func (p *Peer) Namespaces() (proc.NS, error) {
 	return ns, err
 }
 
+// NamespacesAgainst is Namespaces, and where the kernel refuses them (a
+// non-dumpable peer, such as sshd's session process forwarding a socket
+// for the user) it decides them from the peer's world-readable files
+// against the reference process at refDir, whose namespaces are ref
+// (proc.ReadNSAgainst). The files are read through the pinned /proc
+// entry, so they are the peer's own.
+func (p *Peer) NamespacesAgainst(refDir string, ref proc.NS) (proc.NS, error) {
+	var ns proc.NS
+	err := p.pinned("namespaces", func(dir string) error {
+		var err error
+		ns, err = proc.ReadNSAgainst(dir, refDir, ref)
+		return err
+	})
+	return ns, err
+}
+
 // Exe identifies the pinned peer's executable: the file /proc/<pid>/exe
 // opens, which is the file the kernel mapped, whatever its path says (a
 // renamed or deleted binary is still that file).
@@ -146,12 +162,14 @@ func (p *Peer) UserNSParent() (parent uint64, owner uint32, err error) {
 	return parent, owner, err
 }
 
-// Sandbox names the namespace in which the pinned peer differs from ref
-// ("user", "mnt" or "pid"), "" when it shares all three, and "unknown"
-// when its namespaces cannot be read: a peer that cannot be placed is
-// never taken for one outside any sandbox.
+// Sandbox names the namespace in which the pinned peer differs from ref,
+// this process's own namespaces (ReadNS of /proc/self): "user", "mnt" or
+// "pid", "" when it shares all three, and "unknown" when they can be
+// neither read nor proven from the peer's other files against
+// /proc/self (NamespacesAgainst): a peer that cannot be placed is never
+// taken for one outside any sandbox.
 func (p *Peer) Sandbox(ref proc.NS) string {
-	ns, err := p.Namespaces()
+	ns, err := p.NamespacesAgainst("/proc/self", ref)
 	return Compare(ns, err, ref)
 }
 

@@ -355,7 +355,7 @@ func (s *Server) answer(op byte, arg uint32, fds []int) (byte, []byte) {
 		if len(fds) != 1 {
 			return stErr, []byte("peer: want exactly one descriptor")
 		}
-		return peerReply(fds[0])
+		return peerReply(fds[0], s.Gate.Self)
 	case op == opRef:
 		if arg != 0 {
 			return stErr, []byte("reference: the pid field must be 0")
@@ -451,16 +451,18 @@ func (s *Server) candidate(pid int) error {
 	return fmt.Errorf("pid %d: %w", pid, errNotCandidate)
 }
 
-// peerReply answers the peer op for the connected socket fd.
-func peerReply(fd int) (byte, []byte) {
+// peerReply answers the peer op for the connected socket fd; self is the
+// helper's own namespaces, the reference the daemon compares them with.
+func peerReply(fd int, self proc.NS) (byte, []byte) {
 	p, err := peer.FromFD(fd)
 	if err != nil {
 		return stErr, []byte("peer: " + err.Error())
 	}
 	defer p.Close()
-	// Zero when the kernel refuses them (a peer of another uid): the
+	// Zero when the kernel refuses them and the peer's other files do not
+	// prove them (a peer of another uid that is not dumpable, say): the
 	// daemon counts that as unknown, never as its own.
-	ns, _ := p.Namespaces()
+	ns, _ := p.NamespacesAgainst("/proc/self", self)
 	b := binary.LittleEndian.AppendUint32(nil, p.UID)
 	b = binary.LittleEndian.AppendUint32(b, p.GID)
 	b = binary.LittleEndian.AppendUint32(b, uint32(p.PID))
@@ -792,7 +794,10 @@ func (c *Client) MoveEnviron(pid int) ([]string, error) {
 // cannot be read (never the owner's view by default). With a helper (c
 // not nil) the helper reads the peer's namespaces, through the socket
 // passed to it, and the reference is the helper's own; without one the
-// daemon reads the peer's, pinned by its pidfd, against its own. It never
+// daemon reads the peer's, pinned by its pidfd, against its own. Where the
+// kernel refuses a peer's namespaces (a non-dumpable peer, such as sshd
+// forwarding a socket for the user), each reader decides them from the
+// peer's world-readable files against its own (proc.ReadNSAgainst). It never
 // errs: an unknown peer is served, as a grantee. logf, if set, is told of
 // every sandboxed peer of uid owner (others are grantees anyway).
 func Sandbox(c *Client, owner uint32, logf Logf) func(net.Conn, *peer.Peer) (string, error) {
