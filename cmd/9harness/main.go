@@ -518,7 +518,16 @@ func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		return exitUsage
 	}
 	if *where {
-		p, err := sockpath.Forwardable(g.sock, 5*time.Second)
+		// Checked, and then proven to answer 9P: a session, not a
+		// bare connect, so the daemon has judged this peer before it
+		// hangs up.
+		p, conn, err := sockpath.Forwardable(g.sock, 5*time.Second)
+		if err == nil {
+			var c *client.Client
+			if c, err = client.New(conn); err == nil {
+				c.Close()
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "9harness relay --where: %v\n", err)
 			return exitError

@@ -175,15 +175,17 @@ func IsUntrusted(err error) bool {
 // writable by nobody else, or sticky (/tmp) with the next one down owned
 // by the user or root, so no other uid can ever put something else at
 // PATH; and the socket's own directory and its server pass Dial's checks,
-// now.
-func Forwardable(sock string, timeout time.Duration) (string, error) {
+// now. The connection Dial made is returned too, for the caller to prove
+// the server answers (a peer that hangs up before its server has judged
+// it is a refused peer in that server's log).
+func Forwardable(sock string, timeout time.Duration) (string, *net.UnixConn, error) {
 	abs, err := filepath.Abs(sock)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	me := os.Geteuid()
 	p := filepath.Join(dir, filepath.Base(abs))
@@ -192,14 +194,14 @@ func Forwardable(sock string, timeout time.Duration) (string, error) {
 	for i := 0; ; i++ {
 		var st unix.Stat_t
 		if err := unix.Lstat(at, &st); err != nil {
-			return "", &os.PathError{Op: "lstat", Path: at, Err: err}
+			return "", nil, &os.PathError{Op: "lstat", Path: at, Err: err}
 		}
 		if uid := int(st.Uid); uid != me && uid != 0 {
-			return "", &Untrusted{Path: p, Reason: fmt.Sprintf(
+			return "", nil, &Untrusted{Path: p, Reason: fmt.Sprintf(
 				"%s above it is owned by uid %d, not you (uid %d) nor root, who could put another socket in its place", at, uid, me)}
 		}
 		if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-			return "", &Untrusted{Path: p, Reason: fmt.Sprintf(
+			return "", nil, &Untrusted{Path: p, Reason: fmt.Sprintf(
 				"%s above it is writable by %s (mode %#o), who could put another socket in its place", at, writers(st.Mode), st.Mode&0o7777)}
 		}
 		if i == len(parts) || parts[0] == "" {
@@ -209,8 +211,7 @@ func Forwardable(sock string, timeout time.Duration) (string, error) {
 	}
 	c, err := Dial(p, timeout)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	c.Close()
-	return p, nil
+	return p, c, nil
 }

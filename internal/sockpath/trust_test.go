@@ -153,7 +153,10 @@ func TestForwardable(t *testing.T) {
 			mk(filepath.Dir(tc.sock), 0o700)
 			sock := filepath.Join(base, tc.sock)
 			listen(t, sock)
-			got, err := Forwardable(sock, time.Second)
+			got, c, err := Forwardable(sock, time.Second)
+			if c != nil {
+				c.Close()
+			}
 			if tc.refusal == "" {
 				if err != nil || got != sock {
 					t.Fatalf("Forwardable(%s) = %q, %v; want it back", sock, got, err)
@@ -171,12 +174,14 @@ func TestForwardable(t *testing.T) {
 	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := Forwardable(filepath.Join(base, "link", "s"), time.Second); err != nil || got != filepath.Join(real, "s") {
+	got, c, err := Forwardable(filepath.Join(base, "link", "s"), time.Second)
+	if err != nil || got != filepath.Join(real, "s") {
 		t.Fatalf("through a link: %q, %v; want %s", got, err, filepath.Join(real, "s"))
 	}
+	c.Close()
 	// No server: nothing to forward.
 	mk("dead", 0o700)
-	if _, err := Forwardable(filepath.Join(base, "dead", "s"), time.Second); err == nil {
+	if _, _, err := Forwardable(filepath.Join(base, "dead", "s"), time.Second); err == nil {
 		t.Fatal("Forwardable of a socket nobody serves succeeded")
 	}
 }
