@@ -107,10 +107,7 @@ func dialHost(g *globals, h client.Host, timeout time.Duration) (*client.Client,
 		return local.dial()
 	}
 	s := *h.SSH
-	if timeout > 0 {
-		secs := int((timeout + time.Second - 1) / time.Second)
-		s.Options = append(slices.Clone(s.Options), "ConnectTimeout="+strconv.Itoa(secs))
-	}
+	s.ConnectTimeout = timeout
 	return client.DialSSH(s)
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -201,24 +200,10 @@ func dialFleetHost(g *globals, h client.Host, timeout time.Duration) (*client.Cl
 		return c, func() { conn.Close() }, nil
 	}
 	s := *h.SSH
-	secs := int((timeout + time.Second - 1) / time.Second)
-	s.Options = append(slices.Clone(s.Options), "ConnectTimeout="+strconv.Itoa(secs))
-	argv, err := s.Argv()
+	s.ConnectTimeout = timeout
+	c, err := client.DialSSH(s)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, hostError(err)
 	}
-	conn, err := client.StartCommand("ssh "+s.Dest, argv)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := client.New(conn) // closes conn on failure, which reaps ssh
-	if err != nil {
-		if e := conn.Exited(); e != nil {
-			return nil, nil, hostError(e)
-		}
-		return nil, nil, err
-	}
-	// The deadline fails the reads in flight now; Close then waits up to
-	// 5 s for ssh to exit before it kills it.
-	return c, func() { conn.SetDeadline(time.Now()); conn.Close() }, nil
+	return c, c.Hangup, nil
 }

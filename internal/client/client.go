@@ -110,6 +110,14 @@ func New(conn net.Conn) (*Client, error) {
 // session is larger.
 func (c *Client) Msize() uint32 { return c.s.Msize() }
 
+// Hangup cuts the session's transport at once: the requests in flight
+// fail now (a host that stopped answering), and a transport program is
+// stopped (CommandConn.Close). Close still ends the session.
+func (c *Client) Hangup() {
+	c.conn.SetDeadline(time.Now())
+	c.conn.Close()
+}
+
 // Close ends the session, and waits for work begun beside it (an ssh
 // forward's setup, which is bounded).
 func (c *Client) Close() error {

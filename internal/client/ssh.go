@@ -3,7 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/9harness/9harness/internal/shquote"
 )
@@ -29,6 +31,11 @@ type SSH struct {
 	Socket string
 	// Program is the ssh binary; "ssh" when empty.
 	Program string
+	// ConnectTimeout, when set, bounds ssh's connecting (ssh's
+	// ConnectTimeout, in whole seconds, after Options so theirs wins). It
+	// is not part of how a host is reached: a forward made under one
+	// timeout serves a call under another.
+	ConnectTimeout time.Duration
 	// NoForward keeps every call on the relay: no forward through the
 	// user's ssh master is used or made (see forward.go).
 	NoForward bool
@@ -59,6 +66,10 @@ func (s SSH) Argv() ([]string, error) {
 	argv := []string{prog}
 	for _, o := range s.Options {
 		argv = append(argv, "-o", o)
+	}
+	if s.ConnectTimeout > 0 {
+		secs := int((s.ConnectTimeout + time.Second - 1) / time.Second)
+		argv = append(argv, "-o", "ConnectTimeout="+strconv.Itoa(secs))
 	}
 	argv = append(argv, "-T", "-x", "-a",
 		"-o", "BatchMode=yes",
