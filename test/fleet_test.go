@@ -541,10 +541,18 @@ func TestFleetMove(t *testing.T) {
 	agent := startFakeAs(t, h, "FAKE_SESSION="+sid, "PATH="+bins+":/usr/bin:/bin", "TMUX_TMPDIR="+tmuxDir,
 		"FAKE_RECORD="+record, "LANG=C.UTF-8", "AGENT_MARK=kept")
 	waitRegistry(t, h.fixture, agent.pid())
+	// A warm master, so that once the host has answered through its
+	// relay the client reaches it through the forward the master holds:
+	// the move below goes that way, its refusal through the relay.
+	cm := filepath.Join(shortDir(t, "fc"), "%C")
 	hostsFile := filepath.Join(t.TempDir(), "hosts")
-	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"), 0o644))
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+" ssh-opt=ControlMaster=auto ssh-opt=ControlPath="+cm+" ssh-opt=ControlPersist=60\n"), 0o644))
+	t.Cleanup(func() {
+		exec.Command("ssh", "-o", "ControlPath="+cm, "-O", "exit", "-p", itoa(h.port), h.user+"@127.0.0.1").Run()
+	})
 	local := fixtureHome(t)
-	env := []string{"HOME=" + local}
+	clientRun := t.TempDir()
+	env := []string{"HOME=" + local, "XDG_RUNTIME_DIR=" + clientRun}
 	target := name + ":claude/" + itoa(agent.pid())
 
 	// The remote daemon must see the agent and its session first.
@@ -584,8 +592,9 @@ func TestFleetMove(t *testing.T) {
 		t.Errorf("the user's tmux session rescued has panes %q (%v), want the new pid %d", panes, err, nw.PID)
 	}
 	audit := h.daemon.stderr.String()
+	// The forward's peer: sshd's session for the user, judged the owner.
 	for _, want := range []string{"message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54", "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55",
-		"peer_uid=" + itoa(h.uid), "new_pid=" + itoa(nw.PID), "session=" + sid, "target=rescued", "host=tmux"} {
+		"peer_uid=" + itoa(h.uid), "peer_comm=sshd", "new_pid=" + itoa(nw.PID), "session=" + sid, "target=rescued", "host=tmux"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("the remote daemon's audit lacks %q:\n%s", want, audit)
 		}
@@ -597,7 +606,7 @@ func TestFleetMove(t *testing.T) {
 		out, _, _ := run9harness(t, env, "ps", "-q", "--hosts", hostsFile)
 		return strings.Contains(out, moved+"\n")
 	}, "the moved agent in ps --hosts")
-	out, errs, code = run9harness(t, env, "move", "--tmux", "--hosts", hostsFile, moved, "rescued")
+	out, errs, code = run9harness(t, env, "move", "--tmux", "--ssh-forward=no", "--hosts", hostsFile, moved, "rescued")
 	if code != 1 || !strings.HasPrefix(errs, "9harness move: refused: ") || !strings.Contains(errs, "rescued") || strings.Contains(out, "attach with") {
 		t.Errorf("a move into a tmux session that exists: exit %d, want 1 and the daemon's reason\n%s%s", code, out, errs)
 	}
