@@ -79,7 +79,7 @@ listed, and the exit status is 3.
 The hosts file, $XDG_CONFIG_HOME/9harness/hosts (default
 ~/.config/9harness/hosts), has one host a line, # starts a comment:
 
-  [user@]host[:port] [socket=PATH] [ssh-cmd=CMD] [ssh-opt=OPTION]...
+  [user@]host[:port] [socket=PATH] [ssh-cmd=CMD] [ssh-opt=OPTION]... [forward=no]
 
 socket= is the daemon's socket there, ssh-cmd= the remote command (quote
 a value with blanks: ssh-cmd='~/go/bin/9harness relay'), ssh-opt= an ssh -o
@@ -89,7 +89,10 @@ naming FILE:LINE. By default 9harness starts no ssh connection that
 outlives it (ControlMaster=no; an existing master is used). To keep one
 warm from call to call, a host's ssh-opt says so, and it wins:
 ssh-opt=ControlMaster=auto ssh-opt=ControlPath=~/.ssh/9h-%C
-ssh-opt=ControlPersist=60.
+ssh-opt=ControlPersist=60. Through such a master, once a host has
+answered, its daemon's socket is forwarded and later calls start no ssh
+at all (--ssh-forward in 9harness --help; forward=no keeps a host on the
+relay).
 
 Options:
   --all              list this machine and every host of the hosts file

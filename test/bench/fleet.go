@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,8 @@ const (
 // fleetRun is the fleet section's result.
 type fleetRun struct {
 	fleet, sum *cell
+	relay      *cell             // the fleet with --ssh-forward=no: every host through its relay
+	forwards   int               // live forwards in the masters' directory once warm
 	singles    [fleetHosts]*cell // each host's own listing, for the report
 	warm       float64           // the first ps over the fleet (ssh masters made), in ms
 }
@@ -235,6 +238,22 @@ func fleetSection(e *env) *fleetRun {
 		}
 		return time.Since(t0).Seconds() * 1000, nil
 	}
+	// Each single listing once, so that every host's forward is made for
+	// its command line too (the first call of one goes through the relay).
+	for _, s := range singles {
+		if _, err := once(s); err != nil {
+			fatalf("fleet: warming the single listings: %v", err)
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(cm, "*.9p-*"))
+	for _, s := range socks {
+		if c, err := net.Dial("unix", s); err == nil {
+			c.Close()
+			run.forwards++
+		}
+	}
+	fmt.Printf("fleet: %d live forwards beside the masters\n", run.forwards)
+
 	for i := range run.singles {
 		run.singles[i] = &cell{section: "fleet", key: fmt.Sprintf("fleet-single%d", i), unit: "ms",
 			name: fmt.Sprintf("9harness --ssh host%d ps", i)}
@@ -256,9 +275,12 @@ func fleetSection(e *env) *fleetRun {
 	run.fleet = &cell{section: "fleet", key: "fleet", unit: "ms", anchor: "fleet-sum",
 		name:    fmt.Sprintf("9harness ps over %d hosts × %d agents", fleetHosts, fleetAgents),
 		measure: func() (float64, error) { return once(fleetArgs) }}
+	run.relay = &cell{section: "fleet", key: "fleet-relay", unit: "ms", anchor: "fleet-sum",
+		name:    "the same with --ssh-forward=no (every host through ssh and its relay)",
+		measure: func() (float64, error) { return once(append(slices.Clone(fleetArgs), "--ssh-forward=no")) }}
 	n := max(*rounds, 5)
 	for r := range n {
-		for _, c := range []*cell{run.sum, run.fleet} {
+		for _, c := range []*cell{run.sum, run.fleet, run.relay} {
 			v, err := c.measure()
 			if err != nil {
 				fatalf("round %d, %s: %v", r+1, c.name, err)
@@ -478,11 +500,14 @@ func fleetReport(a *fleetRun) string {
 	p("`9harness ps --hosts FILE` over %d loopback hosts (one sshd on 127.0.0.1, %d users, each with its\n", fleetHosts, fleetHosts)
 	p("own 9harnessd and %d Claude-shaped agents: copies of `sleep` named `claude` running as that user,\n", fleetAgents)
 	p("each with a registry record and a %d KiB transcript), the hosts asked in parallel, each\n", fleetTranscript>>10)
-	p("through `ssh HOST 9harness relay` over a warm ControlMaster (made by a first listing, %.0f ms),\n", a.warm)
-	p("against the %d single-host listings `9harness --ssh HOST ps` run one after another through\n", fleetHosts)
-	p("the same masters, measured in the same run. Table written to /dev/null. %d samples of each,\n", len(a.fleet.samples))
-	p("interleaved; milliseconds, median and min–max. On 2 CPUs the hosts' own work (ten daemons\n")
-	p("scanning the process table, ten relays, ten ssh sessions) bounds the fleet's gain.\n\n")
+	p("through the forward of its daemon's socket that its warm ssh ControlMaster holds (master and\n")
+	p("forward made by a first listing through `ssh HOST 9harness relay`, %.0f ms; %d of %d forwards\n", a.warm, a.forwards, fleetHosts)
+	p("live after it), against the %d single-host listings `9harness --ssh HOST ps` run one after\n", fleetHosts)
+	p("another through the same masters and forwards (each run once before), measured in the same\n")
+	p("run; and the fleet again with `--ssh-forward=no`, each host through ssh and its relay, for\n")
+	p("scale. Table written to /dev/null. %d samples of each, interleaved; milliseconds, median and\n", len(a.fleet.samples))
+	p("min–max. On 2 CPUs the hosts' own work (ten daemons scanning the process table) bounds the\n")
+	p("fleet's gain.\n\n")
 	p("Target: ≤ %.1fx the sum.\n\n", fleetTarget)
 	p("| row | median (ms) | spread | vs the sum | target |\n")
 	p("|---|---:|---:|---:|---|\n")
@@ -493,6 +518,10 @@ func fleetReport(a *fleetRun) string {
 		target = fmt.Sprintf("≤ %.1fx: **not met**", fleetTarget)
 	}
 	p("| %s | %s | %s–%s | %.2fx | %s |\n", a.fleet.name, num(fl.med), num(fl.lo), num(fl.hi), r, target)
+	if a.relay != nil && len(a.relay.samples) > 0 {
+		rl := summarize(a.relay.samples)
+		p("| %s | %s | %s–%s | %.2fx | |\n", a.relay.name, num(rl.med), num(rl.lo), num(rl.hi), rl.med/sum.med)
+	}
 	var singles []float64
 	for _, c := range a.singles {
 		singles = append(singles, c.samples...)
