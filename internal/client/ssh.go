@@ -59,14 +59,7 @@ func (s SSH) Argv() ([]string, error) {
 	if strings.HasPrefix(s.Dest, "-") {
 		return nil, fmt.Errorf("--ssh %q: a destination cannot begin with '-'", s.Dest)
 	}
-	prog := s.Program
-	if prog == "" {
-		prog = "ssh"
-	}
-	argv := []string{prog}
-	for _, o := range s.Options {
-		argv = append(argv, "-o", o)
-	}
+	argv := s.sshArgs()
 	if s.ConnectTimeout > 0 {
 		secs := int((s.ConnectTimeout + time.Second - 1) / time.Second)
 		argv = append(argv, "-o", "ConnectTimeout="+strconv.Itoa(secs))
