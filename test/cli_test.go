@@ -227,6 +227,8 @@ func TestCLIHelpFlagsAccepted(t *testing.T) {
 			return "1s"
 		case "--sort":
 			return "pid"
+		case "--ssh-forward":
+			return "no"
 		}
 		return "1"
 	}
@@ -374,7 +376,7 @@ func TestCompletion(t *testing.T) {
 		{"command prefix", []string{"m"}, []string{"mount", "move"}},
 		{"help's command", []string{"help", "u"}, []string{"umount"}},
 		{"ls flags", []string{"ls", "--l"}, []string{"--long"}},
-		{"global flags after the command", []string{"cat", "--ss"}, []string{"--ssh", "--ssh-cmd", "--ssh-opt"}},
+		{"global flags after the command", []string{"cat", "--ss"}, []string{"--ssh", "--ssh-cmd", "--ssh-forward", "--ssh-opt"}},
 		{"move's agents", []string{"-s", s, "move", ""}, wantAgents},
 		{"move's agents, -s after", []string{"move", "--socket", s, ""}, wantAgents},
 		{"move's agents, prefix", []string{"-s", s, "move", "--tmux", "claude/"}, filterPrefix(wantAgents, "claude/")},
