@@ -523,6 +523,7 @@ func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		// hangs up.
 		p, conn, err := sockpath.Forwardable(g.sock, 5*time.Second)
 		if err == nil {
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			var c *client.Client
 			if c, err = client.New(conn); err == nil {
 				c.Close()

@@ -233,6 +233,14 @@ func setupForward(s SSH, record string, relayPID int) {
 	writeFwdRecord(record, r)
 }
 
+// fwdSocket is the forward's local socket: beside the control socket,
+// named after it and the remote socket.
+func fwdSocket(control, remote string) string {
+	h := fnv.New32a()
+	h.Write([]byte(remote))
+	return control + ".9p-" + hex.EncodeToString(h.Sum(nil))
+}
+
 func makeForward(s SSH, deadline time.Time, relayPID int) (string, error) {
 	dest := []string{"--", s.Dest}
 	// The master's control socket, as ssh's configuration names it.
@@ -278,9 +286,7 @@ func makeForward(s SSH, deadline time.Time, relayPID int) (string, error) {
 	if !filepath.IsAbs(remote) || strings.ContainsAny(remote, "\n:") {
 		return "", fmt.Errorf("%s printed %q, not a socket path", where.Command, remote)
 	}
-	rh := fnv.New32a()
-	rh.Write([]byte(remote))
-	local := control + ".9p-" + hex.EncodeToString(rh.Sum(nil))
+	local := fwdSocket(control, remote)
 	// A unix socket's path holds at most 107 bytes.
 	if len(local) > 107 {
 		return "", fmt.Errorf("the forward's socket %s would be longer than a unix socket path may be", local)
@@ -299,12 +305,17 @@ func makeForward(s SSH, deadline time.Time, relayPID int) (string, error) {
 	// forwarding, or the daemon this peer).
 	conn, err := sockpath.Dial(local, time.Until(deadline))
 	if err == nil {
+		// The setup is bounded, and a Close waits for it: a host that
+		// takes the channel and never answers fails the proof in time.
+		conn.SetDeadline(deadline)
 		var c *Client
 		if c, err = New(conn); err == nil {
 			c.Close()
 			return local, nil
 		}
 	}
-	sshRun(deadline, s.sshArgs(append([]string{"-O", "cancel", "-L", local + ":" + remote}, dest...)...))
+	// The cancel has time of its own: the proof may have used up the
+	// setup's.
+	sshRun(time.Now().Add(2*time.Second), s.sshArgs(append([]string{"-O", "cancel", "-L", local + ":" + remote}, dest...)...))
 	return "", fmt.Errorf("the forward %s does not reach the daemon: %w", local, err)
 }
