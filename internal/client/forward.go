@@ -60,8 +60,8 @@ const fwdSetupTimeout = 10 * time.Second
 // fwdRecordMax bounds the record read back: a path and a reason.
 const fwdRecordMax = 4 << 10
 
-// Forwarding says whether DialSSH may use and make forwards: false for
-// a host written with forward=no.
+// forwarding says whether DialSSH may use and make forwards: false for
+// a host written with forward=no, or --ssh-forward=no.
 func (s SSH) forwarding() bool { return !s.NoForward }
 
 // fwdRecordPath is where the host's record lives: "" when there is no
@@ -152,8 +152,8 @@ func writeFwdRecord(path string, r fwdRecord) error {
 }
 
 // dialForward attaches through the host's forward, if it has a working
-// one. ok false means use the relay; setup says whether that call should
-// then try to make a forward.
+// one. A nil client means use the relay; setup says whether that call
+// should then try to make a forward.
 func dialForward(s SSH, record string) (c *Client, setup bool) {
 	r, ok := readFwdRecord(record)
 	switch {
