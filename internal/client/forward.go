@@ -60,10 +60,6 @@ const fwdSetupTimeout = 10 * time.Second
 // fwdRecordMax bounds the record read back: a path and a reason.
 const fwdRecordMax = 4 << 10
 
-// forwarding says whether DialSSH may use and make forwards: false for
-// a host written with forward=no, or --ssh-forward=no.
-func (s SSH) forwarding() bool { return !s.NoForward }
-
 // fwdRecordPath is where the host's record lives: "" when there is no
 // place for it (no socket directory of the user's can be made).
 func (s SSH) fwdRecordPath() string {

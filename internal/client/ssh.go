@@ -104,7 +104,7 @@ func DialSSH(s SSH) (*Client, error) {
 	}
 	var record string
 	setup := false
-	if s.forwarding() {
+	if !s.NoForward {
 		if record = s.fwdRecordPath(); record != "" {
 			var c *Client
 			if c, setup = dialForward(s, record); c != nil {

@@ -172,8 +172,8 @@ func TestNonDumpablePeer(t *testing.T) {
 	}
 }
 
-// TestNonDumpableRole is a process of TestNonDumpablePeer, and skips
-// otherwise.
+// TestNonDumpableRole is a process of TestNonDumpablePeer, and returns at
+// once otherwise.
 func TestNonDumpableRole(t *testing.T) {
 	sock := os.Getenv(sockEnv)
 	switch os.Getenv(roleEnv) {
@@ -195,7 +195,9 @@ func TestNonDumpableRole(t *testing.T) {
 	case "judge":
 		judgeRole(t, sock)
 	default:
-		t.Skip("a process of TestNonDumpablePeer")
+		// Not started as a role (the helper-process idiom of os/exec's
+		// tests): nothing to do, and nothing missing.
+		return
 	}
 }
 
