@@ -13,14 +13,22 @@ import (
 
 // The keyed sort gives strings.Compare's order, whatever the names share:
 // a common prefix longer than the key, names that end inside the key, names
-// that are prefixes of others, keys that tie, bytes above 0x7f.
+// that are prefixes of others, keys that tie, bytes above 0x7f. The large
+// cases are read one buffer ahead (TestSortRuns covers the two runs).
 func TestReadDirSortOrder(t *testing.T) {
-	for _, prefix := range []string{"", "f", "-home-user-src-project-", strings.Repeat("p", 200)} {
+	for _, c := range []struct {
+		prefix string
+		n      int
+	}{
+		{"", 500}, {"f", 500}, {"-home-user-src-project-", 500}, {strings.Repeat("p", 200), 500},
+		{"-home-user-src-project-", 1500},
+	} {
+		prefix := c.prefix
 		dir := t.TempDir()
-		rng := rand.New(rand.NewPCG(1, uint64(len(prefix))))
+		rng := rand.New(rand.NewPCG(1, uint64(len(prefix)+c.n)))
 		want := map[string]bool{}
 		alphabet := "ab\xc3\xa9z09-._"
-		for len(want) < 500 {
+		for len(want) < c.n {
 			n := rng.IntN(12)
 			b := []byte(prefix)
 			if rng.IntN(3) == 0 {
@@ -53,6 +61,41 @@ func TestReadDirSortOrder(t *testing.T) {
 		}
 		if !slices.Equal(got, names) {
 			t.Fatalf("prefix %q: order differs from strings.Compare", prefix)
+		}
+	}
+}
+
+// A listing above parallelSort is sorted as two runs merged as read: the
+// merge gives strings.Compare's order, ties across the runs included.
+func TestSortRuns(t *testing.T) {
+	for _, prefix := range []string{"", "-home-user-src-project-"} {
+		for _, n := range []int{parallelSort + 1, 3*parallelSort + 7} {
+			rng := rand.New(rand.NewPCG(2, uint64(n)))
+			s := &scratch{}
+			alphabet := "ab\xc3\xa9z09-._"
+			var want []string
+			for range n {
+				b := []byte(prefix)
+				if rng.IntN(3) == 0 {
+					b = append(b, "12345678"[:rng.IntN(9)]...) // keys that tie
+				}
+				for range rng.IntN(12) {
+					b = append(b, alphabet[rng.IntN(len(alphabet))])
+				}
+				s.recs = append(s.recs, rec{off: uint32(len(s.names)), n: uint8(len(b))})
+				s.names = append(s.names, b...)
+				want = append(want, string(b))
+			}
+			slices.Sort(want)
+			s.sort()
+			if s.split == len(s.recs) {
+				t.Fatalf("%d names: sorted as one run", n)
+			}
+			var got []string
+			s.each(func(r *rec) { got = append(got, string(s.names[r.off:r.off+uint32(r.n)])) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("prefix %q, %d names: order differs from strings.Compare", prefix, n)
+			}
 		}
 	}
 }

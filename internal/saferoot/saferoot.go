@@ -234,10 +234,10 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 	}
 	defer putScratch(s)
 	names := string(s.names)
-	out := make([]T, len(s.recs))
-	for i, e := range s.recs {
-		out[i] = f(dev, Entry{Name: names[e.off : e.off+uint32(e.n)], Dir: e.dir, Ino: e.ino})
-	}
+	out := make([]T, 0, len(s.recs))
+	s.each(func(e *rec) {
+		out = append(out, f(dev, Entry{Name: names[e.off : e.off+uint32(e.n)], Dir: e.dir, Ino: e.ino}))
+	})
 	return out, nil
 }
 
@@ -253,9 +253,9 @@ func ReadDirEach(r *Root, rel string, sized func(n, nameBytes int), each func(de
 	}
 	defer putScratch(s)
 	sized(len(s.recs), len(s.names))
-	for _, e := range s.recs {
+	s.each(func(e *rec) {
 		each(dev, s.names[e.off:e.off+uint32(e.n)], e.dir, e.ino)
-	}
+	})
 	return nil
 }
 
