@@ -49,6 +49,9 @@ type held struct {
 	fds map[int]*[nHeld]int32 // pid → descriptor+1 of each file, 0: not held
 	n   int
 	max int
+	// pidfds: the heldStatus slot holds the process's pidfd, not its
+	// status file (pidfd.go). Set once, before the table is shared.
+	pidfds bool
 }
 
 func newHeld() *held {

@@ -2,11 +2,13 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -170,5 +172,71 @@ func TestHeldBound(t *testing.T) {
 	a2, err2 := tb.Argv(self)
 	if err1 != nil || err2 != nil || !slices.Equal(a1, a2) || len(a1) == 0 {
 		t.Fatalf("reads beyond the bound: %q %v, %q %v", a1, err1, a2, err2)
+	}
+}
+
+// TestUIDByPidfd: the uid read through a held pidfd (PIDFD_GET_INFO) is
+// the one status gives, for a process of another uid too; the pidfd is
+// what the table holds; once the process is reaped the pidfd answers
+// ErrGone, never a later process's uid.
+func TestUIDByPidfd(t *testing.T) {
+	tb := liveTable(t)
+	if !tb.held.pidfds {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the kernel answers no PIDFD_GET_INFO (Linux 6.13 and later): the pidfd path cannot be tested")
+		}
+		t.Log("the kernel answers no PIDFD_GET_INFO: only the status path is tested")
+	}
+	cmd := exec.Command("sleep", "30")
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 4242}}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, ok := parseUID(status)
+	if !ok {
+		t.Fatalf("no Uid in status: %q", status)
+	}
+	if os.Geteuid() == 0 && want != 65534 {
+		t.Fatalf("status says uid %d, want 65534", want)
+	}
+
+	bystatus := New("/proc")
+	bystatus.held.pidfds = false
+	t.Cleanup(bystatus.Close)
+	for _, c := range []struct {
+		name string
+		tb   *Table
+	}{{"pidfd", tb}, {"status", bystatus}} {
+		for range 2 { // the open, then the held descriptor
+			if got, err := c.tb.UID(pid); err != nil || got != want {
+				t.Fatalf("%s: UID = %d, %v; status says %d", c.name, got, err, want)
+			}
+		}
+	}
+	if tb.held.pidfds {
+		fd := tb.held.fds[pid][heldStatus] - 1
+		if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); link != "anon_inode:[pidfd]" {
+			t.Fatalf("the uid's held descriptor is %q, want a pidfd", link)
+		}
+	}
+
+	held := tb.Held()
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, c := range []*Table{tb, bystatus} {
+		if uid, err := c.UID(pid); !errors.Is(err, ErrGone) {
+			t.Fatalf("UID of a reaped process: %d, %v, want ErrGone", uid, err)
+		}
+	}
+	if got := tb.Held(); got != held-1 {
+		t.Fatalf("%d files held after the process went, want %d", got, held-1)
 	}
 }

@@ -84,6 +84,7 @@ func New(root string) *Table {
 		// Only procfs binds a file to its process; a fixture's files
 		// are replaced by its test, and are read afresh.
 		t.held = newHeld()
+		t.held.pidfds = pidfdsUsable(t.root)
 	}
 	return t
 }
@@ -271,8 +272,12 @@ func (t *Table) IdentStat(pid int) (Proc, error) {
 	return p, nil
 }
 
-// UID returns the process's real uid, from its status.
+// UID returns the process's real uid, from its pidfd where the kernel
+// answers for one (pidfd.go), else from its status.
 func (t *Table) UID(pid int) (uint32, error) {
+	if t.held != nil && t.held.pidfds {
+		return t.uidByPidfd(pid)
+	}
 	var buf [2048]byte
 	b, err := t.readHeld(pid, heldStatus, buf[:0])
 	if err != nil {
