@@ -420,9 +420,14 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 	if pri := f["priority"]; pri != "3" {
 		t.Errorf("priority %s, want 3 (err)", pri)
 	}
-	// The daemon keeps serving, and holds no pidfd of the failed move.
+	// The daemon keeps serving, and holds no pidfd of the failed move. A
+	// listing first: the process table holds each candidate's pidfd (its
+	// uid's source) until a scan finds the process gone.
 	if _, err := c.ReadFile("/pid"); err != nil {
 		t.Fatalf("daemon after the failed move: %v", err)
+	}
+	if _, err := c.ReadDir("/active/claude"); err != nil {
+		t.Fatalf("listing after the failed move: %v", err)
 	}
 	if _, p := waitFDs(t, pid, 1<<30, pidfds0); p > pidfds0 {
 		t.Errorf("daemon pidfds %d before the move, %d after", pidfds0, p)
