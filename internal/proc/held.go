@@ -95,15 +95,22 @@ func (t *Table) readHeld(pid, f int, buf []byte) ([]byte, error) {
 
 // pread reads pid's file f from its held descriptor; ok is false when none
 // is held.
-func (h *held) pread(pid, f int, buf []byte) (_ []byte, _ error, ok bool) {
+func (h *held) pread(pid, f int, buf []byte) (b []byte, err error, ok bool) {
+	ok = h.use(pid, f, func(fd int) { b, err = preadAll(fd, buf) })
+	return b, err, ok
+}
+
+// use calls do with pid's held descriptor f, read-locked so that it is not
+// closed meanwhile; false when none is held.
+func (h *held) use(pid, f int, do func(fd int)) bool {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	fds := h.fds[pid]
 	if fds == nil || fds[f] == 0 {
-		return nil, nil, false
+		return false
 	}
-	b, err := preadAll(int(fds[f]-1), buf)
-	return b, err, true
+	do(int(fds[f] - 1))
+	return true
 }
 
 // keep holds fd as pid's file f, unless the bound is reached or another

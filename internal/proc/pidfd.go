@@ -83,7 +83,9 @@ func pidfdUID(fd int) (uint32, error) {
 // the held one, else one opened now and kept if the bound allows.
 func (t *Table) uidByPidfd(pid int) (uint32, error) {
 	h := t.held
-	if uid, err, ok := h.ioctlUID(pid); ok {
+	var uid uint32
+	var err error
+	if h.use(pid, heldStatus, func(fd int) { uid, err = pidfdUID(fd) }) {
 		if err == nil {
 			return uid, nil
 		}
@@ -93,8 +95,7 @@ func (t *Table) uidByPidfd(pid int) (uint32, error) {
 	if err != nil {
 		return 0, gone(pathErr("pidfd_open", t.path(pid, ""), err))
 	}
-	uid, err := pidfdUID(fd)
-	if err != nil {
+	if uid, err = pidfdUID(fd); err != nil {
 		unix.Close(fd)
 		return 0, gone(pathErr("PIDFD_GET_INFO", t.path(pid, ""), err))
 	}
@@ -102,16 +103,4 @@ func (t *Table) uidByPidfd(pid int) (uint32, error) {
 		unix.Close(fd)
 	}
 	return uid, nil
-}
-
-// ioctlUID is pidfdUID on pid's held pidfd; ok is false when none is held.
-func (h *held) ioctlUID(pid int) (_ uint32, _ error, ok bool) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	fds := h.fds[pid]
-	if fds == nil || fds[heldStatus] == 0 {
-		return 0, nil, false
-	}
-	uid, err := pidfdUID(int(fds[heldStatus] - 1))
-	return uid, err, true
 }

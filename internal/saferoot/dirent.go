@@ -52,9 +52,10 @@ type scratch struct {
 	lcp   int   // after sort: the length of the prefix every name shares
 }
 
-// getdentsBuf is the size of each getdents64 buffer. 64 KiB returns about 2,000 short
-// names per call; larger buffers measured no faster (the kernel's cost is per
-// entry), and this one is pooled, so its size is paid once.
+// getdentsBuf is the size of each getdents64 buffer. 64 KiB returns about
+// 2,000 short names per call; larger buffers measured no faster (the
+// kernel's cost is per entry), and the buffers are pooled, so their size is
+// paid once.
 const getdentsBuf = 64 << 10
 
 // maxPooled bounds what a kept scratch may hold in each of names, recs and
@@ -105,26 +106,24 @@ func putScratch(s *scratch) {
 // listing's cost (ext4: about 280 ns a name), and the parse and the checks
 // of each name then run beside it instead of after it.
 func (s *scratch) readDirents(fd int) error {
-	n, err := getdents(fd, s.buf)
-	if err != nil || n <= 0 {
-		return err
-	}
-	if n <= len(s.buf)/2 {
-		// Not a full buffer: most likely the whole directory, and the
-		// next call says so without a goroutine started.
+	for {
+		n, err := getdents(fd, s.buf)
+		if err != nil || n <= 0 {
+			return err
+		}
+		if n > len(s.buf)/2 {
+			// A full buffer: more is likely to follow.
+			return s.readAhead(fd, n)
+		}
 		if err := s.appendDirents(fd, s.buf[:n]); err != nil {
 			return err
 		}
-		for {
-			n, err := getdents(fd, s.buf)
-			if err != nil || n <= 0 {
-				return err
-			}
-			if err := s.appendDirents(fd, s.buf[:n]); err != nil {
-				return err
-			}
-		}
 	}
+}
+
+// readAhead is readDirents once s.buf holds n bytes of a directory that
+// does not fit one buffer: the rest is read one buffer ahead of the parse.
+func (s *scratch) readAhead(fd, n int) error {
 	if s.buf2 == nil {
 		s.buf2 = make([]byte, getdentsBuf)
 	}
