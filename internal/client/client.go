@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -240,7 +241,9 @@ func (c *Client) readChunks(path string, first int) ([][]byte, error) {
 	}
 }
 
-// ReadDir lists path completely, following the offset cookies.
+// ReadDir lists path completely, following the offset cookies, sorted by
+// name (the daemon lists a directory too big for one read in the order of
+// the file system it mirrors).
 func (c *Client) ReadDir(path string) ([]Entry, error) {
 	r, err := c.Open(path)
 	if err != nil {
@@ -255,6 +258,7 @@ func (c *Client) ReadDir(path string) ([]Entry, error) {
 			return nil, err
 		}
 		if len(ents) == 0 {
+			slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 			return out, nil
 		}
 		out = append(out, ents...)

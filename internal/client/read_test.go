@@ -129,3 +129,32 @@ func TestReadFileSizes(t *testing.T) {
 		}
 	}
 }
+
+// Readdir lists /active as 300 names in descending order, a few per call.
+func (n *memNode) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	if n.depth != 1 {
+		return nil, linux.ENOTDIR
+	}
+	var out p9.Dirents
+	for i := offset; i < 300 && len(out) < 7; i++ {
+		out = append(out, p9.Dirent{QID: p9.QID{Type: p9.TypeRegular, Path: 10 + i}, Offset: i + 1, Type: p9.TypeRegular, Name: fmt.Sprintf("n%03d", 299-i)})
+	}
+	return out, nil
+}
+
+// ReadDir gives every name, sorted, whatever order the server lists in.
+func TestReadDirSorted(t *testing.T) {
+	c := serveMem(t, &memFS{}, 8192)
+	ents, err := c.ReadDir("/active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 300 {
+		t.Fatalf("%d entries, want 300", len(ents))
+	}
+	for i, e := range ents {
+		if e.Name != fmt.Sprintf("n%03d", i) {
+			t.Fatalf("entry %d is %q: not sorted", i, e.Name)
+		}
+	}
+}

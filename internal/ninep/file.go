@@ -30,6 +30,10 @@ type Attacher struct {
 	// Ctx bounds writes. It is the daemon's, not the connection's: a move,
 	// once started, completes whether or not the client stays.
 	Ctx context.Context
+
+	// listers holds a slot for each listing read in the background (see
+	// lListers); nil: none is, every listing is read whole.
+	listers chan struct{}
 }
 
 // Attach implements p9.Attacher.
@@ -58,7 +62,10 @@ type file struct {
 	reason []byte
 }
 
-var _ p9.File = (*file)(nil)
+var (
+	_ p9.File          = (*file)(nil)
+	_ p9.DirentsReader = (*file)(nil)
+)
 
 func (f *file) clone() *file {
 	return &file{a: f.a, node: f.node, up: f.up}
@@ -268,27 +275,50 @@ func (f *file) ReaddirWire(offset uint64, count uint32) ([]byte, error) {
 		return nil, linux.EINVAL // what p9 answers a Treaddir of a file
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !f.open {
+		f.mu.Unlock()
 		return nil, linux.EBADF
 	}
 	if offset == 0 || f.snap == nil {
-		l, err := listDir(d)
+		l, err := listDir(d, f.a.listers)
 		if err != nil {
+			f.mu.Unlock()
 			return nil, Errno(err)
+		}
+		if f.snap != nil {
+			f.snap.close()
 		}
 		f.snap = l
 	}
+	l := f.snap
+	f.mu.Unlock()
 	// The reply is a subslice of the snapshot: no copy per request. A later
 	// listing from offset 0 replaces f.snap instead of writing into it, so
 	// a reply still being written is never changed.
-	return f.snap.window(offset, count), nil
+	b, err := l.window(offset, count)
+	if err != nil {
+		return nil, Errno(err)
+	}
+	return b, nil
+}
+
+// ReaddirReady implements p9.DirentsReader: whether a Treaddir at offset
+// can be answered from the listing at hand without waiting for the
+// directory to be read further.
+func (f *file) ReaddirReady(offset uint64) bool {
+	f.mu.Lock()
+	l := f.snap
+	f.mu.Unlock()
+	return l != nil && l.ready(offset)
 }
 
 // Close implements p9.File.
 func (f *file) Close() error {
 	f.mu.Lock()
 	h := f.h
+	if f.snap != nil {
+		f.snap.close()
+	}
 	f.h, f.snap = nil, nil
 	f.mu.Unlock()
 	if h != nil {

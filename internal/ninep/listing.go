@@ -3,6 +3,7 @@ package ninep
 import (
 	"encoding/binary"
 	"sort"
+	"sync"
 
 	"github.com/hugelgupf/p9/p9"
 
@@ -12,9 +13,24 @@ import (
 // listing is a directory's entries in Rreaddir's wire form, one after
 // another, each with its offset filled in (entry i has offset i+1, so a
 // Treaddir at offset i resumes after entry i-1).
+//
+// A big directory is listed as it is read (tree.Batches), by a goroutine of
+// its own, while the client works through the replies already sent: the
+// entries grow at the end, batch by batch, and a reply waits only for the
+// first entry it starts with. Bytes once published are never written
+// again, so a reply may be a slice of them.
 type listing struct {
-	enc []byte   // qid[13] offset[8] type[1] name[s], per entry
-	at  []uint32 // at[i]: where entry i starts in enc; at[len] = len(enc)
+	mu   sync.Mutex
+	grew sync.Cond // broadcast when entries are published or the listing ends
+	enc  []byte    // qid[13] offset[8] type[1] name[s], per entry
+	at   []uint32  // at[i]: where entry i starts in enc; entry i ends at at[i+1], or len(enc)
+	done bool
+	err  error // why the listing ended before the directory did
+	stop bool  // the fid was clunked or listed anew: the reader stops
+
+	// The writer's own: enc and at as they grow, published by publish.
+	wenc []byte
+	wat  []uint32
 }
 
 // direntSize is the encoded size of one entry without its name: qid[13]
@@ -29,25 +45,88 @@ const (
 	dtReg = 8
 )
 
-// listDir lists d once and encodes the result at its final size.
-func listDir(d tree.Dir) (*listing, error) {
-	// A mirrored directory is encoded straight from the listing's own
-	// buffers, sized once: no slice of entries, no string of names.
-	var l *listing
-	i := 0
-	ok, err := tree.ListEach(d, func(n, nameBytes int) {
-		l = &listing{enc: make([]byte, 0, n*direntSize+nameBytes), at: make([]uint32, 0, n+1)}
-	}, func(name []byte, dir bool, path uint64) {
-		addEntry(l, i, name, dir, path)
-		i++
-	})
-	if ok {
+// lListers bounds the listings a connection reads in the background at
+// once: each holds its directory open and one getdents64 buffer (64 KiB)
+// until the directory is read. A listing beyond it is read whole before its
+// first reply, as a listing of a small directory always is. Two: one
+// client lists one directory at a time, and a second is for ls -R.
+const lListers = 2
+
+// listDir lists d. A directory that fits one read is listed whole, sorted,
+// before listDir returns; a bigger one goes on being read in the
+// background, when a slot in listers (the connection's) is free.
+func listDir(d tree.Dir, listers chan struct{}) (*listing, error) {
+	l := &listing{}
+	l.grew.L = &l.mu
+	b, ok, err := tree.OpenBatches(d)
+	if !ok {
+		return listAll(l, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if h := b.Hint(); h > 0 {
+		l.wenc = make([]byte, 0, h*(direntSize+8))
+		l.wat = make([]uint32, 0, h)
+	}
+	more, err := b.Next(l.add)
+	if err != nil || !more {
+		b.Close()
 		if err != nil {
 			return nil, err
 		}
-		l.at = append(l.at, uint32(len(l.enc)))
+		l.publish(true, nil)
 		return l, nil
 	}
+	l.publish(false, nil)
+	select {
+	case listers <- struct{}{}:
+		go func() {
+			l.fill(b)
+			<-listers
+		}()
+	default:
+		l.fill(b)
+	}
+	return l, nil
+}
+
+// fill reads the rest of b into l and closes it, unless l is stopped.
+func (l *listing) fill(b *tree.Batches) {
+	defer b.Close()
+	for {
+		more, err := b.Next(l.add)
+		if !l.publish(!more || err != nil, err) {
+			return
+		}
+	}
+}
+
+// publish makes what was added visible to replies, and ends the listing if
+// end; it reports whether to go on reading.
+func (l *listing) publish(end bool, err error) bool {
+	l.mu.Lock()
+	l.enc, l.at = l.wenc, l.wat
+	if end || l.stop {
+		// A stopped listing ends where it is, so that a reply waiting on
+		// it is answered.
+		l.done, l.err = true, err
+	}
+	goOn := !l.done
+	l.mu.Unlock()
+	l.grew.Broadcast()
+	return goOn
+}
+
+// close stops the reading of l, if it is still being read.
+func (l *listing) close() {
+	l.mu.Lock()
+	l.stop = true
+	l.mu.Unlock()
+}
+
+// listAll lists a directory that is not read in batches, whole.
+func listAll(l *listing, d tree.Dir) (*listing, error) {
 	ents, err := tree.ListAs(d, func(e tree.Entry) tree.Entry { return e })
 	if err != nil {
 		return nil, err
@@ -56,46 +135,69 @@ func listDir(d tree.Dir) (*listing, error) {
 	for _, e := range ents {
 		size += direntSize + len(e.Name)
 	}
-	l = &listing{enc: make([]byte, 0, size), at: make([]uint32, 0, len(ents)+1)}
-	for i, e := range ents {
-		addEntry(l, i, e.Name, e.Dir, e.Path)
+	l.wenc, l.wat = make([]byte, 0, size), make([]uint32, 0, len(ents))
+	for _, e := range ents {
+		addEntry(l, e.Name, e.Dir, e.Path)
 	}
-	l.at = append(l.at, uint32(len(l.enc)))
+	l.publish(true, nil)
 	return l, nil
 }
 
-// addEntry encodes entry i at the end of l.
-func addEntry[N string | []byte](l *listing, i int, name N, dir bool, path uint64) {
-	l.at = append(l.at, uint32(len(l.enc)))
+func (l *listing) add(name []byte, dir bool, path uint64) { addEntry(l, name, dir, path) }
+
+// addEntry encodes the next entry at the end of l's writer's buffers.
+func addEntry[N string | []byte](l *listing, name N, dir bool, path uint64) {
+	i := len(l.wat)
+	l.wat = append(l.wat, uint32(len(l.wenc)))
 	qt, dt := p9.TypeRegular, uint8(dtReg)
 	if dir {
 		qt, dt = p9.TypeDir, dtDir
 	}
-	b := l.enc
+	b := l.wenc
 	b = append(b, uint8(qt))
 	b = binary.LittleEndian.AppendUint32(b, 0) // qid version: not kept in a listing
 	b = binary.LittleEndian.AppendUint64(b, path)
 	b = binary.LittleEndian.AppendUint64(b, uint64(i)+1)
 	b = append(b, dt)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
-	l.enc = append(b, name...)
+	l.wenc = append(b, name...)
 }
 
-// window is the run of whole entries from offset that fits in count bytes.
-func (l *listing) window(offset uint64, count uint32) []byte {
-	n := uint64(len(l.at) - 1)
-	if offset >= n {
-		return nil
+// ready reports whether a reply from offset can be cut without waiting.
+func (l *listing) ready(offset uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done || offset < uint64(len(l.at))
+}
+
+// window is the run of whole entries from offset that fits in count bytes,
+// of those read so far; it waits until the entry at offset is read, or the
+// listing has ended (nil then, or the error that ended it).
+func (l *listing) window(offset uint64, count uint32) ([]byte, error) {
+	l.mu.Lock()
+	for !l.done && offset >= uint64(len(l.at)) {
+		l.grew.Wait()
 	}
-	start := l.at[offset]
-	rest := l.at[offset+1:]
+	enc, at, err := l.enc, l.at, l.err
+	l.mu.Unlock()
+	if offset >= uint64(len(at)) {
+		return nil, err
+	}
+	start := at[offset]
+	n := len(at)
+	endOf := func(i int) uint32 { // where entry i ends
+		if i+1 < n {
+			return at[i+1]
+		}
+		return uint32(len(enc))
+	}
 	// The first entry that does not fit ends the window.
-	k := sort.Search(len(rest), func(i int) bool { return rest[i]-start > count })
+	k := sort.Search(n-int(offset), func(k int) bool { return endOf(int(offset)+k)-start > count })
 	if k == 0 {
-		return nil
+		return nil, nil
 	}
-	end := rest[k-1]
-	return l.enc[start:end:end]
+	end := endOf(int(offset) + k - 1)
+	return enc[start:end:end], nil
 }
 
 // decodeDirents turns a window back into p9's form, for p9's own Readdir

@@ -123,3 +123,157 @@ func TestReaddirConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// bigListing makes a mirrored directory "dsh/big" of n files, too big for
+// one getdents64 read, and returns an Attacher on it with a slot for one
+// listing read in the background.
+func bigListing(t *testing.T, n int) *Attacher {
+	t.Helper()
+	home := t.TempDir()
+	dir := filepath.Join(home, "big")
+	os.Mkdir(dir, 0o755)
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("name-%06d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := tree.New(tree.Config{Roots: map[string]*saferoot.Root{"dsh": saferoot.New(home)}, PID: 1, Start: time.Now()})
+	return &Attacher{Root: root, listers: make(chan struct{}, 1)}
+}
+
+// openBig walks a's root to dsh/big and opens it.
+func openBig(t *testing.T, a *Attacher) *file {
+	t.Helper()
+	root, _ := a.Attach()
+	_, d, err := root.Walk([]string{"dsh", "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Open(p9.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	return d.(*file)
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s", what)
+		}
+	}
+}
+
+// A big directory is listed while it is read, by a goroutine holding one
+// of the connection's listers slots: readers at any offset, at once, get
+// runs of consecutive entries, and together the whole directory once. The
+// slot is given back when the directory has been read. Run with -race.
+func TestReaddirStreamed(t *testing.T) {
+	const n = 10000
+	a := bigListing(t, n)
+	d := openBig(t, a)
+	first, err := d.ReaddirWire(0, 4096)
+	if err != nil || len(first) == 0 {
+		t.Fatalf("first window: %d bytes, %v", len(first), err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				off := uint64(1 + (g*4999+i*997)%n)
+				ents := decodeDirents(mustWindow(t, d, off, 2048))
+				for k, e := range ents {
+					if e.Offset != off+uint64(k)+1 || len(e.Name) != len("name-000000") {
+						t.Errorf("at offset %d, entry %d: %+v", off, k, e)
+						return
+					}
+				}
+			}
+		}()
+	}
+	seen := map[string]bool{}
+	for off := uint64(0); ; {
+		ents := decodeDirents(mustWindow(t, d, off, 8192))
+		if len(ents) == 0 {
+			break
+		}
+		for _, e := range ents {
+			if seen[e.Name] {
+				t.Fatalf("%s listed twice", e.Name)
+			}
+			seen[e.Name] = true
+		}
+		off = ents[len(ents)-1].Offset
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("listed %d names, want %d", len(seen), n)
+	}
+	eventually(t, "the listers slot is still held", func() bool { return len(a.listers) == 0 })
+}
+
+func mustWindow(t *testing.T, d *file, off uint64, count uint32) []byte {
+	b, err := d.ReaddirWire(off, count)
+	if err != nil {
+		t.Errorf("window at %d: %v", off, err)
+	}
+	return b
+}
+
+// lListers bounds the listings read in the background: with the slot
+// taken, a big listing is read whole before its first window returns.
+func TestReaddirListersBound(t *testing.T) {
+	a := bigListing(t, 5000)
+	a.listers <- struct{}{}
+	d := openBig(t, a)
+	if _, err := d.ReaddirWire(0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	l := d.snap
+	d.mu.Unlock()
+	l.mu.Lock()
+	done, got := l.done, len(l.at)
+	l.mu.Unlock()
+	if !done || got != 5000 {
+		t.Fatalf("with no slot free: done %v after %d entries, want the whole listing of 5000", done, got)
+	}
+}
+
+// A clunk in the middle of a listing stops its reader: the directory is
+// closed and the slot given back, whether or not it was read to the end.
+func TestReaddirClunkStops(t *testing.T) {
+	a := bigListing(t, 10000)
+	d := openBig(t, a)
+	fds := openFDs(t) // the root is held open from here (saferoot's hold)
+	if _, err := d.ReaddirWire(0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	l := d.snap
+	d.mu.Unlock()
+	d.Close()
+	eventually(t, "the reader did not stop", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.done
+	})
+	eventually(t, "the listers slot is still held", func() bool { return len(a.listers) == 0 })
+	eventually(t, "the directory is still open", func() bool { return openFDs(t) <= fds })
+	if b, err := l.window(1<<20, 4096); b != nil || err != nil {
+		t.Fatalf("a window past the end of a stopped listing: %d bytes, %v", len(b), err)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}

@@ -70,7 +70,8 @@ func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
 	if cfg.Logf != nil {
 		opts = append(opts, p9.WithServerLogger(endLogger(cfg.Logf)))
 	}
-	a := &Attacher{Root: cfg.Root, UID: cfg.UID, GID: cfg.GID, Writer: cfg.Writer, Ctx: cfg.WriteCtx}
+	a := &Attacher{Root: cfg.Root, UID: cfg.UID, GID: cfg.GID, Writer: cfg.Writer, Ctx: cfg.WriteCtx,
+		listers: make(chan struct{}, lListers)}
 	p9.NewServer(a, opts...).Handle(&prefixed{Conn: c, first: first}, c)
 }
 

@@ -1,6 +1,7 @@
 package saferoot
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -100,43 +101,85 @@ func TestSortRuns(t *testing.T) {
 	}
 }
 
-// ReadDirEach hands over exactly ReadDir's entries, in its order, after
-// announcing their number and the length of their names; a directory it
-// cannot list is ReadDir's error, and nothing is handed over.
-func TestReadDirEach(t *testing.T) {
-	dir := t.TempDir()
-	for i := range 300 {
-		name := filepath.Join(dir, strings.Repeat("n", i%7)+"f"+string(rune('a'+i%26))+strings.Repeat("x", i%13)+string(rune('0'+i%10))+".jsonl")
-		os.WriteFile(name, nil, 0o644)
+// A DirReader lists ReadDir's entries: a small directory as one batch in
+// ReadDir's order; a big one in several batches that together hold each of
+// ReadDir's entries once. A directory it cannot list is ReadDir's error,
+// and Close gives its descriptor back.
+func TestDirReader(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		sorted bool
+	}{{300, true}, {6000, false}} {
+		dir := t.TempDir()
+		for i := range c.n {
+			name := filepath.Join(dir, strings.Repeat("n", i%7)+"f"+string(rune('a'+i%26))+strings.Repeat("x", i%13)+fmt.Sprint(i)+".jsonl")
+			os.WriteFile(name, nil, 0o644)
+		}
+		os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+		os.WriteFile(filepath.Join(dir, ".credentials.json"), nil, 0o600) // never listed
+		r := New(dir)
+		want, err := r.ReadDir("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds := openFDs(t)
+		d, err := r.OpenDir("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Entry
+		batches := 0
+		for {
+			k := len(got)
+			more, err := d.Next(func(name []byte, dir bool, ino uint64) {
+				got = append(got, Entry{Name: string(name), Dir: dir, Ino: ino})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) > k {
+				batches++
+			}
+			if !more {
+				break
+			}
+		}
+		if more, _ := d.Next(func([]byte, bool, uint64) { t.Error("an entry after the end") }); more {
+			t.Error("more after the end")
+		}
+		d.Close()
+		d.Close()
+		if n := openFDs(t); n != fds {
+			t.Errorf("%d names: %d descriptors open after Close, %d before", c.n, n, fds)
+		}
+		if c.sorted {
+			if batches != 1 || !slices.Equal(got, want) {
+				t.Errorf("%d names: %d batches, %d entries; want ReadDir's %d in one batch, in its order", c.n, batches, len(got), len(want))
+			}
+			continue
+		}
+		if batches < 2 {
+			t.Errorf("%d names: %d batch, want several", c.n, batches)
+		}
+		slices.SortFunc(got, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+		if !slices.Equal(got, want) {
+			t.Errorf("%d names: the batches hold %d entries, not ReadDir's %d", c.n, len(got), len(want))
+		}
 	}
-	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".credentials.json"), nil, 0o600) // never listed
-	r := New(dir)
-	want, err := r.ReadDir("")
+	r := New(t.TempDir())
+	os.WriteFile(filepath.Join(r.Path(), "file"), nil, 0o644)
+	for rel, kind := range map[string]errs.Kind{"missing": errs.NotExist, "file": errs.NotDir} {
+		if _, err := r.OpenDir(rel); !errs.Is(err, kind) {
+			t.Errorf("OpenDir(%q): %v, want %v", rel, err, kind)
+		}
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []Entry
-	n, nameBytes, calls := 0, 0, 0
-	err = ReadDirEach(r, "", func(count, bytes int) { n, nameBytes = count, bytes; calls++ },
-		func(dev uint64, name []byte, dir bool, ino uint64) {
-			got = append(got, Entry{Name: string(name), Dir: dir, Ino: ino})
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, e := range want {
-		total += len(e.Name)
-	}
-	if calls != 1 || n != len(want) || nameBytes != total {
-		t.Errorf("sized: %d calls, (%d, %d), want one call with (%d, %d)", calls, n, nameBytes, len(want), total)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("ReadDirEach gave %d entries, not ReadDir's %d, in its order", len(got), len(want))
-	}
-	if err := ReadDirEach(r, "missing", func(int, int) { t.Error("sized called for a missing directory") },
-		func(uint64, []byte, bool, uint64) { t.Error("an entry of a missing directory") }); !errs.Is(err, errs.NotExist) {
-		t.Errorf("missing directory: %v, want NotExist", err)
-	}
+	return len(ents)
 }

@@ -241,58 +241,20 @@ func ReadDirFunc[T any](r *Root, rel string, f func(dev uint64, e Entry) T) ([]T
 	return out, nil
 }
 
-// ReadDirEach is ReadDirFunc for a caller that copies each entry out as it
-// is handed over (a listing encoded for the wire): sized is called first
-// with the number of entries and the total length of their names, then
-// each for every entry in order, its name valid only during the call. It
-// spares the result slice and the string of names ReadDirFunc makes.
-func ReadDirEach(r *Root, rel string, sized func(n, nameBytes int), each func(dev uint64, name []byte, dir bool, ino uint64)) error {
-	s, dev, err := r.readDirScratch(rel)
-	if err != nil {
-		return err
-	}
-	defer putScratch(s)
-	sized(len(s.recs), len(s.names))
-	s.each(func(e *rec) {
-		each(dev, s.names[e.off:e.off+uint32(e.n)], e.dir, e.ino)
-	})
-	return nil
-}
-
 // readDirScratch lists rel into a scratch (sorted), which the caller puts
 // back, and returns the directory's device.
 func (r *Root) readDirScratch(rel string) (*scratch, uint64, error) {
 	const op = "saferoot.ReadDir"
-	if err := r.checkRel(op, rel); err != nil {
+	fd, st, err := r.openDir(op, rel)
+	if err != nil {
 		return nil, 0, err
 	}
-	rootfd, done, err := r.acquire()
-	if err != nil {
-		return nil, 0, errs.E(op, kindOf(err), rel, err)
-	}
-	defer done()
-	fd, err := r.resolve(rootfd, rel, dirFlags)
-	if err == unix.ENOTDIR && rel != "" {
-		// ENOTDIR is ambiguous: a file or link in the middle (NotExist), or
-		// the final component is not a directory. Only a regular file there
-		// is NotDir; a link or fifo is NotExist.
-		return nil, 0, errs.E(op, r.notDirKind(rootfd, rel), rel, err)
-	}
-	if err != nil {
-		return nil, 0, errs.E(op, kindOf(err), rel, err)
-	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := fstat(fd, &st); err != nil {
-		return nil, 0, errs.E(op, kindOf(err), rel, err)
-	}
 	s := getScratch()
 	s.slug = r.atSlug(rel)
 	// Size the scratch from the directory's size, so that a huge listing is
-	// not regrown a hundred times. st_size of a directory is a filesystem's
-	// own measure (ext4: bytes of 8-byte-header records, ~16 per short
-	// name; tmpfs: 20 per entry), so this is a hint, capped.
-	if hint := min(int(st.Size/16), 1<<17); cap(s.recs) < hint {
+	// not regrown a hundred times.
+	if hint := sizeHint(&st); cap(s.recs) < hint {
 		s.recs = make([]rec, 0, hint)
 		s.names = make([]byte, 0, hint*8)
 	}
@@ -302,6 +264,40 @@ func (r *Root) readDirScratch(rel string) (*scratch, uint64, error) {
 	}
 	s.sort()
 	return s, uint64(st.Dev), nil
+}
+
+// sizeHint is how many entries a directory of st's size may hold. st_size
+// of a directory is a filesystem's own measure (ext4: bytes of 8-byte-header
+// records, ~16 per short name; tmpfs: 20 per entry), so this is a hint,
+// capped.
+func sizeHint(st *unix.Stat_t) int { return min(int(st.Size/16), 1<<17) }
+
+// openDir opens rel as a directory to list, and fstats it.
+func (r *Root) openDir(op, rel string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := r.checkRel(op, rel); err != nil {
+		return -1, st, err
+	}
+	rootfd, done, err := r.acquire()
+	if err != nil {
+		return -1, st, errs.E(op, kindOf(err), rel, err)
+	}
+	defer done()
+	fd, err := r.resolve(rootfd, rel, dirFlags)
+	if err == unix.ENOTDIR && rel != "" {
+		// ENOTDIR is ambiguous: a file or link in the middle (NotExist), or
+		// the final component is not a directory. Only a regular file there
+		// is NotDir; a link or fifo is NotExist.
+		return -1, st, errs.E(op, r.notDirKind(rootfd, rel), rel, err)
+	}
+	if err != nil {
+		return -1, st, errs.E(op, kindOf(err), rel, err)
+	}
+	if err := fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, errs.E(op, kindOf(err), rel, err)
+	}
+	return fd, st, nil
 }
 
 // notDirKind classifies a final ENOTDIR of ReadDir by an O_PATH look at rel.

@@ -162,20 +162,39 @@ func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
 	})
 }
 
-// ListEach hands d's entries over one at a time, for a caller that encodes
-// each as it comes (see saferoot.ReadDirEach: sized first, then each entry
-// in List's order, its name valid only during the call). ok is false for a
-// directory that cannot (not a mirror, or a grantee's view, whose entries
-// are stat'ed one by one): the caller uses List.
-func ListEach(d Dir, sized func(n, nameBytes int), each func(name []byte, dir bool, path uint64)) (ok bool, err error) {
+// Batches lists a mirrored directory batch by batch, as it is read (see
+// saferoot.DirReader: one sorted batch for a directory that fits one read,
+// the filesystem's order for a bigger one). Entries are List's, with the
+// same Paths.
+type Batches struct{ r *saferoot.DirReader }
+
+// OpenBatches opens d for a listing by batches. ok is false for a directory
+// that cannot (not a mirror, or a grantee's view, whose entries are stat'ed
+// one by one): the caller uses List.
+func OpenBatches(d Dir) (b *Batches, ok bool, err error) {
 	m, isMirror := d.(*mirrorDir)
 	if !isMirror || m.grantee {
-		return false, nil
+		return nil, false, nil
 	}
-	return true, saferoot.ReadDirEach(m.root, m.rel, sized, func(dev uint64, name []byte, dir bool, ino uint64) {
-		each(name, dir, HostPath(dev, ino))
-	})
+	r, err := m.root.OpenDir(m.rel)
+	if err != nil {
+		return nil, true, err
+	}
+	return &Batches{r}, true, nil
 }
+
+// Next passes the next batch's entries to each, a name valid only during
+// the call, and reports whether more may follow (saferoot.DirReader.Next).
+func (b *Batches) Next(each func(name []byte, dir bool, path uint64)) (bool, error) {
+	dev := b.r.Dev()
+	return b.r.Next(func(name []byte, dir bool, ino uint64) { each(name, dir, HostPath(dev, ino)) })
+}
+
+// Hint is about how many entries the directory holds.
+func (b *Batches) Hint() int { return b.r.Hint() }
+
+// Close closes the directory.
+func (b *Batches) Close() { b.r.Close() }
 
 // granteeList is a grantee's listing: a regular file is listed only if a
 // stat of it, made now, finds one link (see mirrorAs). A file that vanished

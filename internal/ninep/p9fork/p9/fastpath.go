@@ -47,6 +47,11 @@ type DirentsReader interface {
 	// it is and keeps it only until the reply has been written: the File
 	// must not change those bytes meanwhile.
 	ReaddirWire(offset uint64, count uint32) ([]byte, error)
+	// ReaddirReady reports whether ReaddirWire at offset would answer
+	// from entries already at hand, without waiting (a listing still being
+	// read may not have reached offset): only then is the Treaddir served
+	// in the goroutine that reads the connection.
+	ReaddirReady(offset uint64) bool
 }
 
 // Read buffers, by size class: class k holds buffers of 4 KiB << k, up to
@@ -113,12 +118,12 @@ func putRreadHeader(h *[rreadHeaderLength]byte, t tag, count uint32) {
 
 // inline reports whether m is served in the goroutine that reads the
 // connection, before the next request is read: a Tread of an open host
-// file, or a Treaddir past the start of a listing a DirentsReader keeps.
-// Each is a splice, a pread or a slice of memory, and none waits on
-// anything but the local file system; handing it to a goroutine of its
-// own and back costs more than it does (at 64 KiB, about as much as the
-// read). A Treaddir at offset 0 lists the directory anew, which can take
-// long: it gets its goroutine.
+// file, or a Treaddir past the start of a listing a DirentsReader keeps
+// and has read that far. Each is a splice, a pread or a slice of memory,
+// and none waits on anything but the local file system; handing it to a
+// goroutine of its own and back costs more than it does (at 64 KiB, about
+// as much as the read). A Treaddir at offset 0 lists the directory anew,
+// which can take long: it gets its goroutine.
 func (cs *connState) inline(m message) bool {
 	var id fid
 	switch r := m.(type) {
@@ -137,14 +142,17 @@ func (cs *connState) inline(m message) bool {
 		return false
 	}
 	defer ref.DecRef()
-	if _, ok := m.(*treaddir); ok {
-		_, ok := ref.file.(DirentsReader)
+	switch r := m.(type) {
+	case *tread:
+		hf, ok := ref.file.(HostFileReader)
+		if !ok {
+			return false
+		}
+		_, ok = hf.HostFile()
 		return ok
+	case *treaddir:
+		dr, ok := ref.file.(DirentsReader)
+		return ok && dr.ReaddirReady(r.Offset)
 	}
-	hf, ok := ref.file.(HostFileReader)
-	if !ok {
-		return false
-	}
-	_, ok = hf.HostFile()
-	return ok
+	return false
 }

@@ -121,6 +121,8 @@ func (n *hostNode) ReaddirWire(offset uint64, count uint32) ([]byte, error) {
 	return out, nil
 }
 
+func (n *hostNode) ReaddirReady(uint64) bool { return true }
+
 func (n *hostNode) Close() error {
 	if n.f != nil {
 		return n.f.Close()

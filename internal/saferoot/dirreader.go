@@ -1,0 +1,108 @@
+package saferoot
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/errs"
+)
+
+// A DirReader lists a directory batch by batch, as it is read, for a
+// caller that can hand the first entries on while the rest are still being
+// read (a 9P listing: the client works through one reply while the next is
+// read). It lists what ReadDir lists; only the order and the pace differ.
+//
+// A directory that fits one getdents64 buffer (the first read filled less
+// than half of it, about 1,000 short names) comes as one batch, sorted by
+// name as ReadDir sorts it. A bigger one comes one buffer at a time, in the
+// filesystem's order: sorting it would mean reading all of it before the
+// first name could be handed on, and reading is most of what a big listing
+// costs (ext4: about 280 ns a name).
+//
+// A DirReader holds the directory open until Close, and is not safe for
+// concurrent use.
+type DirReader struct {
+	op, rel string
+	fd      int
+	dev     uint64
+	hint    int
+	s       *scratch
+	started bool // a first, full buffer was handed over: the rest streams
+	done    bool
+}
+
+// OpenDir opens rel ("" for the root) for a listing by batches; the caller
+// closes it.
+func (r *Root) OpenDir(rel string) (*DirReader, error) {
+	const op = "saferoot.OpenDir"
+	fd, st, err := r.openDir(op, rel)
+	if err != nil {
+		return nil, err
+	}
+	s := getScratch()
+	s.slug = r.atSlug(rel)
+	return &DirReader{op: op, rel: rel, fd: fd, dev: uint64(st.Dev), hint: sizeHint(&st), s: s}, nil
+}
+
+// Dev is the listed directory's device, as ReadDirFunc passes it.
+func (d *DirReader) Dev() uint64 { return d.dev }
+
+// Hint is about how many entries the directory holds, from its size.
+func (d *DirReader) Hint() int { return d.hint }
+
+// Next passes each entry of the next batch to each, its name valid only
+// during the call, and reports whether another batch may follow. At the
+// end it reports false with no entries; after an error or false, Next
+// hands over nothing more.
+func (d *DirReader) Next(each func(name []byte, dir bool, ino uint64)) (more bool, err error) {
+	if d.done {
+		return false, nil
+	}
+	s := d.s
+	s.names, s.recs = s.names[:0], s.recs[:0]
+	n, err := getdents(d.fd, s.buf)
+	if err != nil || n <= 0 {
+		d.done = true
+		return false, d.wrap(err)
+	}
+	if !d.started && n <= len(s.buf)/2 {
+		// The whole directory, likely: read any rest and sort it.
+		d.done = true
+		if err := s.appendDirents(d.fd, s.buf[:n]); err != nil {
+			return false, d.wrap(err)
+		}
+		if err := s.readDirents(d.fd); err != nil {
+			return false, d.wrap(err)
+		}
+		s.sort()
+		s.each(func(r *rec) { each(s.names[r.off:r.off+uint32(r.n)], r.dir, r.ino) })
+		return false, nil
+	}
+	d.started = true
+	if err := s.appendDirents(d.fd, s.buf[:n]); err != nil {
+		d.done = true
+		return false, d.wrap(err)
+	}
+	for i := range s.recs {
+		r := &s.recs[i]
+		each(s.names[r.off:r.off+uint32(r.n)], r.dir, r.ino)
+	}
+	return true, nil
+}
+
+func (d *DirReader) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return errs.E(d.op, kindOf(err), d.rel, err)
+}
+
+// Close closes the directory. It may be called more than once.
+func (d *DirReader) Close() {
+	if d.s == nil {
+		return
+	}
+	unix.Close(d.fd)
+	putScratch(d.s)
+	d.s = nil
+	d.done = true
+}
