@@ -65,6 +65,7 @@ type file struct {
 var (
 	_ p9.File          = (*file)(nil)
 	_ p9.DirentsReader = (*file)(nil)
+	_ p9.QuickFile     = (*file)(nil)
 )
 
 func (f *file) clone() *file {
@@ -300,6 +301,19 @@ func (f *file) ReaddirWire(offset uint64, count uint32) ([]byte, error) {
 		return nil, Errno(err)
 	}
 	return b, nil
+}
+
+// Quick implements p9.QuickFile: a walk, getattr, open or clunk is served
+// where the connection is read when every node it touches is tree.Local.
+// A walk through ".." may climb out of a Local subtree (into /active), so
+// it never is.
+func (f *file) Quick(names []string) bool {
+	for _, n := range names {
+		if n == ".." {
+			return false
+		}
+	}
+	return tree.Local(f.node, names)
 }
 
 // ReaddirReady implements p9.DirentsReader: whether a Treaddir at offset

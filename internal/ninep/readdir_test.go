@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,4 +277,48 @@ func openFDs(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(ents)
+}
+
+// Quick: every walk, getattr, open and clunk under a mirror or a static
+// directory is served where the connection is read; /active, and a walk
+// that climbs with "..", are not.
+func TestQuick(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "projects", "p"), 0o755)
+	root := tree.New(tree.Config{
+		Roots: map[string]*saferoot.Root{"claude": saferoot.New(home), "dsh": saferoot.New(home)},
+		PID:   1, Start: time.Now(),
+		Active: &tree.ActiveConfig{},
+	})
+	r, _ := (&Attacher{Root: root}).Attach()
+	f := r.(*file)
+	for _, c := range []struct {
+		from  []string
+		names []string
+		quick bool
+	}{
+		{nil, nil, true},
+		{nil, []string{"dsh", "projects"}, true},
+		{nil, []string{"claude", "projects", "p"}, true},
+		{nil, []string{"pid"}, true},
+		{nil, []string{"active"}, false},
+		{nil, []string{"active", "claude"}, false},
+		{[]string{"dsh"}, []string{"projects"}, true},
+		{[]string{"dsh"}, []string{"..", "active"}, false},
+		{[]string{"pid"}, nil, true},
+		{[]string{"active"}, nil, false},
+		{[]string{"active"}, []string{"claude"}, false},
+	} {
+		from := f
+		if c.from != nil {
+			_, w, err := f.Walk(c.from)
+			if err != nil {
+				t.Fatalf("walk %v: %v", c.from, err)
+			}
+			from = w.(*file)
+		}
+		if got := from.Quick(c.names); got != c.quick {
+			t.Errorf("from /%s, Quick(%q) = %v, want %v", strings.Join(c.from, "/"), c.names, got, c.quick)
+		}
+	}
 }

@@ -112,7 +112,7 @@ func New(cfg Config) Dir {
 		if cfg.Grantee {
 			ac.grantee, ac.Mover = true, nil
 		}
-		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root())})
+		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root()), Slow: true})
 	}
 	return NewStatic("/", start, append(children,
 		Child{Name: "pid", Make: fixed(pid)},

@@ -11,9 +11,13 @@ import (
 // Child is one named entry of a Static directory. Make is called on every
 // lookup and listing, so a child whose backing root has vanished is absent
 // (Make returns a NotExist error) without anything being invalidated.
+//
+// Slow marks a child whose subtree is not Local (see Local); every other
+// child of a Static, and everything below it, must be.
 type Child struct {
 	Name string
 	Make func() (Node, error)
+	Slow bool
 }
 
 // Static is a directory whose names are fixed by the design (the root,

@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-L+Zlpda6j+WixHCf1a3yXI0yu9++vehq4fhKyk9SqkY=";
+  vendorHash = "sha256-WwA+spdu4jglMt2lRtV5xiH0td1+F/0Woh1VI9yj3jo=";
 
   subPackages = [
     "cmd/9harnessd"

@@ -116,16 +116,31 @@ func putRreadHeader(h *[rreadHeaderLength]byte, t tag, count uint32) {
 	binary.LittleEndian.PutUint32(h[7:], count)
 }
 
+// QuickFile is implemented by a File that can tell which requests on it
+// are answered from the local file system and memory alone, without
+// waiting on anything else (another process, an event, a lock held across
+// a wait): those the server may serve in the goroutine that reads the
+// connection.
+type QuickFile interface {
+	// Quick reports whether a Twalk of names from this File is quick;
+	// with no names, whether a Tgetattr, Tlopen or Tclunk of it is.
+	Quick(names []string) bool
+}
+
 // inline reports whether m is served in the goroutine that reads the
 // connection, before the next request is read: a Tread of an open host
-// file, or a Treaddir past the start of a listing a DirentsReader keeps
-// and has read that far. Each is a splice, a pread or a slice of memory,
-// and none waits on anything but the local file system; handing it to a
-// goroutine of its own and back costs more than it does (at 64 KiB, about
-// as much as the read). A Treaddir at offset 0 lists the directory anew,
-// which can take long: it gets its goroutine.
+// file, a Treaddir past the start of a listing a DirentsReader keeps and
+// has read that far, or a Twalk, Tgetattr, Tlopen or Tclunk a QuickFile
+// calls quick. Each is a splice, a pread, a slice of memory or a few
+// system calls on local files, and none waits on anything but the local
+// file system; handing it to a goroutine of its own and back costs more
+// than it does (at 64 KiB, about as much as the read; for a Tgetattr, most
+// of the round trip: a new goroutine wakes a second thread, and on a
+// virtual machine each wake-up is a costly switch). A Treaddir at offset
+// 0 lists the directory anew, which can take long: it gets its goroutine.
 func (cs *connState) inline(m message) bool {
 	var id fid
+	var names []string
 	switch r := m.(type) {
 	case *tread:
 		id = r.fid
@@ -134,6 +149,16 @@ func (cs *connState) inline(m message) bool {
 			return false
 		}
 		id = r.Directory
+	case *twalk:
+		id, names = r.fid, r.Names
+	case *twalkgetattr:
+		id, names = r.fid, r.Names
+	case *tgetattr:
+		id = r.fid
+	case *tlopen:
+		id = r.fid
+	case *tclunk:
+		id = r.fid
 	default:
 		return false
 	}
@@ -154,5 +179,6 @@ func (cs *connState) inline(m message) bool {
 		dr, ok := ref.file.(DirentsReader)
 		return ok && dr.ReaddirReady(r.Offset)
 	}
-	return false
+	q, ok := ref.file.(QuickFile)
+	return ok && q.Quick(names)
 }

@@ -1,0 +1,81 @@
+package p9_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hugelgupf/p9/fsimpl/templatefs"
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// quickFS is a root holding "gate", whose GetAttr, once armed, waits until
+// release is closed; every File of it answers Quick with quick.
+type quickFS struct {
+	quick   bool
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (fs *quickFS) Attach() (p9.File, error) { return &quickNode{fs: fs, name: "/"}, nil }
+
+type quickNode struct {
+	templatefs.NoopFile
+	fs   *quickFS
+	name string
+}
+
+func (n *quickNode) Quick([]string) bool { return n.fs.quick }
+
+func (n *quickNode) Walk(names []string) ([]p9.QID, p9.File, error) {
+	if len(names) == 0 {
+		return nil, &quickNode{fs: n.fs, name: n.name}, nil
+	}
+	if n.name != "/" || len(names) != 1 || names[0] != "gate" {
+		return nil, nil, linux.ENOENT
+	}
+	return []p9.QID{{Type: p9.TypeRegular, Path: 2}}, &quickNode{fs: n.fs, name: "gate"}, nil
+}
+
+func (n *quickNode) GetAttr(p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	if n.name == "gate" && n.fs.armed.Load() {
+		n.fs.entered <- struct{}{}
+		<-n.fs.release
+		return p9.QID{Type: p9.TypeRegular, Path: 2}, p9.AttrMask{Mode: true}, p9.Attr{Mode: p9.ModeRegular | 0o444}, nil
+	}
+	return p9.QID{Type: p9.TypeDir, Path: 1}, p9.AttrMask{Mode: true}, p9.Attr{Mode: p9.ModeDirectory | 0o555}, nil
+}
+
+// A Tgetattr of a File that calls itself quick is served where the
+// connection is read: while it runs, the next request is not read (its
+// reply waits); a File that is not quick has its Tgetattr served on its
+// own, and the next request is answered meanwhile.
+func TestQuickFileInline(t *testing.T) {
+	for _, quick := range []bool{true, false} {
+		fs := &quickFS{quick: quick, entered: make(chan struct{}, 1), release: make(chan struct{})}
+		r := serve(t, fs)
+		r.session(8192)
+		r.send(tTwalk, 2, uint32(0), uint32(5), uint16(1), "gate")
+		r.expect(tRwalk, 2)
+		fs.armed.Store(true)
+		r.send(tTgetattr, 10, uint32(5), uint64(0x7ff))
+		select {
+		case <-fs.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("quick=%v: the gate's Tgetattr never started", quick)
+		}
+		r.send(tTgetattr, 11, uint32(0), uint64(0x7ff))
+		if quick {
+			r.expectNothing(200 * time.Millisecond)
+			close(fs.release)
+			r.expect(tRgetattr, 10)
+			r.expect(tRgetattr, 11)
+		} else {
+			r.expect(tRgetattr, 11)
+			close(fs.release)
+			r.expect(tRgetattr, 10)
+		}
+	}
+}
