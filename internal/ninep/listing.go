@@ -46,8 +46,8 @@ const (
 )
 
 // lListers bounds the listings a connection reads in the background at
-// once: each holds its directory open and one getdents64 buffer (64 KiB)
-// until the directory is read. A listing beyond it is read whole before its
+// once: each holds its directory open and two getdents64 buffers (128 KiB,
+// one being read while the other is parsed) until the directory is read. A listing beyond it is read whole before its
 // first reply, as a listing of a small directory always is. Two: one
 // client lists one directory at a time, and a second is for ls -R.
 const lListers = 2

@@ -124,46 +124,77 @@ func (s *scratch) readDirents(fd int) error {
 // readAhead is readDirents once s.buf holds n bytes of a directory that
 // does not fit one buffer: the rest is read one buffer ahead of the parse.
 func (s *scratch) readAhead(fd, n int) error {
+	a := s.startAhead(fd)
+	defer a.stop()
+	cur := s.buf[:n]
+	for {
+		if err := s.appendDirents(fd, cur); err != nil {
+			return err
+		}
+		var err error
+		if cur, err = a.next(cur); err != nil || len(cur) == 0 {
+			return err
+		}
+	}
+}
+
+// ahead is a goroutine reading a directory with getdents64 one buffer ahead
+// of its parse, between the two buffers of a scratch.
+type ahead struct {
+	free    chan []byte // a parsed buffer, for the reader to fill
+	full    chan filled // a filled one, for the parse; closed when the reader is done
+	done    bool        // the end, or an error, was handed on: next returns nothing
+	stopped bool
+}
+
+type filled struct {
+	b   []byte
+	err error
+}
+
+// startAhead starts reading fd into s.buf2 while the caller parses s.buf.
+func (s *scratch) startAhead(fd int) *ahead {
 	if s.buf2 == nil {
 		s.buf2 = make([]byte, getdentsBuf)
 	}
-	type batch struct {
-		b   []byte
-		n   int
-		err error
-	}
-	free := make(chan []byte, 1)
-	full := make(chan batch, 1)
+	free, full := make(chan []byte, 1), make(chan filled, 1)
 	free <- s.buf2
 	go func() {
 		defer close(full)
 		for b := range free {
 			n, err := getdents(fd, b)
-			full <- batch{b, n, err}
+			full <- filled{b[:max(n, 0)], err}
 			if err != nil || n <= 0 {
 				return
 			}
 		}
 	}()
-	// The reader must be done with fd before the caller closes it: on an
-	// error, stop handing it buffers and drain what it still sends.
-	stop := func(err error) error {
-		close(free)
-		for range full {
-		}
-		return err
+	return &ahead{free: free, full: full}
+}
+
+// next hands back parsed, the buffer last returned (or s.buf), and returns
+// the next one read: empty at the end of the directory.
+func (a *ahead) next(parsed []byte) ([]byte, error) {
+	if a.done {
+		return nil, nil
 	}
-	cur := s.buf[:n]
-	for {
-		if err := s.appendDirents(fd, cur); err != nil {
-			return stop(err)
-		}
-		free <- cur[:cap(cur)]
-		b := <-full
-		if b.err != nil || b.n <= 0 {
-			return stop(b.err)
-		}
-		cur = b.b[:b.n]
+	a.free <- parsed[:cap(parsed)]
+	f := <-a.full
+	if f.err != nil || len(f.b) == 0 {
+		a.done = true
+	}
+	return f.b, f.err
+}
+
+// stop returns once the reader is done with fd, so that the caller may
+// close it. It may be called more than once.
+func (a *ahead) stop() {
+	if a.stopped {
+		return
+	}
+	a.stopped, a.done = true, true
+	close(a.free)
+	for range a.full {
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/9harness/9harness/internal/errs"
 )
@@ -172,6 +174,44 @@ func TestDirReader(t *testing.T) {
 		if _, err := r.OpenDir(rel); !errs.Is(err, kind) {
 			t.Errorf("OpenDir(%q): %v, want %v", rel, err, kind)
 		}
+	}
+}
+
+// TestDirReaderCloseEarly: a big directory closed after its first batch,
+// while its next buffer is being read ahead, leaves no descriptor open and
+// no reader running, and Close waits for the reader before it closes the
+// directory (the race detector sees the reader and Close).
+func TestDirReaderCloseEarly(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20000 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("session-%06d.jsonl", i)), nil, 0o644)
+	}
+	r := New(dir)
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	for range 20 {
+		d, err := r.OpenDir("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		more, err := d.Next(func([]byte, bool, uint64) { n++ })
+		if err != nil || !more || n == 0 || n >= 20000 {
+			t.Fatalf("first batch: %d names, more %v, %v; want some of 20,000 and more", n, more, err)
+		}
+		d.Close()
+		if more, _ := d.Next(func([]byte, bool, uint64) { t.Error("an entry after Close") }); more {
+			t.Error("more after Close")
+		}
+	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after the listings, %d before", n, fds)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		t.Errorf("%d goroutines after the listings, %d before: a reader is left running", n, goroutines)
 	}
 }
 
