@@ -27,16 +27,6 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
-func TestParseGroups(t *testing.T) {
-	gs := parseGroups([]byte("Name:\tx\nGroups:\t4 24 27 100 \nNgid:\t0\n"))
-	if len(gs) != 4 || gs[0] != 4 || gs[3] != 100 {
-		t.Fatalf("%v", gs)
-	}
-	if gs := parseGroups([]byte("Groups:\t\n")); gs == nil || len(gs) != 0 {
-		t.Fatalf("empty groups: %v", gs)
-	}
-}
-
 // The kernel's account of our own connection: our uid, gid and pid, a
 // pidfd, our groups and a start time that matches our own stat.
 func TestIdentifySelf(t *testing.T) {
@@ -72,6 +62,18 @@ func TestIdentifySelf(t *testing.T) {
 	}
 	if !p.Alive() || p.StartTime == 0 || p.Comm == "" || p.Groups == nil {
 		t.Fatalf("peer %+v", p)
+	}
+	own, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != len(p.Groups) {
+		t.Fatalf("groups %v, own %v", p.Groups, own)
+	}
+	for i, g := range own {
+		if p.Groups[i] != uint32(g) {
+			t.Fatalf("groups %v, own %v", p.Groups, own)
+		}
 	}
 	stat, _ := os.ReadFile("/proc/self/stat")
 	if _, st := parseStat(stat); st != p.StartTime {

@@ -138,7 +138,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -467,7 +466,7 @@ func peerReply(fd int, self proc.NS) (byte, []byte) {
 	b = binary.LittleEndian.AppendUint32(b, p.GID)
 	b = binary.LittleEndian.AppendUint32(b, uint32(p.PID))
 	b = putNS(b, ns)
-	if gs, err := peerGroups(fd); err == nil {
+	if gs, err := peer.Groups(fd); err == nil {
 		for _, g := range gs {
 			b = binary.LittleEndian.AppendUint32(b, g)
 		}
@@ -508,25 +507,6 @@ func writeReply(c net.Conn, st byte, payload []byte) error {
 	bufs := net.Buffers{h[:], payload}
 	_, err := bufs.WriteTo(c)
 	return err
-}
-
-// peerGroups reads SO_PEERGROUPS: the peer's supplementary groups when it
-// connected, as the kernel names them in the reader's user namespace.
-func peerGroups(fd int) ([]uint32, error) {
-	buf := make([]uint32, 64)
-	for {
-		n := uint32(len(buf) * 4)
-		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
-		if e == unix.ERANGE && int(n/4) > len(buf) {
-			buf = make([]uint32, n/4)
-			continue
-		}
-		if e != 0 {
-			return nil, e
-		}
-		return buf[:n/4], nil
-	}
 }
 
 func parseRights(oob []byte) []int {
@@ -801,6 +781,9 @@ func (c *Client) MoveEnviron(pid int) ([]string, error) {
 // errs: an unknown peer is served, as a grantee. logf, if set, is told of
 // every sandboxed peer of uid owner (others are grantees anyway).
 func Sandbox(c *Client, owner uint32, logf Logf) func(net.Conn, *peer.Peer) (string, error) {
+	// The daemon's own namespaces, read once: it never changes them, and
+	// every connection is judged against them before it is served.
+	self, selfErr := proc.ReadNS("/proc/self")
 	return func(conn net.Conn, p *peer.Peer) (string, error) {
 		var verdict, against string
 		if c != nil {
@@ -816,9 +799,11 @@ func Sandbox(c *Client, owner uint32, logf Logf) func(net.Conn, *peer.Peer) (str
 			verdict = peer.Compare(cr.NS, err, ref)
 		} else {
 			against = "daemon's"
-			ref, err := proc.ReadNS("/proc/self")
+			ref, err := self, selfErr
 			if err != nil {
-				ref = proc.NS{}
+				if ref, err = proc.ReadNS("/proc/self"); err != nil {
+					ref = proc.NS{}
+				}
 			}
 			verdict = p.Sandbox(ref)
 		}
