@@ -1,6 +1,7 @@
 // Package peer identifies the process at the other end of a unix socket by
-// asking the kernel (SO_PEERCRED, SO_PEERPIDFD), never by anything the peer
-// says: the 9P Tattach uname and n_uname are never consulted.
+// asking the kernel (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD), never by
+// anything the peer says: the 9P Tattach uname and n_uname are never
+// consulted.
 package peer
 
 import (
