@@ -254,7 +254,7 @@ func credential(f []byte, slug bool) bool {
 		}
 	}
 	core, swap := undecorate(f)
-	if matchFixed(f) || matchFixed(core) {
+	if matchFixed(f) || len(core) != len(f) && matchFixed(core) {
 		return true
 	}
 	// vim names the swap file of "name" ".name.swp" (and of that,
