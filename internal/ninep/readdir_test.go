@@ -280,8 +280,8 @@ func openFDs(t *testing.T) int {
 }
 
 // Quick: every walk, getattr, open and clunk under a mirror or a static
-// directory is served where the connection is read; /active, and a walk
-// that climbs with "..", are not.
+// directory is served where the connection is read, and so is the attach
+// of a static root; /active, and a walk that climbs with "..", are not.
 func TestQuick(t *testing.T) {
 	home := t.TempDir()
 	os.MkdirAll(filepath.Join(home, "projects", "p"), 0o755)
@@ -290,7 +290,14 @@ func TestQuick(t *testing.T) {
 		PID:   1, Start: time.Now(),
 		Active: &tree.ActiveConfig{},
 	})
-	r, _ := (&Attacher{Root: root}).Attach()
+	a := &Attacher{Root: root}
+	if !a.QuickAttach() {
+		t.Errorf("QuickAttach of the daemon's root = false, want true")
+	}
+	if (&Attacher{Root: f0(t, root, "active").(tree.Dir)}).QuickAttach() {
+		t.Errorf("QuickAttach of /active = true, want false")
+	}
+	r, _ := a.Attach()
 	f := r.(*file)
 	for _, c := range []struct {
 		from  []string
@@ -321,4 +328,15 @@ func TestQuick(t *testing.T) {
 			t.Errorf("from /%s, Quick(%q) = %v, want %v", strings.Join(c.from, "/"), c.names, got, c.quick)
 		}
 	}
+}
+
+// f0 is the node at name under root.
+func f0(t *testing.T, root tree.Dir, name string) tree.Node {
+	t.Helper()
+	r, _ := (&Attacher{Root: root}).Attach()
+	_, w, err := r.Walk([]string{name})
+	if err != nil {
+		t.Fatalf("walk %s: %v", name, err)
+	}
+	return w.(*file).node
 }

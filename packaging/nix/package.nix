@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-WwA+spdu4jglMt2lRtV5xiH0td1+F/0Woh1VI9yj3jo=";
+  vendorHash = "sha256-UQkdKmPTFNx+UZ4aMhwe3aG/eMRln/RWbltPZaM8D5o=";
 
   subPackages = [
     "cmd/9harnessd"

@@ -127,11 +127,20 @@ type QuickFile interface {
 	Quick(names []string) bool
 }
 
+// QuickAttacher is implemented by an Attacher whose Attach, and a
+// Tgetattr of the root it returns, are quick in QuickFile's sense.
+type QuickAttacher interface {
+	QuickAttach() bool
+}
+
 // inline reports whether m is served in the goroutine that reads the
 // connection, before the next request is read: a Tread of an open host
 // file, a Treaddir past the start of a listing a DirentsReader keeps and
-// has read that far, or a Twalk, Tgetattr, Tlopen or Tclunk a QuickFile
-// calls quick. Each is a splice, a pread, a slice of memory or a few
+// has read that far, a Twalk, Tgetattr, Tlopen or Tclunk a QuickFile
+// calls quick, a Tattach of the root a QuickAttacher calls quick, or a
+// Tversion that finds the session empty (no fid held, nothing else in
+// flight: what opens every connection), whose reset then has nothing to
+// abort or close. Each is a splice, a pread, a slice of memory or a few
 // system calls on local files, and none waits on anything but the local
 // file system; handing it to a goroutine of its own and back costs more
 // than it does (at 64 KiB, about as much as the read; for a Tgetattr, most
@@ -142,6 +151,12 @@ func (cs *connState) inline(m message) bool {
 	var id fid
 	var names []string
 	switch r := m.(type) {
+	case *tversion:
+		return cs.emptySession()
+	case *tattach:
+		// A path to walk may reach files that are not quick.
+		qa, ok := cs.server.attacher.(QuickAttacher)
+		return ok && (r.Auth.AttachName == "" || r.Auth.AttachName == "/") && qa.QuickAttach()
 	case *tread:
 		id = r.fid
 	case *treaddir:
@@ -181,4 +196,16 @@ func (cs *connState) inline(m message) bool {
 	}
 	q, ok := ref.file.(QuickFile)
 	return ok && q.Quick(names)
+}
+
+// emptySession reports whether the connection holds no fid and has no
+// request in flight but the one being read.
+func (cs *connState) emptySession() bool {
+	cs.fidMu.Lock()
+	fids := len(cs.fids)
+	cs.fidMu.Unlock()
+	cs.tagMu.Lock()
+	tags := len(cs.tags)
+	cs.tagMu.Unlock()
+	return fids == 0 && tags <= 1
 }
