@@ -59,7 +59,7 @@ var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
 	outPath  = flag.String("out", "BENCHMARKS.md", "where to write the report (\"-\": standard output only)")
 	rpcDur   = flag.Duration("getattr", 3*time.Second, "duration of one getattr sample")
-	readMin  = flag.Duration("read-min", time.Second, "minimum duration of one sequential-read sample (the read is repeated)")
+	readMin  = flag.Duration("read-min", 500*time.Millisecond, "minimum duration of one sequential-read sample (the rows read in turns)")
 	listMin  = flag.Duration("list-min", 500*time.Millisecond, "minimum duration of one listing or walk sample (it is repeated)")
 	parallel = flag.Int("conns", 16, "connections in the concurrent getattr cells")
 	onlyAct  = flag.Bool("active-only", false, "measure only the /active listing section (same as -only active)")
@@ -228,7 +228,7 @@ func run() int {
 					if c != c.turns.cells[0] {
 						continue // sampled with the first of its table
 					}
-					vs, err := c.turns.measure(e)
+					vs, err := c.turns.measure()
 					if err != nil {
 						fatalf("round %d, %s: %v", r+1, c.section, err)
 					}
@@ -743,11 +743,14 @@ type cell struct {
 	turns *turns
 }
 
-// turns samples the rows of one table together: one run of each row's
-// command in turn, over and over, until every row has run for at least min.
-// Rows measured one after the other, each for min, each see their own
-// stretch of a noisy machine (this one drifts by 10% over seconds); taken
-// in turns, every row sees the same moments, so their ratios hold still.
+// turns samples the rows of one table together, in turns: the row that
+// has run least so far runs once next, until every row has run for at
+// least min. Rows measured one after the other, each for min, each see
+// their own stretch of a noisy machine (this one drifts by 10% over
+// seconds); taken in turns, every row sees the same moments, so their
+// ratios hold still. Least-run first, rather than one run of each in
+// rotation, keeps the rows level however long one run of each takes (12 ms
+// to 2.5 s in one read table), and stops each as soon as it has its min.
 type turns struct {
 	min   time.Duration
 	cells []*cell
@@ -755,37 +758,34 @@ type turns struct {
 }
 
 type turn struct {
-	units float64
-	path  string
-	args  []string
+	units float64 // what one run moves: bytes, entries
+	run   func() error
 	busy  time.Duration
 	runs  int
 }
 
 // measure runs the rows in turns and returns each row's units per second
 // of its own running time.
-func (t *turns) measure(e *env) ([]float64, error) {
+func (t *turns) measure() ([]float64, error) {
 	for i := range t.runs {
 		t.runs[i].busy, t.runs[i].runs = 0, 0
 	}
 	for {
-		done := true
+		var r *turn
 		for i := range t.runs {
-			r := &t.runs[i]
-			var stderr bytes.Buffer
-			cmd := exec.Command(r.path, r.args...)
-			cmd.Stdout, cmd.Stderr = e.null, &stderr
-			t0 := time.Now()
-			if err := cmd.Run(); err != nil {
-				return nil, fmt.Errorf("%s: %v: %s", filepath.Base(r.path), err, strings.TrimSpace(stderr.String()))
+			if c := &t.runs[i]; c.busy < t.min && (r == nil || c.busy < r.busy) {
+				r = c
 			}
-			r.busy += time.Since(t0)
-			r.runs++
-			done = done && r.busy >= t.min
 		}
-		if done {
+		if r == nil {
 			break
 		}
+		t0 := time.Now()
+		if err := r.run(); err != nil {
+			return nil, err
+		}
+		r.busy += time.Since(t0)
+		r.runs++
 	}
 	v := make([]float64, len(t.runs))
 	for i, r := range t.runs {
@@ -799,32 +799,42 @@ func plan(e *env) []*cell {
 	add := func(section, key, name, unit string, m func() (float64, error)) {
 		cells = append(cells, &cell{section: section, key: key, name: name, unit: unit, measure: m})
 	}
+	// inTurns adds the rows of one table that take their sample together.
+	inTurns := func(section, unit string, units float64, min time.Duration) func(key, name string, run func() error) {
+		tt := &turns{min: min}
+		return func(key, name string, run func() error) {
+			add(section, key, name, unit, nil)
+			c := cells[len(cells)-1]
+			c.turns = tt
+			tt.cells = append(tt.cells, c)
+			tt.runs = append(tt.runs, turn{units: units, run: run})
+		}
+	}
 	if selected("read") {
 		for _, f := range e.readFiles() {
-			sec, mb := "read/"+f.name, float64(f.size)/1e6
-			diodcat := func(t target, msize int) func() (float64, error) {
-				return e.repeat(*readMin, mb, e.diodcat, "-s", t.sock, "-a", t.aname, "-m", fmt.Sprint(msize), t.prefix+f.name)
+			row := inTurns("read/"+f.name, "MB/s", float64(f.size)/1e6, *readMin)
+			diodcat := func(t target, msize int) func() error {
+				return e.command(e.diodcat, "-s", t.sock, "-a", t.aname, "-m", fmt.Sprint(msize), t.prefix+f.name)
 			}
-			goRead := func(t target, msize uint32) func() (float64, error) {
-				return inProcess(*readMin, mb, func() error { _, err := readFile(t, msize, f.name, nil); return err })
+			goRead := func(t target, msize uint32) func() error {
+				return func() error { _, err := readFile(t, msize, f.name, nil); return err }
 			}
-			add(sec, "cat", "cat "+f.name+" > /dev/null", "MB/s", e.repeat(*readMin, mb, "cat", filepath.Join(e.data, f.name)))
-			add(sec, "sock", "ceiling: unix socket stream, 1 MiB from memory", "MB/s",
-				func() (float64, error) { return streamRate(e.tmp, "", *readMin) })
-			add(sec, "sockfile", "ceiling: unix socket fed by sendfile(2) from "+f.name, "MB/s",
-				func() (float64, error) { return streamRate(e.tmp, filepath.Join(e.data, f.name), *readMin) })
-			add(sec, "dc-diod", "diodcat, diod, msize 64 KiB", "MB/s", diodcat(e.diodT(), diodCap))
-			add(sec, "dc-ours64", "diodcat, 9harnessd, msize 64 KiB", "MB/s", diodcat(e.oursT(), diodCap))
-			add(sec, "dc-ours1M", "diodcat, 9harnessd, msize 1 MiB", "MB/s", diodcat(e.oursT(), ourMsize))
-			add(sec, "go-diod", "Go client, diod, msize 64 KiB", "MB/s", goRead(e.diodT(), diodCap))
-			add(sec, "go-ours64", "Go client, 9harnessd, msize 64 KiB", "MB/s", goRead(e.oursT(), diodCap))
-			add(sec, "go-ours1M", "Go client, 9harnessd, msize 1 MiB", "MB/s", goRead(e.oursT(), ourMsize))
-			cat9h := func(t target) func() (float64, error) {
-				return e.repeat(*readMin, mb, e.client, e.clientArgs(t, "cat", "/"+t.prefix+f.name)...)
+			row("cat", "cat "+f.name+" > /dev/null", e.command("cat", filepath.Join(e.data, f.name)))
+			row("sock", "ceiling: unix socket stream, 1 MiB from memory", func() error { return stream(e.tmp, "", f.size) })
+			row("sockfile", "ceiling: unix socket fed by sendfile(2) from "+f.name,
+				func() error { return stream(e.tmp, filepath.Join(e.data, f.name), f.size) })
+			row("dc-diod", "diodcat, diod, msize 64 KiB", diodcat(e.diodT(), diodCap))
+			row("dc-ours64", "diodcat, 9harnessd, msize 64 KiB", diodcat(e.oursT(), diodCap))
+			row("dc-ours1M", "diodcat, 9harnessd, msize 1 MiB", diodcat(e.oursT(), ourMsize))
+			row("go-diod", "Go client, diod, msize 64 KiB", goRead(e.diodT(), diodCap))
+			row("go-ours64", "Go client, 9harnessd, msize 64 KiB", goRead(e.oursT(), diodCap))
+			row("go-ours1M", "Go client, 9harnessd, msize 1 MiB", goRead(e.oursT(), ourMsize))
+			cat9h := func(t target) func() error {
+				return e.command(e.client, e.clientArgs(t, "cat", "/"+t.prefix+f.name)...)
 			}
-			add(sec, "9h-diod", "9harness cat, diod, msize 64 KiB", "MB/s", cat9h(e.diodT()))
-			add(sec, "9h-ours64", "9harness cat, 9harnessd --msize 65536", "MB/s", cat9h(e.ours64T()))
-			add(sec, "9h-ours1M", "9harness cat, 9harnessd, msize 1 MiB", "MB/s", cat9h(e.oursT()))
+			row("9h-diod", "9harness cat, diod, msize 64 KiB", cat9h(e.diodT()))
+			row("9h-ours64", "9harness cat, 9harnessd --msize 65536", cat9h(e.ours64T()))
+			row("9h-ours1M", "9harness cat, 9harnessd, msize 1 MiB", cat9h(e.oursT()))
 		}
 	}
 	if selected("list") {
@@ -832,22 +842,14 @@ func plan(e *env) []*cell {
 			name string
 			n    int
 		}{{"dir10k", dirCount}, {"dir100k", dir2Count}} {
-			sec := "list/" + d.name
-			tt := &turns{min: *listMin}
-			inTurn := func(key, name, path string, args ...string) {
-				add(sec, key, name, "entries/s", nil)
-				c := cells[len(cells)-1]
-				c.turns = tt
-				tt.cells = append(tt.cells, c)
-				tt.runs = append(tt.runs, turn{units: float64(d.n), path: path, args: args})
+			row := inTurns("list/"+d.name, "entries/s", float64(d.n), *listMin)
+			ls := func(t target, msize int) func() error {
+				return e.command(e.diodls, "-s", t.sock, "-a", t.aname, "-m", fmt.Sprint(msize), t.prefix+d.name)
 			}
-			ls := func(t target, msize int) []string {
-				return []string{"-s", t.sock, "-a", t.aname, "-m", fmt.Sprint(msize), t.prefix + d.name}
-			}
-			inTurn("ls", "ls -f "+d.name+" > /dev/null", "ls", "-f", filepath.Join(e.data, d.name))
-			inTurn("diod64", "diodls, diod, msize 64 KiB", e.diodls, ls(e.diodT(), diodCap)...)
-			inTurn("ours64", "diodls, 9harnessd, msize 64 KiB", e.diodls, ls(e.oursT(), diodCap)...)
-			inTurn("ours1M", "diodls, 9harnessd, msize 1 MiB", e.diodls, ls(e.oursT(), ourMsize)...)
+			row("ls", "ls -f "+d.name+" > /dev/null", e.command("ls", "-f", filepath.Join(e.data, d.name)))
+			row("diod64", "diodls, diod, msize 64 KiB", ls(e.diodT(), diodCap))
+			row("ours64", "diodls, 9harnessd, msize 64 KiB", ls(e.oursT(), diodCap))
+			row("ours1M", "diodls, 9harnessd, msize 1 MiB", ls(e.oursT(), ourMsize))
 		}
 	}
 	if selected("getattr") {
@@ -916,19 +918,20 @@ func walkPaths(t target, check bool) (int, error) {
 // repeat returns a measurement that runs the command (stdout to /dev/null)
 // until at least minDur has passed and reports units per second.
 func (e *env) repeat(minDur time.Duration, units float64, path string, args ...string) func() (float64, error) {
-	return func() (float64, error) {
-		runs := 0
-		t0 := time.Now()
-		for runs == 0 || time.Since(t0) < minDur {
-			var stderr bytes.Buffer
-			cmd := exec.Command(path, args...)
-			cmd.Stdout, cmd.Stderr = e.null, &stderr
-			if err := cmd.Run(); err != nil {
-				return 0, fmt.Errorf("%s: %v: %s", filepath.Base(path), err, strings.TrimSpace(stderr.String()))
-			}
-			runs++
+	return inProcess(minDur, units, e.command(path, args...))
+}
+
+// command runs path with args once, its output to /dev/null; its error
+// carries what it wrote to stderr.
+func (e *env) command(path string, args ...string) func() error {
+	return func() error {
+		var stderr bytes.Buffer
+		cmd := exec.Command(path, args...)
+		cmd.Stdout, cmd.Stderr = e.null, &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %v: %s", filepath.Base(path), err, strings.TrimSpace(stderr.String()))
 		}
-		return units * float64(runs) / time.Since(t0).Seconds(), nil
+		return nil
 	}
 }
 
@@ -1022,8 +1025,8 @@ func header(mach string) string {
 	p("  a second `9harnessd ... --msize 65536` serves it for the `9harness cat` rows at 64 KiB,\n")
 	p("  since `9harness` always asks for 1 MiB. Both servers run as root.\n")
 	p("* %d rounds; in each round every row of the read, listing, getattr and walk tables is\n", *rounds)
-	p("  measured once, in table order, so the servers alternate (A B A B; the listing rows take\n")
-	p("  turns run by run, described there). Then the /active,\n")
+	p("  measured once, in table order, so the servers alternate (A B A B; the read and listing\n")
+	p("  rows take turns run by run, described there). Then the /active,\n")
 	p("  memory and cold-start sections run their own interleaved rounds (described in each).\n")
 	p("  Reported: median and min–max over the rounds. Ratios are of medians.\n")
 	p("* Every path is verified once before timing: every client's output of `big` and `big1g` is\n")
@@ -1112,7 +1115,11 @@ func report(cells []*cell) string {
 		for i, f := range e.readFiles() {
 			p("## Sequential read of a %s file\n\n", f.title)
 			if i == 0 {
-				p("Each sample reads the whole file from offset 0 to its end, repeatedly for at least %s.\n", *readMin)
+				p("Each run reads the whole file from offset 0 to its end. The rows of a table take their\n")
+				p("sample together, in turns: the row that has run least so far runs once next, until each\n")
+				p("has run for at least %s; a row's rate is its bytes over its own running time, so that\n", *readMin)
+				p("every row, the ceilings included, sees the same moments of a machine that drifts by 10%%\n")
+				p("over seconds.\n")
 				p("`cat`, `diodcat` (diod's C client) and `9harness cat` (the project's client, `bin/9harness\n")
 				p("-s SOCK cat /dsh/FILE`) are whole processes, stdout to /dev/null, start-up included. The\n")
 				p("Go client rows are the benchmark's raw 9P2000.L client in process: dial, Tversion,\n")
@@ -1124,8 +1131,8 @@ func report(cells []*cell) string {
 				p("9harnessd the refused first attempt does not happen. Rows at 1 MiB are compared with diod\n")
 				p("at 64 KiB, diod's largest msize.\n\n")
 				p("The two ceiling rows are the transport alone, measured in the same run: one goroutine\n")
-				p("writes over a unix socket in a loop, another reads into a 1 MiB buffer, for at least %s;\n", *readMin)
-				p("no protocol, no process start-up. The first writes an in-memory 1 MiB buffer (no file at\n")
+				p("writes the file's size over a unix socket, another reads it into a 1 MiB buffer; no\n")
+				p("protocol, no process start-up. The first writes an in-memory 1 MiB buffer (no file at\n")
 				p("all); the second feeds the socket from the page-cached file with sendfile(2), which copies\n")
 				p("nothing in user space: the most any server on this socket could do with the file, and so\n")
 				p("what the 0.5x `cat` targets can at most be met by here. A target above it is out of reach\n")
@@ -1155,10 +1162,10 @@ func report(cells []*cell) string {
 			if i == 0 {
 				p("`diodls` and `ls -f` are whole processes (stdout to /dev/null), start-up included, which\n")
 				p("weighs most on `ls -f` and on the smaller directory. The four rows of a table take their\n")
-				p("sample together, in turns: one run of each, over and over, until each has run for at\n")
-				p("least %s; a row's rate is its entries over its own running time. Taken one after the\n", *listMin)
-				p("other, each row saw its own stretch of the machine, which drifts by 10%% over seconds,\n")
-				p("and the 10,000-entry ratio moved by as much between runs.\n\n")
+				p("sample together, in turns: the row that has run least so far runs once next, until each\n")
+				p("has run for at least %s; a row's rate is its entries over its own running time. Taken\n", *listMin)
+				p("one after the other, each row saw its own stretch of the machine, which drifts by 10%%\n")
+				p("over seconds, and the 10,000-entry ratio moved by as much between runs.\n\n")
 			}
 			table("list/"+d.name, "entries/s", "ls", "ls -f", []spec{
 				{"diod64", "", 0, 0, false},

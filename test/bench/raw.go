@@ -327,26 +327,24 @@ func echoRate(dir string, d time.Duration) (float64, error) {
 	})
 }
 
-// streamRate is the read tables' transport ceiling: one goroutine writes
-// over a unix socket (in dir) in a loop, another reads into a 1 MiB buffer,
-// for at least d; no protocol. With file "" the writer writes an in-memory
-// 1 MiB buffer; otherwise it feeds the socket from the file with
-// sendfile(2), 1 MiB at a time from its start to its end and again, which
-// is the most a server that copies nothing itself could do. It reports
-// MB/s received.
-func streamRate(dir, file string, d time.Duration) (float64, error) {
+// stream is the read tables' transport ceiling, one run of it: one
+// goroutine writes size bytes over a unix socket (in dir), another reads
+// them into a 1 MiB buffer; no protocol. With file "" the writer writes an
+// in-memory 1 MiB buffer again and again; otherwise it feeds the socket
+// from the file with sendfile(2), 1 MiB at a time from its start to size,
+// which is the most a server that copies nothing itself could do.
+func stream(dir, file string, size int64) error {
 	p := filepath.Join(dir, "stream.sock")
 	os.Remove(p)
 	l, err := net.Listen("unix", p)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer l.Close()
-	var stop atomic.Bool
 	werr := make(chan error, 1)
 	feed := feedMemory
 	if file != "" {
-		feed = func(s net.Conn, stop *atomic.Bool) error { return feedFile(s, file, stop) }
+		feed = func(s net.Conn, size int64) error { return feedFile(s, file, size) }
 	}
 	go func() {
 		s, err := l.Accept()
@@ -355,49 +353,52 @@ func streamRate(dir, file string, d time.Duration) (float64, error) {
 			return
 		}
 		defer s.Close() // the reader's EOF
-		werr <- feed(s, &stop)
+		werr <- feed(s, size)
 	}()
 	c, err := net.Dial("unix", p)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer c.Close()
 	b := make([]byte, 1<<20)
 	var n int64
-	t0 := time.Now()
-	for time.Since(t0) < d {
+	for {
 		m, err := c.Read(b)
 		n += int64(m)
-		if err != nil {
-			return 0, err
+		if err == io.EOF {
+			break
 		}
-	}
-	secs := time.Since(t0).Seconds()
-	stop.Store(true)
-	io.Copy(io.Discard, c) // until the writer's last write and hang-up
-	if err := <-werr; err != nil {
-		return 0, err
-	}
-	return float64(n) / 1e6 / secs, nil
-}
-
-// feedMemory writes a 1 MiB buffer to s until stop.
-func feedMemory(s net.Conn, stop *atomic.Bool) error {
-	b := make([]byte, 1<<20)
-	for i := range b {
-		b[i] = byte(i)
-	}
-	for !stop.Load() {
-		if _, err := s.Write(b); err != nil {
+		if err != nil {
 			return err
 		}
+	}
+	if err := <-werr; err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("stream: %d bytes received, want %d", n, size)
 	}
 	return nil
 }
 
-// feedFile sends file to s with sendfile(2) until stop, from its start
-// again at its end.
-func feedFile(s net.Conn, file string, stop *atomic.Bool) error {
+// feedMemory writes size bytes to s from a 1 MiB buffer.
+func feedMemory(s net.Conn, size int64) error {
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	for size > 0 {
+		n, err := s.Write(b[:min(int64(len(b)), size)])
+		if err != nil {
+			return err
+		}
+		size -= int64(n)
+	}
+	return nil
+}
+
+// feedFile sends the first size bytes of file to s with sendfile(2).
+func feedFile(s net.Conn, file string, size int64) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -408,16 +409,16 @@ func feedFile(s net.Conn, file string, stop *atomic.Bool) error {
 		return err
 	}
 	var off int64
-	for !stop.Load() {
+	for off < size {
 		var serr error
 		err := raw.Write(func(fd uintptr) bool {
 			var n int
-			n, serr = syscall.Sendfile(int(fd), int(f.Fd()), &off, 1<<20)
+			n, serr = syscall.Sendfile(int(fd), int(f.Fd()), &off, int(min(1<<20, size-off)))
 			if serr == syscall.EAGAIN {
 				return false // wait until the socket takes more
 			}
 			if n == 0 && serr == nil {
-				off = 0 // the end: again from the start
+				serr = fmt.Errorf("sendfile: %s ends at %d, before %d", file, off, size)
 			}
 			return true
 		})
