@@ -294,7 +294,7 @@ func TestQuick(t *testing.T) {
 	if !a.QuickAttach() {
 		t.Errorf("QuickAttach of the daemon's root = false, want true")
 	}
-	if (&Attacher{Root: f0(t, root, "active").(tree.Dir)}).QuickAttach() {
+	if (&Attacher{Root: nodeAt(t, root, "active").(tree.Dir)}).QuickAttach() {
 		t.Errorf("QuickAttach of /active = true, want false")
 	}
 	r, _ := a.Attach()
@@ -330,8 +330,8 @@ func TestQuick(t *testing.T) {
 	}
 }
 
-// f0 is the node at name under root.
-func f0(t *testing.T, root tree.Dir, name string) tree.Node {
+// nodeAt is the node a walk of name from root reaches.
+func nodeAt(t *testing.T, root tree.Dir, name string) tree.Node {
 	t.Helper()
 	r, _ := (&Attacher{Root: root}).Attach()
 	_, w, err := r.Walk([]string{name})
