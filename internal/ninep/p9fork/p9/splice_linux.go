@@ -43,8 +43,9 @@ const (
 	pageSize = 4096
 
 	// sendBuffer is the SO_SNDBUF asked for a socket that carries spliced
-	// replies: a pipe's worth, so that a whole Rread fits (the kernel
-	// doubles it for its own bookkeeping).
+	// replies: a pipe's worth, so that a whole Rread goes into the socket
+	// at once (the kernel doubles it for its own bookkeeping, and caps it
+	// at net.core.wmem_max).
 	sendBuffer = maxPipeSize
 )
 
@@ -53,6 +54,8 @@ const (
 type splicer struct {
 	once sync.Once
 	raw  syscall.RawConn // the socket; nil: the transport cannot splice
+	own  int             // the socket's send buffer before sendBuffer, in bytes
+	low  bool            // the socket has own, not sendBuffer (under the send lock)
 
 	mu     sync.Mutex
 	idle   *pipe // at most one kept between Treads
@@ -78,24 +81,31 @@ func (s *splicer) transport(w io.Writer) syscall.RawConn {
 		if err != nil {
 			return
 		}
-		typ := -1
+		typ, own := -1, 0
 		if err := raw.Control(func(fd uintptr) {
 			typ, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
-		}); err != nil || typ != unix.SOCK_STREAM {
+			own, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
+		}); err != nil || typ != unix.SOCK_STREAM || own <= 0 {
 			return
 		}
 		// A send buffer that holds a whole reply lets one splice move
 		// the pipe into the socket and the handler go on while the
 		// client reads; at the default (208 KiB) a 1 MiB Rread goes out
-		// in four or five turns of writer and reader. The kernel caps
-		// it at net.core.wmem_max; it bounds what the connection may
-		// have in flight, nothing is allocated for it.
-		raw.Control(func(fd uintptr) {
-			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, sendBuffer)
-		})
+		// in four or five turns of writer and reader. It bounds what
+		// the connection may have in flight; nothing is allocated for
+		// it.
+		s.own = own
 		s.raw = raw
+		s.sendBuffer(sendBuffer)
 	})
 	return s.raw
+}
+
+// sendBuffer sets the socket's SO_SNDBUF to n (which the kernel doubles).
+func (s *splicer) sendBuffer(n int) {
+	s.raw.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n)
+	})
 }
 
 // get returns a pipe that can hold count bytes if the system allows, or
@@ -266,6 +276,16 @@ func (m *rreadSplice) String() string {
 
 // sendDirect writes the header, splices the pipe into the socket and
 // writes the tail. Called under the connection's send lock.
+//
+// A reply larger than the socket's own send buffer (208 KiB by default)
+// leaves the socket with that buffer while the client reads it, and the
+// next spliced reply gets sendBuffer back. Why: a socket is writable
+// again, and wakes what waits on it, each time the client's reading frees
+// a little of it while less than a quarter of the buffer is queued; and
+// this process's poller waits on every socket for writability. With 2 MiB
+// while a 1 MiB Rread drained, that was six or seven wake-ups of the
+// daemon per Rread, none wanted, each a thread switch on both sides (and
+// the client's reading paid for waking it); with 208 KiB, one.
 func (m *rreadSplice) sendDirect(w io.Writer, t tag) error {
 	left := m.n
 	defer func() {
@@ -276,6 +296,16 @@ func (m *rreadSplice) sendDirect(w io.Writer, t tag) error {
 		}
 		putReadBuf(m.tail)
 	}()
+	if m.s.low {
+		m.s.sendBuffer(sendBuffer)
+		m.s.low = false
+	}
+	if int(rreadHeaderLength)+m.n+m.tn > m.s.own {
+		defer func() {
+			m.s.sendBuffer(m.s.own / 2) // getsockopt reported it doubled
+			m.s.low = true
+		}()
+	}
 	var h [rreadHeaderLength]byte
 	putRreadHeader(&h, t, uint32(m.n+m.tn))
 	if _, err := w.Write(h[:]); err != nil {
