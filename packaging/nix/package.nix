@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-vZniXZOdh2QarywMvrgoC8zX2TQSf3VemyzJS9u6qRw=";
+  vendorHash = "sha256-FwoRsdKHTY7I+iO5MzTlKQ5mHzPALuYECj/QKDZKyPM=";
 
   subPackages = [
     "cmd/9harnessd"

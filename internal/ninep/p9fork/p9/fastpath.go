@@ -101,6 +101,13 @@ func (r *rreaddirWire) SetPayload(p []byte) { r.data = p }
 func (*rreaddirWire) PayloadCleanup()       {}
 func (r *rreaddirWire) String() string      { return fmt.Sprintf("Rreaddir{len(Data): %d}", len(r.data)) }
 
+// afterSender is a reply with work to do once it has been sent, or has
+// failed to be: a spliced Rread that reads the next chunk ahead. Called
+// outside the send lock, before the request's slot is released.
+type afterSender interface {
+	afterSend(sent bool)
+}
+
 // directSender is a reply that writes itself to the transport (under the
 // connection's send lock) instead of being encoded by send.
 type directSender interface {

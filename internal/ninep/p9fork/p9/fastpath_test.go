@@ -36,6 +36,7 @@ type hostFS struct {
 
 	readAtBytes atomic.Int64 // bytes "data" gave through ReadAt
 	hostFiles   atomic.Int64 // times HostFile offered the file
+	controls    atomic.Int64 // calls of Control on its RawConn: the server's fstats
 
 	server net.Conn // the server's end of the socket pair (serveHost)
 }
@@ -105,7 +106,29 @@ func (n *hostNode) HostFile() (syscall.Conn, bool) {
 		return nil, false
 	}
 	n.fs.hostFiles.Add(1)
-	return n.f, true
+	return countedFile{n.f, n.fs}, true
+}
+
+// countedFile is the host file as HostFile offers it: an *os.File whose
+// RawConn counts the server's calls of Control.
+type countedFile struct {
+	*os.File
+	fs *hostFS
+}
+
+func (f countedFile) SyscallConn() (syscall.RawConn, error) {
+	rc, err := f.File.SyscallConn()
+	return countedConn{rc, f.fs}, err
+}
+
+type countedConn struct {
+	syscall.RawConn
+	fs *hostFS
+}
+
+func (c countedConn) Control(f func(uintptr)) error {
+	c.fs.controls.Add(1)
+	return c.RawConn.Control(f)
 }
 
 func (n *hostNode) ReaddirWire(offset uint64, count uint32) ([]byte, error) {

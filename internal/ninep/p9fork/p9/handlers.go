@@ -774,7 +774,7 @@ func (t *tread) handle(cs *connState) message {
 				return nil
 			}
 
-			if spliced = cs.spliceRead(ref.file, t.Offset, count); spliced != nil {
+			if spliced = cs.spliceRead(ref, t.Offset, count); spliced != nil {
 				return nil
 			}
 			data = getReadBuf(int(count))

@@ -711,6 +711,9 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	err := send(cs.server.log, cs.r, tag, r)
 	close(st.sent)
 	cs.sendMu.Unlock()
+	if a, ok := r.(afterSender); ok {
+		a.afterSend(err == nil)
+	}
 	if st.cancel != nil {
 		st.cancel()
 	}

@@ -8,4 +8,4 @@ type splicer struct{}
 
 func (s *splicer) close() {}
 
-func (cs *connState) spliceRead(File, uint64, uint32) message { return nil }
+func (cs *connState) spliceRead(*fidRef, uint64, uint32) message { return nil }
