@@ -86,15 +86,15 @@ type splicer struct {
 	open   int   // pipes open, idle or in use
 	closed bool
 	last   struct {
-		f   File
+		fid *fidRef // by identity: a File need not be comparable
 		end uint64
 	} // where the last spliced reply ended
-	ahead *readAhead // the next chunk of last.f, if read ahead
+	ahead *readAhead // the next chunk of last.fid, if read ahead
 }
 
 // readAhead is a chunk of a file spliced into a pipe before its Tread came.
 type readAhead struct {
-	f     File
+	fid   *fidRef // by identity, as last.fid
 	off   uint64
 	count uint32
 	st    unix.Stat_t // the file, just before the splice
@@ -212,7 +212,7 @@ func (s *splicer) close() {
 	}
 	a := s.ahead
 	s.ahead = nil
-	s.last.f = nil
+	s.last.fid = nil
 	s.mu.Unlock()
 	if p != nil {
 		p.close()
@@ -251,13 +251,13 @@ func (cs *connState) spliceRead(ref *fidRef, off uint64, count uint32) message {
 	if err != nil {
 		return nil
 	}
-	m := s.takeAhead(f, rc, off, count)
+	m := s.takeAhead(ref, rc, off, count)
 	if m == nil {
 		if m = s.splice(f, rc, off, count); m == nil {
 			return nil
 		}
 	}
-	if s.follows(f, off, m.n+m.tn) && m.n+m.tn == int(count) {
+	if s.follows(ref, off, m.n+m.tn) && m.n+m.tn == int(count) {
 		// A read in sequence: the next chunk is read ahead once this
 		// one is sent, under the fid's reference, held till then.
 		ref.IncRef()
@@ -266,13 +266,13 @@ func (cs *connState) spliceRead(ref *fidRef, off uint64, count uint32) message {
 	return m
 }
 
-// follows reports whether a reply of n bytes of f from off continues the
-// last spliced reply, and makes it the last.
-func (s *splicer) follows(f File, off uint64, n int) bool {
+// follows reports whether a reply of n bytes of fid's file from off
+// continues the last spliced reply, and makes it the last.
+func (s *splicer) follows(fid *fidRef, off uint64, n int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok := s.last.f == f && s.last.end == off
-	s.last.f, s.last.end = f, off+uint64(n)
+	ok := s.last.fid == fid && s.last.end == off
+	s.last.fid, s.last.end = fid, off+uint64(n)
 	return ok
 }
 
@@ -351,18 +351,19 @@ func (m *rreadSplice) afterSend(sent bool) {
 	m.next = nil
 	defer c.ref.DecRef()
 	if sent {
-		m.s.readAhead(c.ref.file, c.rc, c.off, c.count)
+		m.s.readAhead(c.ref, c.rc, c.off, c.count)
 	}
 }
 
-// readAhead splices count bytes of f from off into a pipe and keeps them
-// for the Tread that asks for them, if the file has them all.
-func (s *splicer) readAhead(f File, rc syscall.RawConn, off uint64, count uint32) {
-	a := &readAhead{f: f, off: off, count: count}
+// readAhead splices count bytes of fid's file from off into a pipe and
+// keeps them for the Tread that asks for them, if the file has them all.
+// Called under fid's reference.
+func (s *splicer) readAhead(fid *fidRef, rc syscall.RawConn, off uint64, count uint32) {
+	a := &readAhead{fid: fid, off: off, count: count}
 	if !fstat(rc, &a.st) {
 		return
 	}
-	if a.m = s.splice(f, rc, off, count); a.m == nil {
+	if a.m = s.splice(fid.file, rc, off, count); a.m == nil {
 		return
 	}
 	if a.m.n+a.m.tn != int(count) { // the end of the file: nothing to gain
@@ -385,10 +386,10 @@ func (s *splicer) readAhead(f File, rc syscall.RawConn, off uint64, count uint32
 	}
 }
 
-// takeAhead returns the reply read ahead for a Tread of count bytes of f
-// from off, if there is one and the file is as it was when it was read;
-// any other chunk read ahead is closed.
-func (s *splicer) takeAhead(f File, rc syscall.RawConn, off uint64, count uint32) *rreadSplice {
+// takeAhead returns the reply read ahead for a Tread of count bytes of
+// fid's file from off, if there is one and the file is as it was when it
+// was read; any other chunk read ahead is closed.
+func (s *splicer) takeAhead(fid *fidRef, rc syscall.RawConn, off uint64, count uint32) *rreadSplice {
 	s.mu.Lock()
 	a := s.ahead
 	s.ahead = nil
@@ -397,7 +398,7 @@ func (s *splicer) takeAhead(f File, rc syscall.RawConn, off uint64, count uint32
 		return nil
 	}
 	var st unix.Stat_t
-	if a.f == f && a.off == off && a.count == count && fstat(rc, &st) &&
+	if a.fid == fid && a.off == off && a.count == count && fstat(rc, &st) &&
 		st.Ino == a.st.Ino && st.Dev == a.st.Dev && st.Size == a.st.Size &&
 		st.Mtim == a.st.Mtim && st.Ctim == a.st.Ctim {
 		return a.m
