@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-HZSPN2aJB5bJnMuACcMtrr5m71XYxt+ubz+h1ZmSehE=";
+  vendorHash = "sha256-uMELGCDEMa/Xmu4ZilzEvDquptKAyjaRlK2tYWeU2E4=";
 
   subPackages = [
     "cmd/9harnessd"

@@ -30,8 +30,8 @@ import (
 // (about 30 of the 400 µs of a 1 MiB Tread here). So once a reply that
 // continues the one before it has been sent, the next chunk is spliced
 // into a pipe while the client reads (readAhead), and the Tread that asks
-// for it is answered from that pipe, if the file's size, mtime and ctime
-// are still what they were before that splice. The pipe holds references
+// for it is answered from that pipe, if the file's inode, size, mtime and
+// ctime are still what they were before that splice. The pipe holds references
 // to the file's pages, not a copy: a write into them shows, as it would in
 // a reply spliced the moment it was asked; a truncation, or anything else
 // that replaces pages, changes the size or the ctime, and the chunk is
@@ -469,7 +469,7 @@ func (m *rreadSplice) sendDirect(w io.Writer, t tag) error {
 	}
 	if int(rreadHeaderLength)+m.n+m.tn > m.s.own {
 		defer func() {
-			m.s.sendBuffer(m.s.own / 2) // getsockopt reported it doubled
+			m.s.sendBuffer(m.s.own / 2) // setsockopt doubles what it is given
 			m.s.low = true
 		}()
 	}
