@@ -27,6 +27,7 @@ const (
 	Busy                    // something is already in progress: EBUSY
 	IO                      // the operation failed underneath: EIO
 	Interrupted             // cancelled by a flush or a hang-up: EINTR
+	NoMem                   // over a byte budget (rule 10): ENOMEM
 )
 
 var kindNames = [...]string{
@@ -42,6 +43,7 @@ var kindNames = [...]string{
 	Busy:        "busy",
 	IO:          "i/o error",
 	Interrupted: "interrupted",
+	NoMem:       "out of memory",
 }
 
 func (k Kind) String() string {

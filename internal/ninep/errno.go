@@ -26,6 +26,7 @@ var errnoOf = [...]linux.Errno{
 	errs.Busy:        linux.EBUSY,
 	errs.IO:          linux.EIO,
 	errs.Interrupted: linux.EINTR,
+	errs.NoMem:       linux.ENOMEM,
 }
 
 // Errno translates err for the wire. An error that already is a

@@ -31,6 +31,7 @@ var errString = [...]string{
 	errs.Busy:        "device or resource busy",
 	errs.IO:          "i/o error",
 	errs.Interrupted: "interrupted",
+	errs.NoMem:       "cannot allocate memory",
 }
 
 // plan9Err translates err for the 9P2000 wire.
