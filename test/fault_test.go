@@ -85,14 +85,66 @@ func rawOpen(t *testing.T, sock, path string) net.Conn {
 	return c
 }
 
-// waitFDs waits until the daemon's fd and pidfd counts are at most the
+// processes is a set of the test's own processes, by the inode their
+// pidfds have (pidfs names a process by its inode): taken while they live,
+// it still names them once they are gone, and never a later process that
+// reuses a pid.
+type processes map[uint64]bool
+
+// ownProcesses names pids, which the test started and which still run.
+func ownProcesses(t *testing.T, pids ...int) processes {
+	t.Helper()
+	ps := processes{}
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			t.Fatalf("pidfd of %d: %v", pid, err)
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[st.Ino] = true
+	}
+	return ps
+}
+
+// fdCounts is what the daemon (pid) holds that the test can account for:
+// its descriptors that are not pidfds, plus its pidfds of the test's own
+// processes. The daemon keeps a pidfd for every candidate agent on the
+// machine, so a count of all its pidfds changes whenever an agent-like
+// process of someone else's starts or exits.
+func fdCounts(t *testing.T, pid int, ours processes) (fds, pidfds int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		name := filepath.Join(dir, e.Name())
+		if l, err := os.Readlink(name); err != nil || l != "anon_inode:[pidfd]" {
+			fds++
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(name, &st) == nil && ours[st.Ino] {
+			fds++
+			pidfds++
+		}
+	}
+	return fds, pidfds
+}
+
+// waitFDs waits until the daemon's counts (fdCounts) are at most the
 // given ones (connections end asynchronously after a hang-up), up to 10 s.
-func waitFDs(t *testing.T, pid, fds, pidfds int) (int, int) {
+func waitFDs(t *testing.T, pid int, ours processes, fds, pidfds int) (int, int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, f, _ := procCounts(t, pid)
-		p := pidfdCount(t, pid)
+		f, p := fdCounts(t, pid, ours)
 		if f <= fds && p <= pidfds || time.Now().After(deadline) {
 			return f, p
 		}
@@ -100,16 +152,15 @@ func waitFDs(t *testing.T, pid, fds, pidfds int) (int, int) {
 	}
 }
 
-// stableFDs is the daemon's fd and pidfd counts once they stop changing
+// stableFDs is the daemon's counts (fdCounts) once they stop changing
 // (five equal readings 20 ms apart, within 10 s): the baseline after the
 // last connection closed.
-func stableFDs(t *testing.T, pid int) (int, int) {
+func stableFDs(t *testing.T, pid int, ours processes) (int, int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var f, p, same int
 	for same < 5 && time.Now().Before(deadline) {
-		_, f2, _ := procCounts(t, pid)
-		p2 := pidfdCount(t, pid)
+		f2, p2 := fdCounts(t, pid, ours)
 		if f2 == f && p2 == p {
 			same++
 		} else {
@@ -118,23 +169,6 @@ func stableFDs(t *testing.T, pid int) (int, int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return f, p
-}
-
-// pidfdCount counts a process's pidfds.
-func pidfdCount(t *testing.T, pid int) int {
-	t.Helper()
-	dir := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:[pidfd]" {
-			n++
-		}
-	}
-	return n
 }
 
 // TestFaultHangUpMidRead: clients hang up in the middle of a read and of a
@@ -168,7 +202,10 @@ func TestFaultHangUpMidRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	fds0, pidfds0 := stableFDs(t, pid)
+	// The clients are this test process: its pidfds are the ones the
+	// daemon holds for them.
+	ours := ownProcesses(t, os.Getpid())
+	fds0, pidfds0 := stableFDs(t, pid, ours)
 
 	// A bystander reads throughout.
 	stop := make(chan struct{})
@@ -237,7 +274,7 @@ func TestFaultHangUpMidRead(t *testing.T) {
 		t.Fatalf("after the hang-ups, /hermes/many: %d entries (want %d), %v", len(ents), entries, err)
 	}
 	c.Close()
-	fds1, pidfds1 := waitFDs(t, pid, fds0, pidfds0)
+	fds1, pidfds1 := waitFDs(t, pid, ours, fds0, pidfds0)
 	t.Logf("%d hang-ups; bystander %d reads, %d errors; daemon fds %d -> %d, pidfds %d -> %d",
 		hangups, byReads.Load(), byErrs.Load(), fds0, fds1, pidfds0, pidfds1)
 	if fds1 > fds0 || pidfds1 > pidfds0 {
@@ -393,7 +430,8 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 	d := startDaemon(t, m.home, "--allow-move", "--host-path", broken+":"+bins+":/usr/bin:/bin")
 	pid := d.cmd.Process.Pid
 	c := d.client()
-	pidfds0 := pidfdCount(t, pid)
+	ours := ownProcesses(t, agent.pid())
+	_, pidfds0 := fdCounts(t, pid, ours)
 	err := c.WriteFile("/active/claude/"+strconv.Itoa(agent.pid())+"/zmx", []byte("doomed"))
 	if !isErrno(err, linux.EIO) {
 		t.Fatalf("move with a failing host: %v, want EIO\n%s", err, d.stderr.String())
@@ -429,7 +467,7 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 	if _, err := c.ReadDir("/active/claude"); err != nil {
 		t.Fatalf("listing after the failed move: %v", err)
 	}
-	if _, p := waitFDs(t, pid, 1<<30, pidfds0); p > pidfds0 {
+	if _, p := waitFDs(t, pid, ours, 1<<30, pidfds0); p > pidfds0 {
 		t.Errorf("daemon pidfds %d before the move, %d after", pidfds0, p)
 	}
 	// The printed command, run by hand in the agent's environment,
