@@ -117,6 +117,10 @@ func TestCLIStatusAndStreams(t *testing.T) {
 		{"9harness ls -la", nil, nh, []string{"-s", d.sock, "ls", "-la", "/"}, 0, output, "claude/\n"},
 		{"9harness ls / -s SOCK", nil, nh, []string{"ls", "/", "-s", d.sock}, 0, output, "claude/\n"},
 		{"9harness ls / --socket=SOCK", nil, nh, []string{"ls", "/", "--socket=" + d.sock}, 0, output, "claude/\n"},
+		// -h in a group: ls's human-readable sizes; any other command's
+		// usage error, never the help with status 0.
+		{"9harness ls -lh", nil, nh, []string{"-s", d.sock, "ls", "-lh", "/"}, 0, output, "claude/\n"},
+		{"9harness ps -qh", nil, nh, []string{"-s", d.sock, "ps", "-qh"}, 2, usageErr, "9harness ps: -h in -qh: -h means help only on its own"},
 		{"9harness ls -- -l", nil, nh, []string{"-s", d.sock, "ls", "--", "-l"}, 1, errLine, "9harness ls: -l: no such file or directory\n"},
 
 		// Errors name the command, the path and the cause.

@@ -22,6 +22,7 @@ func TestParseFlags(t *testing.T) {
 		args   []string
 		ops    []string
 		long   bool
+		human  bool
 		sock   string
 		status int
 		ok     bool
@@ -37,7 +38,11 @@ func TestParseFlags(t *testing.T) {
 		{args: []string{"/x", "--", "--bogus"}, ops: []string{"/x", "--bogus"}, ok: true},
 		{args: []string{"-h"}, stdout: "usage: 9harness [-s SOCKET | --ssh DEST] ls"},
 		{args: []string{"/x", "--help"}, stdout: "usage: 9harness [-s SOCKET | --ssh DEST] ls"},
-		{args: []string{"-lh"}, long: true, stdout: "usage: 9harness [-s SOCKET | --ssh DEST] ls"},
+		{args: []string{"-lh"}, ops: []string{}, long: true, human: true, ok: true},
+		{args: []string{"-hl", "/x"}, ops: []string{"/x"}, long: true, human: true, ok: true},
+		{args: []string{"-s", "-lh", "/x"}, ops: []string{"/x"}, sock: "-lh", ok: true},
+		{args: []string{"-ls/h", "/x"}, ops: []string{"/x"}, long: true, sock: "/h", ok: true},
+		{args: []string{"--socket", "-h", "/x"}, ops: []string{"/x"}, sock: "-h", ok: true},
 		{args: []string{"--bogus"}, status: 2, stderr: "9harness ls: unknown flag --bogus (try '9harness ls --help')\n"},
 		{args: []string{"--bogus=1"}, status: 2, stderr: "9harness ls: unknown flag --bogus (try '9harness ls --help')\n"},
 		{args: []string{"-z"}, status: 2, stderr: "9harness ls: unknown flag -z (try '9harness ls --help')\n"},
@@ -50,11 +55,12 @@ func TestParseFlags(t *testing.T) {
 		g := newGlobals()
 		fs := g.flagSet("ls")
 		long := fs.BoolP("long", "l", false, "")
+		human := fs.Bool("human-readable", false, "")
 		fs.BoolP("all", "a", false, "")
 		var stdout, stderr bytes.Buffer
 		ops, status, ok := parseFlags(fs, tc.args, true, &stdout, &stderr)
-		if ok != tc.ok || status != tc.status || !slices.Equal(ops, tc.ops) || *long != tc.long {
-			t.Errorf("%q: ops %q status %d ok %v long %v; want %q %d %v %v", tc.args, ops, status, ok, *long, tc.ops, tc.status, tc.ok, tc.long)
+		if ok != tc.ok || status != tc.status || !slices.Equal(ops, tc.ops) || *long != tc.long || *human != tc.human {
+			t.Errorf("%q: ops %q status %d ok %v long %v human %v; want %q %d %v %v %v", tc.args, ops, status, ok, *long, *human, tc.ops, tc.status, tc.ok, tc.long, tc.human)
 		}
 		if tc.sock != "" && g.sock != tc.sock {
 			t.Errorf("%q: socket %q, want %q", tc.args, g.sock, tc.sock)
@@ -64,6 +70,32 @@ func TestParseFlags(t *testing.T) {
 		}
 		if stderr.String() != tc.stderr {
 			t.Errorf("%q: stderr %q, want %q", tc.args, stderr.String(), tc.stderr)
+		}
+	}
+}
+
+// TestGroupedH: -h inside a group of short flags is a usage error for a
+// command that has no human-readable sizes, never the help with status 0.
+func TestGroupedH(t *testing.T) {
+	g := newGlobals()
+	fs := g.flagSet("ps")
+	fs.BoolP("quiet", "q", false, "")
+	var stdout, stderr bytes.Buffer
+	_, status, ok := parseFlags(fs, []string{"-qh"}, true, &stdout, &stderr)
+	if ok || status != exitUsage || stdout.Len() != 0 ||
+		stderr.String() != "9harness ps: -h in -qh: -h means help only on its own (try '9harness ps --help')\n" {
+		t.Errorf("ps -qh: ok %v status %d stdout %q stderr %q", ok, status, stdout.String(), stderr.String())
+	}
+}
+
+// TestHumanSize: sizes as GNU ls -lh prints them.
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "0", 1023: "1023", 1024: "1.0K", 1536: "1.5K", 10 << 10: "10K", 10235: "10K",
+		1<<20 - 1: "1.0M", 5 << 20: "5.0M", 123 << 20: "123M", 3 << 30: "3.0G",
+	} {
+		if got := humanSize(n); got != want {
+			t.Errorf("humanSize(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -91,7 +123,7 @@ func TestCheckSessionName(t *testing.T) {
 // TestHelpFlags: every flag line of every help is in the "  -x, --long"
 // form, and __complete flags reads them all.
 func TestHelpFlags(t *testing.T) {
-	if got := helpFlags(lsHelp); !slices.Equal(got, []string{"-l", "--long", "-a", "--all", "-h", "--help"}) {
+	if got := helpFlags(lsHelp); !slices.Equal(got, []string{"-l", "--long", "--human-readable", "-a", "--all", "-h", "--help"}) {
 		t.Errorf("ls's flags %q", got)
 	}
 	top := helpFlags(usage)

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +34,9 @@ const usage = `usage: 9harness [-s SOCKET] COMMAND [ARGS]
 Read the 9harnessd tree: the on-disk state of your AI coding agents, on this
 machine or, through ssh, on another. Flags go anywhere: before the command
 or after it, among its operands, up to a "--" (what follows it is an
-operand even if it starts with -); short flags combine (ls -la).
+operand even if it starts with -); short flags combine (ls -la). -h on its
+own is help; inside a group it is ls's human-readable sizes (ls -lh), and
+a usage error for every other command.
 
 Commands:
   ps [--json] [--watch] [--harness NAME]... [--all]
@@ -133,13 +137,16 @@ Shell completions for bash, zsh and fish complete commands, flags, tree
 paths, agents (HARNESS/PID) and ssh hosts.
 `
 
-const lsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ls [-la] [PATH...]
+const lsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ls [-lah] [PATH...]
 
 List each directory of the tree (default /); a directory's name ends in /.
 A file lists as itself.
 
 Options:
   -l, --long  long listing: mode, size, mtime and name
+  --human-readable
+              with -l, sizes as 1.5K, 23M, as -lh asks (-h on its own is
+              help, as for every command)
   -a, --all   accepted for the habit of ls -la: nothing is hidden anyway
               (the tree has no dot files to hide)
   -h, --help  this text
@@ -400,6 +407,11 @@ func parseFlags(fs *pflag.FlagSet, args []string, interspersed bool, stdout, std
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.SetInterspersed(interspersed)
+	args, herr := groupedH(fs, args)
+	if herr != nil {
+		fmt.Fprintf(stderr, "9harness %s: %v (try '9harness %s --help')\n", fs.Name(), herr, fs.Name())
+		return nil, exitUsage, false
+	}
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		io.WriteString(stdout, helps[fs.Name()])
@@ -414,6 +426,65 @@ func parseFlags(fs *pflag.FlagSet, args []string, interspersed bool, stdout, std
 		return nil, exitOK, false
 	}
 	return fs.Args(), exitOK, true
+}
+
+// groupedH gives -h inside a group of short flags (ls -lh) the meaning its
+// namesakes give it: a command with --human-readable takes it for that
+// (GNU ls -lh), any other refuses it. pflag would print the help and exit
+// 0, so a script's typo would pass for success. A lone -h stays help.
+func groupedH(fs *pflag.FlagSet, args []string) ([]string, error) {
+	if fs.ShorthandLookup("h") != nil {
+		return args, nil
+	}
+	human := fs.Lookup("human-readable")
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...), nil
+		}
+		if strings.HasPrefix(a, "--") {
+			// A long flag's value may be the next argument.
+			if f := fs.Lookup(strings.TrimPrefix(a, "--")); f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
+				out = append(out, a, args[i+1])
+				i++
+				continue
+			}
+			out = append(out, a)
+			continue
+		}
+		if len(a) < 2 || a[0] != '-' {
+			out = append(out, a)
+			continue
+		}
+		group, valueNext := []byte{'-'}, false
+		for j := 1; j < len(a); j++ {
+			c := a[j]
+			if c == 'h' && len(a) > 2 {
+				if human == nil {
+					return nil, fmt.Errorf("-h in %s: -h means help only on its own", a)
+				}
+				out = append(out, "--human-readable")
+				continue
+			}
+			group = append(group, c)
+			f := fs.ShorthandLookup(string(c))
+			if f == nil || f.NoOptDefVal == "" {
+				// Unknown (pflag says so), or it takes the rest as its value.
+				group = append(group, a[j+1:]...)
+				valueNext = f != nil && j == len(a)-1
+				break
+			}
+		}
+		if len(group) > 1 {
+			out = append(out, string(group))
+		}
+		if valueNext && i+1 < len(args) {
+			out = append(out, args[i+1])
+			i++
+		}
+	}
+	return out, nil
 }
 
 // flagError says what is wrong with a flag, naming it as it was typed.
@@ -447,10 +518,12 @@ func flagError(err error, args []string) string {
 
 // runRead is ls, cat and stat: one operation per path.
 func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) int {
-	var long bool
+	var o lsOpts
 	fs := g.flagSet(cmd)
 	if cmd == "ls" {
-		fs.BoolVarP(&long, "long", "l", false, "")
+		fs.BoolVarP(&o.long, "long", "l", false, "")
+		// Only inside a group (-lh): -h alone is help.
+		fs.BoolVar(&o.human, "human-readable", false, "")
 		// ls hides nothing; -a is there for the hands that type ls -la.
 		fs.BoolP("all", "a", false, "")
 	}
@@ -477,7 +550,7 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 		var err error
 		switch cmd {
 		case "ls":
-			err = ls(c, p, long, out)
+			err = ls(c, p, o, out)
 		case "cat":
 			err = cat(c, p, out)
 		case "stat":
@@ -559,13 +632,19 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-func ls(c *client.Client, p string, long bool, w io.Writer) error {
+// lsOpts are ls's flags.
+type lsOpts struct {
+	long  bool // -l: mode, size, mtime
+	human bool // -h in a group: sizes as 1.5K, 23M
+}
+
+func ls(c *client.Client, p string, o lsOpts, w io.Writer) error {
 	q, a, err := c.Stat(p)
 	if err != nil {
 		return err
 	}
 	if !q.IsDir() {
-		printEntry(w, lastName(p), q, a, long)
+		printEntry(w, lastName(p), q, a, o)
 		return nil
 	}
 	ents, err := c.ReadDir(p)
@@ -576,7 +655,7 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 		if e.Name == "." || e.Name == ".." {
 			continue // other 9P2000.L servers (diod) list them; 9harnessd does not
 		}
-		if !long {
+		if !o.long {
 			name := e.Name
 			if e.QID.IsDir() {
 				name += "/"
@@ -589,21 +668,43 @@ func ls(c *client.Client, p string, long bool, w io.Writer) error {
 			// Gone between the listing and the stat: the tree is live.
 			continue
 		}
-		printEntry(w, e.Name, q, a, true)
+		printEntry(w, e.Name, q, a, o)
 	}
 	return nil
 }
 
-func printEntry(w io.Writer, name string, q client.QID, a client.Attr, long bool) {
+func printEntry(w io.Writer, name string, q client.QID, a client.Attr, o lsOpts) {
 	if q.IsDir() {
 		name += "/"
 	}
-	if !long {
+	if !o.long {
 		fmt.Fprintln(w, name)
 		return
 	}
 	mt := a.Mtime.Format("2006-01-02 15:04")
-	fmt.Fprintf(w, "%s %10d %s %s\n", os.FileMode(a.Perm)|dirBit(q), a.Size, mt, name)
+	size := strconv.FormatUint(a.Size, 10)
+	if o.human {
+		size = humanSize(a.Size)
+	}
+	fmt.Fprintf(w, "%s %10s %s %s\n", os.FileMode(a.Perm)|dirBit(q), size, mt, name)
+}
+
+// humanSize is a size as GNU ls -h prints it: powers of 1024, rounded up,
+// one decimal below 10 of a unit.
+func humanSize(n uint64) string {
+	if n < 1024 {
+		return strconv.FormatUint(n, 10)
+	}
+	v, unit := float64(n)/1024, 0
+	for math.Ceil(v) >= 1024 && unit < 5 {
+		v /= 1024
+		unit++
+	}
+	suffix := string("KMGTPE"[unit])
+	if r := math.Ceil(v*10) / 10; r < 10 {
+		return strconv.FormatFloat(r, 'f', 1, 64) + suffix
+	}
+	return strconv.FormatFloat(math.Ceil(v), 'f', 0, 64) + suffix
 }
 
 func dirBit(q client.QID) os.FileMode {
