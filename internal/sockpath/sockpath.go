@@ -13,14 +13,38 @@ import (
 // the posting convention of the earlier daemon and of its 9P tooling.
 const DefaultName = "harness"
 
-// Dir returns the directory sockets are posted in: $XDG_RUNTIME_DIR/9p, or,
-// where there is no runtime directory (a root shell, a container), a private
-// directory under the temporary directory, named for the uid.
+// EnvSocket names the socket once for a shell, as DOCKER_HOST or
+// SSH_AUTH_SOCK do: it is the default socket of both the daemon and the
+// client, below their -s/--unix flags and above every directory.
+const EnvSocket = "HARNESS_SOCKET"
+
+// Dir returns the directory sockets are posted in: $XDG_RUNTIME_DIR/9p;
+// without it (a su shell, cron, a container), /run/user/UID/9p where
+// logind made that runtime directory for this uid (it exists, is this
+// uid's and is 0700); else a private directory under the temporary
+// directory, named for the uid.
 func Dir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "9p")
 	}
+	if d := runUser("/run/user"); d != "" {
+		return filepath.Join(d, "9p")
+	}
 	return filepath.Join(os.TempDir(), "9p-"+strconv.Itoa(os.Getuid()))
+}
+
+// runUser is base/UID (/run/user/UID) when it is this uid's own runtime
+// directory.
+func runUser(base string) string {
+	d := filepath.Join(base, strconv.Itoa(os.Getuid()))
+	fi, err := os.Lstat(d)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return ""
+	}
+	if uid, ok := owner(fi); !ok || uid != os.Getuid() {
+		return ""
+	}
+	return d
 }
 
 // ForName returns the socket path for a posted name.
@@ -31,8 +55,12 @@ func ForName(name string) (string, error) {
 	return filepath.Join(Dir(), name), nil
 }
 
-// Default is the default socket path.
+// Default is the default socket path: $HARNESS_SOCKET, else DefaultName
+// in Dir.
 func Default() string {
+	if p := os.Getenv(EnvSocket); p != "" {
+		return p
+	}
 	p, _ := ForName(DefaultName)
 	return p
 }
