@@ -283,6 +283,12 @@ func TestFaultHangUpMidRead(t *testing.T) {
 	if byReads.Load() == 0 {
 		t.Error("the bystander never read")
 	}
+	// A hang-up is a connection's normal end: the daemon does not log it.
+	for _, l := range strings.Split(d.stderr.String(), "\n") {
+		if strings.Contains(l, "broken pipe") || strings.Contains(l, "connection reset") {
+			t.Errorf("the daemon logged a client's hang-up: %s", l)
+		}
+	}
 	if s := d.stderr.String(); strings.Contains(s, "panic") {
 		t.Errorf("daemon panicked:\n%s", s)
 	}

@@ -2,8 +2,11 @@ package ninep
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hugelgupf/p9/linux"
@@ -93,13 +96,30 @@ func (p *prefixed) Read(b []byte) (int, error) {
 }
 
 // endLogger passes on what p9 logs about a connection's end and drops its
-// per-message trace, before formatting it.
+// per-message trace, before formatting it. A client that hangs up (a ^C,
+// a reader that closed its pipe) is the normal end of a connection, not
+// news: it is not logged. A stall that the bounds cut off still is.
 type endLogger func(format string, args ...any)
 
 func (l endLogger) Printf(format string, args ...any) {
-	if strings.HasPrefix(format, "p9.recv:") || strings.HasPrefix(format, "p9.send:") || strings.HasPrefix(format, "panic") {
+	if strings.HasPrefix(format, "p9.recv:") || strings.HasPrefix(format, "p9.send:") {
+		if len(args) == 1 {
+			if err, ok := args[0].(error); ok && hungUp(err) {
+				return
+			}
+		}
+		l(format, args...)
+		return
+	}
+	if strings.HasPrefix(format, "panic") {
 		l(format, args...)
 	}
+}
+
+// hungUp tells whether err is the peer closing its end.
+func hungUp(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 func (l endLogger) Print(args ...any) {}

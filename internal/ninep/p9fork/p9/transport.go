@@ -41,6 +41,11 @@ func (e ConnError) Error() string {
 // Is reports whether any error in err's chain matches target.
 func (e ConnError) Is(target error) bool { return target == e.error }
 
+// Unwrap is the socket error, so that errors.Is and errors.As see through
+// to its cause (a peer's hang-up is EPIPE or ECONNRESET inside a
+// *net.OpError).
+func (e ConnError) Unwrap() error { return e.error }
+
 // ErrMessageTooLarge indicates the size was larger than reasonable.
 type ErrMessageTooLarge struct {
 	size  uint32

@@ -15,8 +15,12 @@
 package p9
 
 import (
+	"errors"
+	"io"
 	"net"
+	"os"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/u-root/uio/ulog/ulogtest"
@@ -144,5 +148,21 @@ func TestSendAndRecv(t *testing.T) {
 			}
 			<-fin
 		})
+	}
+}
+
+// TestConnErrorUnwrap: errors.Is and errors.As see the cause inside a
+// socket error, such as a peer's hang-up.
+func TestConnErrorUnwrap(t *testing.T) {
+	err := error(ConnError{&net.OpError{Op: "write", Net: "unix", Err: os.NewSyscallError("write", syscall.EPIPE)}})
+	if !errors.Is(err, syscall.EPIPE) {
+		t.Errorf("errors.Is(%v, EPIPE) = false", err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) {
+		t.Errorf("errors.As(%v, *net.OpError) = false", err)
+	}
+	if !errors.Is(ConnError{io.EOF}, io.EOF) {
+		t.Error("errors.Is(ConnError{EOF}, EOF) = false")
 	}
 }
