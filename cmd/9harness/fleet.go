@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,24 @@ func dialHost(g *globals, h client.Host, timeout time.Duration) (*client.Client,
 type fleetRow struct {
 	Host string `json:"host"`
 	client.Agent
+}
+
+// MarshalJSON puts "host" in front of the agent's own object (the Agent's
+// MarshalJSON, promoted, would leave it out).
+func (r fleetRow) MarshalJSON() ([]byte, error) {
+	host, err := json.Marshal(r.Host)
+	if err != nil {
+		return nil, err
+	}
+	agent, err := json.Marshal(r.Agent)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(`{"host":`), host...)
+	if len(agent) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, agent[1:]...), nil
 }
 
 // hostFailure is a host that did not answer, and why.

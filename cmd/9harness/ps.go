@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"text/template"
 	"time"
 	"unicode"
@@ -103,10 +104,11 @@ Options:
                      1m, or seconds (3)
   --json             print one JSON array with an object per agent, every
                      fact the tree has: harness, pid, ppid, started (unix
-                     seconds), cwd, name, title, session, model, via,
+                     seconds; also started_at, RFC 3339 UTC), cwd, name, title, session, model, via,
                      status, state, waiting, since (when it entered the
                      state, RFC 3339 UTC), state.via (how the state was
-                     found, or why it is not known), zmx, tmux, transcript
+                     found, or why it is not known; also state_via, which
+                     jq and templates can name), zmx, tmux, transcript
                      (the transcript's path in the tree), agents (the
                      names of its sub-agents) and tokens (an object:
                      context, input, output, cache_read, cache_write). A
@@ -126,8 +128,14 @@ Options:
                      cache_read, cache_write) for a count; {{.host}} is
                      the host's name, - for this machine; a fact the daemon does not
                      know is "" (0 for numbers), and control characters
-                     are shown as ?. A template that does not parse or
-                     names no such field is a usage error.
+                     are shown as ?. As docker's: \t and \n are a tab
+                     and a newline; 'table TEMPLATE' adds a header (each
+                     field's name in capitals) and aligns the columns at
+                     the tabs; the functions json, join, lower and upper
+                     ({{json .}} is the whole agent); --format json prints
+                     one JSON object per agent per line. A template that
+                     does not parse or names no such field is a usage
+                     error.
   -q, --quiet        print only each agent's HARNESS/PID, one per line: the
                      name 9harness move takes (HOST:HARNESS/PID for a
                      remote agent of several machines)
@@ -141,6 +149,7 @@ Options:
   -v, --wide         VIA shows the daemon's whole note, not only its first
                      word
   --no-header        leave out the header line
+  --no-headers       the same, as kubectl and procps spell it
   --no-trunc         on a terminal too, shorten nothing and leave no column
                      out (a long row wraps)
   --harness NAME     only the agents of harness NAME; repeatable, or a comma
@@ -185,6 +194,7 @@ Examples:
   9harness ps --json --ssh build1 --ssh alice@build2:2222 | jq -r '.[].host'
   9harness ps -q --harness claude
   9harness ps --format '{{.harness}}/{{.pid}} {{.session}}'
+  9harness ps --format 'table {{.harness}}\t{{.pid}}\t{{.state}}'
   9harness ps --json | jq -r '.[] | select(.zmx == "" and .tmux == "") | .cwd'
 `
 
@@ -194,6 +204,8 @@ type psOptions struct {
 	noHeader, noTrunc  bool
 	sortKey            string
 	format             *template.Template
+	formatTable        bool // --format 'table ...': a header, columns aligned
+	formatJSON         bool // --format json: one JSON object per line
 	harnesses          []string
 	notify             string // --notify's shell command
 }
@@ -224,6 +236,8 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVarP(&o.reverse, "reverse", "r", false, "")
 	fs.BoolVarP(&o.wide, "wide", "v", false, "")
 	fs.BoolVar(&o.noHeader, "no-header", false, "")
+	// kubectl's and procps's spelling.
+	fs.BoolVar(&o.noHeader, "no-headers", false, "")
 	fs.BoolVar(&o.noTrunc, "no-trunc", false, "")
 	fs.Func("sort", "", func(v string) error {
 		if _, ok := psSortKeys[v]; !ok {
@@ -232,11 +246,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		o.sortKey = v
 		return nil
 	})
-	fs.Func("format", "", func(v string) error {
-		t, err := psTemplate(v)
-		o.format = t
-		return err
-	})
+	fs.Func("format", "", o.setFormat)
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -344,15 +354,21 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 		for i := range l.agents {
 			fmt.Fprintf(b, "%s\n", l.name(i))
 		}
-	case o.format != nil:
+	case o.formatJSON:
 		for i, a := range l.agents {
 			fields := psFields(a)
 			fields["host"] = l.host(i)
-			if err := o.format.Execute(b, fields); err != nil {
-				fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
-				return exitUsage
+			line, err := json.Marshal(fields)
+			if err != nil {
+				fmt.Fprintf(stderr, "9harness ps: %v\n", err)
+				return exitError
 			}
+			b.Write(line)
 			b.WriteByte('\n')
+		}
+	case o.format != nil:
+		if status := l.printFormat(o, b, stderr); status != exitOK {
+			return status
 		}
 	default:
 		lay := psLayout{wide: o.wide, noHeader: o.noHeader}
@@ -378,11 +394,70 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 	return exitOK
 }
 
+// setFormat takes --format as docker does: json, table (the table ps
+// draws anyway), 'table TEMPLATE', or a TEMPLATE.
+func (o *psOptions) setFormat(v string) error {
+	switch v {
+	case "json":
+		o.formatJSON = true
+		return nil
+	case "table":
+		return nil
+	}
+	text, table := strings.CutPrefix(v, "table")
+	if table && text != "" && text[0] != ' ' && text[0] != '\t' && !strings.HasPrefix(text, `\t`) {
+		text, table = v, false // a template that starts with the word
+	}
+	o.formatTable = table
+	t, err := psTemplate(strings.TrimLeft(text, " "))
+	o.format = t
+	return err
+}
+
+// printFormat writes a line per agent from the --format template; for
+// 'table ...', a header first and the columns aligned at the tabs.
+func (l psListing) printFormat(o psOptions, b *bytes.Buffer, stderr io.Writer) int {
+	var w io.Writer = b
+	var tw *tabwriter.Writer
+	if o.formatTable {
+		// docker's table: columns three spaces apart.
+		tw = tabwriter.NewWriter(b, 10, 1, 3, ' ', 0)
+		w = tw
+	}
+	if tw != nil && !o.noHeader {
+		// Every agent has the same keys; a header that a function cannot
+		// take (printf "%d" of a name) is left out.
+		fields := psFields(client.Agent{})
+		fields["host"] = ""
+		var h bytes.Buffer
+		if err := o.format.Execute(&h, formatHeader(fields)); err == nil {
+			h.WriteByte('\n')
+			w.Write(h.Bytes())
+		}
+	}
+	for i, a := range l.agents {
+		fields := psFields(a)
+		fields["host"] = l.host(i)
+		if err := o.format.Execute(w, fields); err != nil {
+			fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
+			return exitUsage
+		}
+		io.WriteString(w, "\n")
+	}
+	if tw != nil {
+		tw.Flush()
+	}
+	return exitOK
+}
+
 // psTemplate parses a --format template. It is run once over an agent
 // with every field set, so that a template naming a field --json does not
 // have fails here, as a usage error, even when no agent is listed.
 func psTemplate(text string) (*template.Template, error) {
-	t, err := template.New("format").Option("missingkey=error").Parse(text)
+	// As docker's --format: \t and \n typed in the shell's quotes are a
+	// tab and a newline.
+	text = strings.NewReplacer(`\t`, "\t", `\n`, "\n").Replace(text)
+	t, err := template.New("format").Option("missingkey=error").Funcs(psFuncs).Parse(text)
 	if err != nil {
 		return nil, err
 	}
@@ -397,6 +472,38 @@ func psTemplate(text string) (*template.Template, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// psFuncs are --format's functions, docker's names for the same jobs.
+var psFuncs = template.FuncMap{
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	"join":  func(s []string, sep string) string { return strings.Join(s, sep) },
+	"lower": strings.ToLower,
+	"upper": strings.ToUpper,
+}
+
+// formatHeader is the header row of --format 'table ...': the template run
+// over every field named by its own name in capitals.
+func formatHeader(fields map[string]any) map[string]any {
+	h := map[string]any{}
+	for k, v := range fields {
+		switch v := v.(type) {
+		case map[string]int64:
+			sub := map[string]string{}
+			for n := range v {
+				sub[n] = strings.ToUpper(n)
+			}
+			h[k] = sub
+		case []string:
+			h[k] = []string{strings.ToUpper(k)}
+		default:
+			h[k] = strings.ToUpper(k)
+		}
+	}
+	return h
 }
 
 // tokenNames are the counts a tokens file may give, in its order.
@@ -435,6 +542,10 @@ func psFields(a client.Agent) map[string]any {
 		}
 	}
 	m["state_via"] = m["state.via"]
+	m["started_at"] = ""
+	if a.Started > 0 {
+		m["started_at"] = time.Unix(a.Started, 0).UTC().Format(time.RFC3339)
+	}
 	return m
 }
 

@@ -376,8 +376,16 @@ func TestPsFormat(t *testing.T) {
 			t.Errorf("--json has %q, --format does not", k)
 		}
 	}
-	// And state_via, for state.via, which a template cannot name.
-	if len(fields) != len(keys)+1 {
+	// --json has state_via and started_at beside state.via and started.
+	for _, k := range []string{"state.via", "state_via", "started", "started_at"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("--json lacks %q", k)
+		}
+	}
+	if keys["started_at"] != "1970-01-01T00:00:01Z" || keys["state_via"] != "r" {
+		t.Errorf("--json started_at %v, state_via %v", keys["started_at"], keys["state_via"])
+	}
+	if len(fields) != len(keys) {
 		t.Errorf("--format has %d fields, --json %d", len(fields), len(keys))
 	}
 	for _, tc := range []struct{ tmpl, want string }{
@@ -406,6 +414,45 @@ func TestPsFormat(t *testing.T) {
 	for _, bad := range []string{"{{.nosuch}}", "{{.pid", "{{template \"x\"}}", "{{.harness.x}}", "{{.tokens.nosuch}}"} {
 		if _, err := psTemplate(bad); err == nil {
 			t.Errorf("template %q accepted", bad)
+		}
+	}
+}
+
+// TestPsFormatDocker: --format as docker users type it: json, a table
+// with \t, the json function, and --no-headers.
+func TestPsFormatDocker(t *testing.T) {
+	l := psListing{agents: psAgents()[:2], host: func(int) string { return "-" }}
+	for _, tc := range []struct {
+		args []string
+		want []string // lines, each a prefix
+	}{
+		{[]string{"--format", "json"}, []string{`{"agents":`, `{"agents":`}},
+		{[]string{"--format", `{{.harness}}\t{{.pid}}`}, []string{"claude\t345104", "codex\t61034"}},
+		{[]string{"--format", `table {{.harness}}\t{{.pid}}`}, []string{"HARNESS   PID", "claude    345104", "codex     61034"}},
+		{[]string{"--format", `table {{.harness}}\t{{.pid}}`, "--no-headers"}, []string{"claude    345104", "codex     61034"}},
+		{[]string{"--format", `{{json .tokens}}`}, []string{`{"cache_read":0,`, `{"cache_read":0,`}},
+		{[]string{"--format", `{{upper .harness}}`}, []string{"CLAUDE", "CODEX"}},
+	} {
+		g := newGlobals()
+		var o psOptions
+		fs := g.flagSet("ps")
+		fs.BoolVar(&o.noHeader, "no-headers", false, "")
+		fs.Func("format", "", o.setFormat)
+		var out, errs bytes.Buffer
+		if _, _, ok := parseFlags(fs, tc.args, true, &out, &errs); !ok {
+			t.Fatalf("%q: %s", tc.args, errs.String())
+		}
+		if code := l.print(o, nil, &out, &errs); code != exitOK {
+			t.Fatalf("%q: exit %d: %s", tc.args, code, errs.String())
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if len(lines) != len(tc.want) {
+			t.Errorf("%q: %d lines, want %d:\n%s", tc.args, len(lines), len(tc.want), out.String())
+		}
+		for i, w := range tc.want {
+			if i >= len(lines) || !strings.HasPrefix(lines[i], w) {
+				t.Errorf("%q: line %d is %q, want it to start %q\n%s", tc.args, i, lines[min(i, len(lines)-1)], w, out.String())
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -42,6 +43,23 @@ type Agent struct {
 	Transcript string   `json:"transcript,omitempty"` // the tree path of the live transcript
 	Agents     []string `json:"agents,omitempty"`     // sub-agents: names under agents/
 	Tokens     Tokens   `json:"tokens,omitempty"`     // token counts by name, where the harness records them
+}
+
+// MarshalJSON writes the agent as ps --json shows it: its fields, and
+// beside state.via and started, for scripts, state_via (a key jq's .a.b
+// and Go templates can name) and started_at (RFC 3339 UTC, like since).
+// The older two stay for one release (CHANGELOG).
+func (a Agent) MarshalJSON() ([]byte, error) {
+	type plain Agent
+	started := ""
+	if a.Started > 0 {
+		started = time.Unix(a.Started, 0).UTC().Format(time.RFC3339)
+	}
+	return json.Marshal(struct {
+		plain
+		StateVia  string `json:"state_via,omitempty"`
+		StartedAt string `json:"started_at,omitempty"`
+	}{plain(a), a.StateVia, started})
 }
 
 // Tokens are an agent's token counts by name (context, input, output,
