@@ -120,6 +120,8 @@ func TestCLIStatusAndStreams(t *testing.T) {
 		// -h in a group: ls's human-readable sizes; any other command's
 		// usage error, never the help with status 0.
 		{"9harness ls -lh", nil, nh, []string{"-s", d.sock, "ls", "-lh", "/"}, 0, output, "claude/\n"},
+		// A harness the daemon does not have is a bad operand.
+		{"9harness ps --harness nope", nil, nh, []string{"-s", d.sock, "ps", "--harness", "nope"}, 2, usageErr, "9harness ps: "},
 		{"9harness ps -qh", nil, nh, []string{"-s", d.sock, "ps", "-qh"}, 2, usageErr, "9harness ps: -h in -qh: -h means help only on its own"},
 		{"9harness ls -- -l", nil, nh, []string{"-s", d.sock, "ls", "--", "-l"}, 1, errLine, "9harness ls: -l: no such file or directory\n"},
 
@@ -370,7 +372,7 @@ func TestCompletion(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(user, ".config", "9harness", "hosts"), []byte("# mine\nzeta\nalpha\n"), 0o644))
 
 	s := d.sock
-	commands := []string{"cat", "events", "help", "ls", "mount", "move", "ps", "relay", "stat", "umount", "wait"}
+	commands := []string{"cat", "events", "help", "ls", "mount", "move", "ps", "relay", "stat", "umount", "version", "wait"}
 	cases := []struct {
 		name  string
 		words []string

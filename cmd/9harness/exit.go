@@ -1,5 +1,11 @@
 package main
 
+import (
+	"errors"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
 // The exit statuses of 9harness, one table for every command (the EXIT
 // STATUS of 9harness(1)); scripts branch on them, so a number never
 // changes its meaning.
@@ -16,3 +22,14 @@ const (
 	// exitTimeout: wait --timeout ran out, the status timeout(1) gives.
 	exitTimeout = 124
 )
+
+// errStatus is the status of a command that failed with err: a harness
+// the daemon does not have (--harness nope) is a bad operand, a usage
+// error as a bad sort key is; anything else is an error.
+func errStatus(err error) int {
+	var uh *client.UnknownHarnessError
+	if errors.As(err, &uh) {
+		return exitUsage
+	}
+	return exitError
+}

@@ -69,6 +69,7 @@ Commands:
                     standard error only. The daemon sees the relay's uid,
                     over ssh the uid ssh logged in as, and serves it exactly
                     as it would a local client.
+  version           print the version (also: 9harness --version)
   help [COMMAND]    this text, or one command's (also: 9harness COMMAND --help)
 
 Flags:
@@ -177,6 +178,15 @@ Options:
 
 Example:
   9harness stat /claude/history
+`
+
+const versionHelp = `usage: 9harness version
+
+Print this client's version, as 9harness --version does. The daemon's is
+in 9harnessd --version, and on the first line it logs.
+
+Options:
+  -h, --help  this text
 `
 
 const relayHelp = `usage: 9harness [-s SOCKET] relay [--where]
@@ -333,7 +343,7 @@ func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp,
+	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -379,6 +389,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runUmount(g, rest, stdout, stderr)
 	case "relay":
 		return relay(g, rest, stdin, stdout, stderr)
+	case "version":
+		fs := g.flagSet("version")
+		rest, status, ok := parseFlags(fs, rest, true, stdout, stderr)
+		if !ok {
+			return status
+		}
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "9harness version: unexpected argument %q (try '9harness version --help')\n", rest[0])
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
+		return exitOK
 	case "__complete": // for the shell completions; not in the help
 		return runComplete(g, rest, stdout, stderr)
 	case "help":

@@ -315,7 +315,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	agents, err := c.Agents(o.harnesses...)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness ps: %v\n", describe(err))
-		return exitError
+		return errStatus(err)
 	}
 	sortAgents(agents, o.sortKey, o.reverse)
 	return psListing{
