@@ -314,7 +314,7 @@ func TestPsHarnessFilter(t *testing.T) {
 		}
 	}
 	out, errs, code := e.ps(t, "ps", "--harness", "nosuch")
-	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `"nosuch"`) {
+	if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, `"nosuch"`) {
 		t.Errorf("unknown harness: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
@@ -491,6 +491,41 @@ func TestPsTerminalWidth(t *testing.T) {
 		}
 		if width < 200 && !strings.Contains(screen, "…") {
 			t.Errorf("%d columns: nothing was cut:\n%s", width, screen)
+		}
+	}
+}
+
+// TestPsColumnsAndLocale: on a 200-column pane, COLUMNS=60 makes ps fit 60
+// columns, as procps's ps does; under LC_ALL=C a cut is marked with +, and
+// nothing but the agents' own text (here the titles) is beyond ASCII.
+func TestPsColumnsAndLocale(t *testing.T) {
+	e := newPsEnv(t)
+	e.setClaudeStatus(t, "waiting", "approve Bash")
+	tm := newPsTmux(t)
+	for _, tc := range []struct{ name, env, cut, notCut string }{
+		{"utf8", "COLUMNS=60 LANG=C.UTF-8", "…", "+"},
+		{"c", "COLUMNS=60 LC_ALL=C", "+", "…"},
+	} {
+		script := fmt.Sprintf("HOME=%s %s %s -s %s ps; echo \"[exit $?]\"; exec sleep 600", e.home, tc.env, bin("9harness"), e.d.sock)
+		tm.run("new-session", "-d", "-s", tc.name, "-x", "200", "-y", "1000", "/bin/sh", "-c", script)
+		var lines []string
+		eventually(t, func() bool {
+			lines = tm.rows(tc.name)
+			return contains(lines, "[exit 0]")
+		}, "ps to finish in the "+tc.name+" pane")
+		table := lines[:slices.Index(lines, "[exit 0]")]
+		screen := strings.Join(table, "\n")
+		t.Logf("%s:\n%s", tc.env, screen)
+		if len(table) < 3 || !strings.HasPrefix(table[0], "HARNESS") {
+			t.Fatalf("%s: no table:\n%s", tc.env, screen)
+		}
+		for _, l := range table {
+			if n := uniseg.StringWidth(l); n > 60 {
+				t.Errorf("%s: a row of %d cells on a 200-column pane: %q", tc.env, n, l)
+			}
+		}
+		if !strings.Contains(screen, tc.cut) || strings.Contains(screen, tc.notCut) && tc.notCut == "…" {
+			t.Errorf("%s: cuts are not marked %q (and never %q):\n%s", tc.env, tc.cut, tc.notCut, screen)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"text/template"
@@ -973,7 +974,29 @@ func clusters(s string) (cs []string, ws []int) {
 	return cs, ws
 }
 
-const ellipsis = "…"
+// ellipsis marks a cut: … where the locale's characters are UTF-8, else
+// top's +, so that a C or POSIX locale gets only ASCII from 9harness.
+var ellipsis = sync.OnceValue(func() string { return cutMark(os.Getenv) })
+
+func cutMark(getenv func(string) string) string {
+	if utf8Locale(getenv) {
+		return "…"
+	}
+	return "+"
+}
+
+// utf8Locale tells whether the locale's character type is UTF-8: the first
+// of LC_ALL, LC_CTYPE and LANG that is set decides, as setlocale(3) does;
+// none set is the C locale.
+func utf8Locale(getenv func(string) string) bool {
+	for _, v := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
+		if l := getenv(v); l != "" {
+			l = strings.ToLower(l)
+			return strings.Contains(l, "utf-8") || strings.Contains(l, "utf8")
+		}
+	}
+	return false
+}
 
 // clipEnd fits s into w cells, ending it with … when it is cut; a
 // grapheme cluster is never split.
@@ -994,7 +1017,7 @@ func clipEnd(s string, w int) string {
 		b.WriteString(c)
 		n += ws[i]
 	}
-	return strings.TrimRight(b.String(), " ") + ellipsis
+	return strings.TrimRight(b.String(), " ") + ellipsis()
 }
 
 // clipFront fits s into w cells keeping its end (a path's last
@@ -1012,16 +1035,24 @@ func clipFront(s string, w int) string {
 		i--
 		n += ws[i]
 	}
-	return ellipsis + strings.Join(cs[i:], "")
+	return ellipsis() + strings.Join(cs[i:], "")
 }
 
 // termSize is the terminal's columns and rows; 80x24 when unknown.
+// COLUMNS and LINES, where set to a number, win over the terminal, as
+// procps's ps and GNU ls let them.
 func termSize(f *os.File) (cols, rows int) {
-	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
-	if err != nil || ws.Col == 0 {
-		return 80, 24
+	cols, rows = 80, 24
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		cols, rows = int(ws.Col), int(ws.Row)
 	}
-	return int(ws.Col), int(ws.Row)
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		cols = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
+		rows = n
+	}
+	return cols, rows
 }
 
 // Terminal control for --watch.

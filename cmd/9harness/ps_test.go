@@ -217,7 +217,7 @@ func TestPsLayout(t *testing.T) {
 				}
 			}
 			if tc.width == 0 || tc.width == 200 && !wide {
-				if strings.Contains(text, ellipsis) {
+				if strings.Contains(text, ellipsis()) {
 					t.Errorf("%s: something was cut:\n%s", name, text)
 				}
 				for _, a := range agents {
@@ -538,6 +538,26 @@ func TestCompactCount(t *testing.T) {
 	} {
 		if got := compactCount(tc.n); got != tc.want {
 			t.Errorf("compactCount(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestCutMark: a cut is marked … only where the locale is UTF-8, decided
+// by the first of LC_ALL, LC_CTYPE and LANG that is set.
+func TestCutMark(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "+"},
+		{map[string]string{"LANG": "C.UTF-8"}, "…"},
+		{map[string]string{"LANG": "en_US.utf8"}, "…"},
+		{map[string]string{"LC_ALL": "C", "LANG": "C.UTF-8"}, "+"},
+		{map[string]string{"LC_CTYPE": "de_DE.UTF-8", "LANG": "C"}, "…"},
+		{map[string]string{"LC_ALL": "POSIX"}, "+"},
+	} {
+		if got := cutMark(func(k string) string { return tc.env[k] }); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
 		}
 	}
 }
