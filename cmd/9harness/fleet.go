@@ -377,8 +377,9 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
+	defer quitKey(sigs)()
 	io.WriteString(term, hideCursor+cursorHome+clearScreen)
-	title := "Every 1s: 9harness ps (" + strconv.Itoa(len(f.hosts)) + " hosts)"
+	title := "Every " + o.period().String() + ": 9harness ps (" + strconv.Itoa(len(f.hosts)) + " hosts)"
 	type answer struct {
 		rows   []fleetRow
 		failed []hostFailure
@@ -413,7 +414,7 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 				io.WriteString(term, "\r"+clearLine+showCursor)
 				return exitOK
 			}
-		case <-time.After(time.Second):
+		case <-time.After(o.period()):
 		}
 	}
 }

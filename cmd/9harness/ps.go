@@ -156,8 +156,10 @@ Options:
   --harness NAME     only the agents of harness NAME; repeatable, or a comma
                      separated list (--harness claude,codex)
   --watch            redraw the table every second, like watch(1), until
-                     Ctrl-C; standard output must be a terminal (but see
-                     --notify); not with --json, --format or -q
+                     q or Ctrl-C; standard output must be a terminal (but
+                     see --notify); not with --json, --format or -q
+  -n, --interval D   with --watch, redraw every D instead: 2, 0.5, 5s
+                     (200ms at least: each frame reads the whole table)
   --notify CMD       with --watch: run CMD through /bin/sh -c each time an
                      agent starts waiting (once per wait: not again while
                      it stays waiting; an agent already waiting when the
@@ -208,7 +210,24 @@ type psOptions struct {
 	formatTable        bool // --format 'table ...': a header, columns aligned
 	formatJSON         bool // --format json: one JSON object per line
 	harnesses          []string
-	notify             string // --notify's shell command
+	notify             string        // --notify's shell command
+	interval           time.Duration // --watch's period (-n)
+}
+
+// The --watch period: watch(1)'s default, and a floor because every frame
+// is a whole table read, which at hundreds of agents costs the daemon
+// real work.
+const (
+	defaultInterval = time.Second
+	minInterval     = 200 * time.Millisecond
+)
+
+// period is --watch's period.
+func (o psOptions) period() time.Duration {
+	if o.interval <= 0 {
+		return defaultInterval
+	}
+	return o.interval
 }
 
 func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
@@ -216,6 +235,15 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.flagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
+	o.interval = defaultInterval
+	fs.FuncP("interval", "n", "", func(v string) error {
+		d, err := parseTimeout(v)
+		if err == nil && d < minInterval {
+			err = fmt.Errorf("%s is below the %v minimum", v, minInterval)
+		}
+		o.interval = d
+		return err
+	})
 	ff := fleetFlags{timeout: defaultHostTimeout}
 	fs.BoolVar(&ff.all, "all", false, "")
 	fs.StringVar(&ff.hosts, "hosts", "", "")
@@ -264,6 +292,10 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(outputs) > 1 {
 		fmt.Fprintf(stderr, "9harness ps: %s do not go together\n", strings.Join(outputs, " and "))
+		return exitUsage
+	}
+	if fs.Changed("interval") && !o.watch {
+		fmt.Fprintln(stderr, "9harness ps: -n/--interval is --watch's period")
 		return exitUsage
 	}
 	if o.watch && len(outputs) > 0 {
@@ -1075,8 +1107,9 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
+	defer quitKey(sigs)()
 	io.WriteString(term, hideCursor+cursorHome+clearScreen)
-	title := "Every 1s: 9harness ps"
+	title := "Every " + o.period().String() + ": 9harness ps"
 	if len(o.harnesses) > 0 {
 		title += " --harness " + strings.Join(o.harnesses, ",")
 	}
@@ -1087,7 +1120,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		agents []client.Agent
 		err    error
 	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(o.period())
 	defer tick.Stop()
 	var dialErr error
 	for {
@@ -1144,6 +1177,39 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 			c, dialErr = g.dial()
 		}
 	}
+}
+
+// quitKey makes q typed at the terminal end a --watch as Ctrl-C does: it
+// puts standard input in cbreak mode (each key at once, not echoed) and
+// sends an interrupt to sigs for q. The function it returns gives the
+// terminal its mode back. Off a terminal it does nothing.
+func quitKey(sigs chan<- os.Signal) (restore func()) {
+	fd := int(os.Stdin.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return func() {}
+	}
+	raw := *old
+	raw.Lflag &^= unix.ICANON | unix.ECHO
+	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
+	if unix.IoctlSetTermios(fd, unix.TCSETS, &raw) != nil {
+		return func() {}
+	}
+	go func() {
+		var b [1]byte
+		for {
+			if n, err := os.Stdin.Read(b[:]); err != nil || n == 0 {
+				return
+			}
+			if b[0] == 'q' || b[0] == 'Q' {
+				select {
+				case sigs <- os.Interrupt:
+				default:
+				}
+			}
+		}
+	}()
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }
 
 // drawFrame draws one frame of a --watch over the last: lines[0] is the
