@@ -100,7 +100,7 @@ func TestClientMoveErrors(t *testing.T) {
 		has  string // a phrase of the daemon's reason
 	}{
 		{"EROFS", readonly, []string{claude, "x"},
-			"moves are off: start the daemon with --allow-move (systemctl --user edit 9harness.service, see README)", ""},
+			"moves are off: start the daemon with --allow-move: systemctl --user edit 9harness.service, add [Service] Environment=HARNESS_ARGS=--allow-move, then systemctl --user restart 9harness.service", ""},
 		// An invalid name is the client's usage error (exit 2), before it
 		// asks the daemon: TestCLIStatusAndStreams.
 		{"EEXIST", d, []string{claude, "--tmux", "taken"}, "refused: …", "taken already exists"},

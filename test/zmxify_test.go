@@ -130,8 +130,8 @@ func (w *zmxifyWorld) check(t *testing.T, d *daemon, s string) {
 	pid := strconv.Itoa(w.agent.pid())
 	attach := strings.Index(s, "attach with: zmx attach x-2\n")
 	moved := strings.Index(s, "moved claude/"+pid+" into zmx session x-2\n")
-	if attach < 0 || moved < 0 || attach > moved || !strings.Contains(s, "ZMXIFY-EXIT=0") {
-		t.Fatalf("the picker's screen (want the attach line, then the move, then exit 0):\n%s\n%s", s, d.stderr.String())
+	if attach < 0 || moved < 0 || attach < moved || !strings.Contains(s, "ZMXIFY-EXIT=0") {
+		t.Fatalf("the picker's screen (want the move, then the attach line, then exit 0):\n%s\n%s", s, d.stderr.String())
 	}
 	select {
 	case <-w.agent.done:
@@ -249,4 +249,25 @@ exec %s "$@"
 	w.check(t, d, s)
 	t.Logf("the screen at the end:\n%s", strings.TrimRight(s, "\n"))
 	mnt.umount()
+}
+
+// TestZmxifyRefused: a move the daemon refuses (moves are off) ends the
+// picker with the daemon's reason and status 1, and no attach line: an
+// attach line would send the user to a session that was never made.
+func TestZmxifyRefused(t *testing.T) {
+	w := newZmxifyWorld(t)
+	var args []string
+	for _, a := range w.m.moveArgs() {
+		if a != "--allow-move" {
+			args = append(args, a)
+		}
+	}
+	d := startDaemon(t, w.m.home, args...)
+	s := w.drive(t, w.picker(t, d.sock))
+	if !strings.Contains(s, "moves are off") || strings.Contains(s, "attach with") || !strings.Contains(s, "ZMXIFY-EXIT=1") {
+		t.Errorf("the picker's screen (want the refusal, no attach line, exit 1):\n%s", s)
+	}
+	if !running(t, w.agent.pid()) {
+		t.Error("the agent is gone after a refused move")
+	}
 }

@@ -121,8 +121,8 @@ Examples:
   9harness --ssh build1 --ssh-opt Port=2222 cat /codex/history | tail
 
   # or forward the remote socket and use it as a local one:
-  ssh -N -L /tmp/build1.sock:/run/user/1000/9p/harness alice@build1 &
-  9harness -s /tmp/build1.sock ls /
+  ssh -N -L "$XDG_RUNTIME_DIR/build1.sock:/run/user/1000/9p/harness" alice@build1 &
+  9harness -s "$XDG_RUNTIME_DIR/build1.sock" ls /
 
 Exit status, the same for every command:
   0    success

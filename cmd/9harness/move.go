@@ -287,7 +287,7 @@ func moveError(err error, c *client.Client, agent, host, name string) string {
 	}
 	switch e {
 	case syscall.EROFS:
-		return "moves are off: start the daemon with --allow-move (systemctl --user edit 9harness.service, see README)"
+		return "moves are off: start the daemon with --allow-move: systemctl --user edit 9harness.service, add [Service] Environment=HARNESS_ARGS=--allow-move, then systemctl --user restart 9harness.service"
 	case syscall.EPERM, syscall.EACCES:
 		return "refused: not allowed, or the agent's session cannot be resumed (journalctl -t 9harnessd says why)"
 	case syscall.EINVAL:
