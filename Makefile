@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install uninstall install-user uninstall-user torture torture-ci realcli-latest
+.PHONY: all build run test deps vet bench clean install install-files uninstall install-user uninstall-user torture torture-ci realcli-latest dist
 
 all: build
 
@@ -109,10 +109,13 @@ bench: build
 # - the user units and the catalog under PREFIX/lib/systemd: systemd reads
 #   /usr/lib/systemd and /usr/local/lib/systemd (another PREFIX needs
 #   USERUNITDIR= and CATALOGDIR= pointing at one of those);
-# - the polkit action always in /usr/share/polkit-1/actions, the one
-#   directory every polkitd reads: before polkit 126 (Debian 12 has 122)
-#   it is the only one, so PREFIX/share/polkit-1/actions would be ignored
-#   under PREFIX=/usr/local. Set POLKITACTIONDIR= to override.
+# - the polkit action in /usr/share/polkit-1/actions for PREFIX=/usr or
+#   /usr/local, the one directory every polkitd reads: before polkit 126
+#   (Debian 12 has 122) it is the only one, so PREFIX/share/polkit-1/actions
+#   would be ignored under PREFIX=/usr/local. Any other PREFIX (/opt/x, a
+#   scratch directory) gets everything under PREFIX and nothing outside
+#   it: the action in PREFIX/share/polkit-1/actions and no journal catalog
+#   update. Set POLKITACTIONDIR= to override.
 # - completions: bash-completion's, zsh's and fish's directories under
 #   PREFIX/share. bash-completion and fish find /usr/local/share through
 #   XDG_DATA_DIRS, which login sessions set; Debian's zsh reads
@@ -125,7 +128,11 @@ bench: build
 MANDIR          ?= $(PREFIX)/share/man
 USERUNITDIR     ?= $(PREFIX)/lib/systemd/user
 CATALOGDIR      ?= $(PREFIX)/lib/systemd/catalog
+ifneq ($(filter /usr /usr/local,$(PREFIX)),)
 POLKITACTIONDIR ?= /usr/share/polkit-1/actions
+else
+POLKITACTIONDIR ?= $(PREFIX)/share/polkit-1/actions
+endif
 BASHCOMPDIR     ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR      ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR     ?= $(PREFIX)/share/fish/vendor_completions.d
@@ -148,7 +155,10 @@ INSTALLED = $(BINDIR)/9harnessd $(BINDIR)/9harness $(BINDIR)/zmxify \
 	$(MANDIR)/man1/9harness.1 $(MANDIR)/man8/9harnessd.8 \
 	$(foreach c,$(COMPLETIONS),$(word 2,$(subst :, ,$(c))))
 
-install: build
+install: build install-files
+
+# install without building: what install and dist share.
+install-files:
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(CATALOGDIR) \
 		$(DESTDIR)$(POLKITACTIONDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness contrib/zmxify $(DESTDIR)$(BINDIR)/
@@ -166,10 +176,11 @@ install: build
 		[ -f "$$src" ] || continue; \
 		echo "install -D -m 0644 $$src $$dst"; install -D -m 0644 "$$src" "$$dst" || exit 1; \
 	done
-	@if [ -z "$(DESTDIR)" ]; then \
+	@case "$(DESTDIR):$(CATALOGDIR)" in \
+	:/usr/lib/systemd/catalog | :/usr/local/lib/systemd/catalog) \
 		echo "$(JOURNALCTL) --update-catalog"; \
-		$(JOURNALCTL) --update-catalog || echo "install: journalctl --update-catalog failed: journalctl -x will not show 9harness's texts until it runs" >&2; \
-	fi
+		$(JOURNALCTL) --update-catalog || echo "install: journalctl --update-catalog failed: journalctl -x will not show 9harness's texts until it runs" >&2 ;; \
+	esac
 	@case "$(USERUNITDIR)" in /usr/lib/systemd/user | /usr/local/lib/systemd/user | /etc/systemd/user) ;; \
 	*) echo "install: systemd does not read user units from $(USERUNITDIR): set USERUNITDIR=/usr/local/lib/systemd/user (and CATALOGDIR=/usr/local/lib/systemd/catalog)" >&2 ;; \
 	esac
@@ -180,10 +191,10 @@ install: build
 #   systemctl --user disable --now 9harness.socket
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	@if [ -z "$(DESTDIR)" ]; then \
-		echo "$(JOURNALCTL) --update-catalog"; \
-		$(JOURNALCTL) --update-catalog || true; \
-	fi
+	@case "$(DESTDIR):$(CATALOGDIR)" in \
+	:/usr/lib/systemd/catalog | :/usr/local/lib/systemd/catalog) \
+		echo "$(JOURNALCTL) --update-catalog"; $(JOURNALCTL) --update-catalog || true ;; \
+	esac
 
 # For one user, no root: ~/.local/bin (with zmxify), ~/.config/systemd/user, the man
 # pages and completions under ~/.local/share. Then
@@ -224,5 +235,29 @@ uninstall-user:
 		$(foreach c,$(USERCOMPLETIONS),$(word 2,$(subst :, ,$(c))))
 	-systemctl --user daemon-reload
 
+# A release: dist/9harness-VERSION-linux-ARCH.tar.gz, the make install
+# layout of PREFIX=/usr/local (unpack it at /: tar -C / -xzf ...), with
+# the daemon and the static client built as `make build` builds them and
+# VERSION stamped in, and dist/SHA256SUMS. Reproducible: the same commit
+# and toolchain give the same bytes (-trimpath, no build id, files sorted,
+# owned by root, dated at the commit, gzip without a name or time), so two
+# runs give the same sums.
+DISTDIR ?= dist
+dist:
+	@case "$(VERSION)" in v[0-9]*) ;; *) echo "dist: VERSION=vX.Y.Z, not '$(VERSION)'" >&2; exit 2 ;; esac
+	@grep -q '^## $(VERSION)\b' CHANGELOG.md || echo "dist: CHANGELOG.md has no section '## $(VERSION)'" >&2
+	@set -e; umask 022; \
+	arch=$$($(GO) env GOARCH); name=9harness-$(VERSION)-linux-$$arch; \
+	stage=$$(mktemp -d); trap 'rm -rf "$$stage"' EXIT; \
+	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)}; \
+	flags='-trimpath -buildvcs=false'; ld='-buildid= -X main.version=$(VERSION)'; \
+	$(GO) build $$flags -ldflags "$$ld" -o $$stage/bin/ ./cmd/9harnessd; \
+	CGO_ENABLED=0 $(GO) build $$flags -ldflags "$$ld" -o $$stage/bin/ ./cmd/9harness; \
+	$(MAKE) -s install-files BIN=$$stage/bin DESTDIR=$$stage/root PREFIX=/usr/local >/dev/null; \
+	mkdir -p $(DISTDIR); \
+	tar -C $$stage/root --sort=name --mtime=@$$epoch --owner=0 --group=0 --numeric-owner \
+		--format=gnu -cf - . | gzip -9n > $(DISTDIR)/$$name.tar.gz; \
+	cd $(DISTDIR) && sha256sum $$name.tar.gz > SHA256SUMS && cat SHA256SUMS
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DISTDIR)

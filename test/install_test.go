@@ -47,9 +47,14 @@ func wantSystemFiles(prefix string) map[string]fs.FileMode {
 		p + "/lib/systemd/catalog/9harness.catalog":   0o644,
 		p + "/share/man/man1/9harness.1":              0o644,
 		p + "/share/man/man8/9harnessd.8":             0o644,
-		// Whatever the prefix: the one directory every polkitd reads
-		// (before polkit 126 the only one).
-		"usr/share/polkit-1/actions/org.ninep.harness.move.policy": 0o644,
+	}
+	// For /usr and /usr/local: the one directory every polkitd reads
+	// (before polkit 126 the only one); any other prefix keeps
+	// everything under itself.
+	if prefix == "/usr" || prefix == "/usr/local" {
+		want["usr/share/polkit-1/actions/org.ninep.harness.move.policy"] = 0o644
+	} else {
+		want[p+"/share/polkit-1/actions/org.ninep.harness.move.policy"] = 0o644
 	}
 	for src, dst := range completionFiles {
 		if haveCompletion(src) {
@@ -171,6 +176,82 @@ func TestInstallDestdir(t *testing.T) {
 	// A staged install leaves the catalog database to the package.
 	if b, err := os.ReadFile(jlog); err == nil {
 		t.Errorf("journalctl ran under DESTDIR: %s", b)
+	}
+}
+
+// TestInstallPrefix: make install PREFIX=DIR (no DESTDIR) writes nothing
+// outside DIR: not the polkit action, not the journal catalog's database.
+// Run as root in a private mount namespace whose system directories are
+// empty tmpfs, so a file put there is seen and the machine's are never
+// touched.
+func TestInstallPrefix(t *testing.T) {
+	requireRoot(t)
+	require(t, "make")
+	require(t, "unshare")
+	binDir := t.TempDir()
+	prefix := filepath.Join(t.TempDir(), "opt", "9harness")
+	jctl, jlog := journalctlStub(t)
+	dirs := []string{"/usr/local/bin", "/usr/local/lib", "/usr/local/share", "/usr/share/polkit-1/actions", "/var/lib/systemd/catalog"}
+	script := `set -eu
+for d in ` + strings.Join(dirs, " ") + `; do mkdir -p "$d"; mount -t tmpfs -o mode=755 tmpfs "$d"; done
+make -s -C .. install BIN="$BIN" PREFIX="$PREFIX" JOURNALCTL="$JCTL"
+echo "== outside"
+find ` + strings.Join(dirs, " ") + ` ! -type d | sort
+echo "== end"
+`
+	work := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(work, "install.sh"), []byte(script), 0o755))
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", filepath.Join(work, "install.sh"))
+	cmd.Env = append(append(os.Environ(), goEnv(t)...), "BIN="+binDir, "PREFIX="+prefix, "JCTL="+jctl)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	_, rest, _ := strings.Cut(string(out), "== outside\n")
+	if outside, _, _ := strings.Cut(rest, "== end"); strings.TrimSpace(outside) != "" {
+		t.Errorf("make install PREFIX=%s wrote outside it:\n%s", prefix, outside)
+	}
+	if b, err := os.ReadFile(jlog); err == nil {
+		t.Errorf("journalctl ran for PREFIX=%s: %s", prefix, b)
+	}
+	got := map[string]fs.FileMode{}
+	for f, m := range filesUnder(t, prefix) {
+		got[strings.TrimPrefix(filepath.Join(prefix, f), "/")] = m
+	}
+	sameFiles(t, "make install PREFIX", got, wantSystemFiles(prefix))
+}
+
+// TestDist: make dist twice gives the same bytes (the same SHA256SUMS),
+// and its tarball, unpacked at a root, is the make install layout of
+// /usr/local with the version stamped in both programs.
+func TestDist(t *testing.T) {
+	require(t, "make")
+	require(t, "git")
+	const version = "v0.0.1-test"
+	var sums []string
+	for range 2 {
+		dir := t.TempDir()
+		makeRun(t, nil, "dist", "VERSION="+version, "DISTDIR="+dir)
+		b, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS"))
+		must(t, err)
+		sums = append(sums, string(b))
+	}
+	if sums[0] != sums[1] || !strings.Contains(sums[0], "9harness-"+version+"-linux-") {
+		t.Fatalf("two make dist runs: %q and %q", sums[0], sums[1])
+	}
+	name := strings.Fields(sums[0])[1]
+	dir := t.TempDir()
+	makeRun(t, nil, "dist", "VERSION="+version, "DISTDIR="+dir)
+	root := t.TempDir()
+	if out, err := exec.Command("tar", "-C", root, "-xzf", filepath.Join(dir, name)).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	sameFiles(t, "make dist", filesUnder(t, root), wantSystemFiles("/usr/local"))
+	for _, prog := range []string{"9harness", "9harnessd"} {
+		out, err := exec.Command(filepath.Join(root, "usr/local/bin", prog), "--version").Output()
+		if err != nil || strings.TrimSpace(string(out)) != prog+" "+version {
+			t.Errorf("%s --version: %q %v, want %q", prog, out, err, prog+" "+version)
+		}
 	}
 }
 
