@@ -145,24 +145,30 @@ func TestKernelSandbox(t *testing.T) {
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestKernelSandboxAgent(t *testing.T) {
-	home, _, _, hsock := sandboxSetup(t)
-	cwd := filepath.Join(home, "src", "x")
+	requireRoot(t)
+	m := newMoveEnv(t)
+	// Everything a move needs is there (zmx on the daemon's host path, a
+	// resolvable session): only the sandbox may refuse it.
 	cmd := exec.Command(bin("confine"), "landlock", "-ro", "/", "--", bin("claude"))
-	cmd.Dir = cwd
-	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_SESSION=7c8d9e0f-1a2b-4c3d-8e4f-5a6b7c8d9e0f"}
+	cmd.Dir = m.cwd
+	cmd.Env = append([]string{"HOME=" + m.home}, append(m.env, "FAKE_SESSION=7c8d9e0f-1a2b-4c3d-8e4f-5a6b7c8d9e0f")...)
 	cmd.Stderr = os.Stderr
 	must(t, cmd.Start())
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); <-done })
 	pid := cmd.Process.Pid
-	waitRegistry(t, home, pid)
+	waitRegistry(t, m.home, pid)
 	if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); !strings.Contains(string(b), "NoNewPrivs:\t1") {
 		t.Fatalf("the agent is not under no_new_privs:\n%s", b)
 	}
+	hsock := filepath.Join(t.TempDir(), "proc-helper.sock")
+	helper := launch(t, "--serve-proc-helper", "--unix", hsock)
+	helper.sock = hsock
+	helper.waitReady()
 
-	for _, args := range [][]string{{"--allow-move"}, {"--allow-move", "--proc-helper", hsock}} {
-		d := startDaemon(t, home, args...)
+	for _, args := range [][]string{m.moveArgs(), m.moveArgs("--proc-helper", hsock)} {
+		d := startDaemon(t, m.home, args...)
 		c := d.client()
 		f := "/active/claude/" + strconv.Itoa(pid) + "/zmx"
 		eventually(t, func() bool { _, _, err := c.Stat(f); return err == nil }, "the confined agent under /active")
@@ -177,6 +183,11 @@ func TestKernelSandboxAgent(t *testing.T) {
 		case <-done:
 			t.Fatal("the Landlocked agent died from a refused move")
 		default:
+		}
+	}
+	for _, r := range m.records(t) {
+		if r.PID != pid {
+			t.Errorf("a relaunch ran: %+v", r)
 		}
 	}
 }
