@@ -16,8 +16,12 @@ import (
 // seccomp lines of its status file, and its LSM labels. Landlock shows
 // nowhere in /proc, but an unprivileged process can enter a Landlock
 // domain only with no_new_privs set (as it can install a seccomp filter
-// only so), and that shows. A cgroup is not a restriction here: a
-// cgroup path is the user's to arrange, and limits no file or process.
+// only so), and that shows. What stays unseen: a process with
+// CAP_SYS_ADMIN in the initial user namespace (an owner who is root)
+// may enter a Landlock domain without no_new_privs; one with it only in
+// a user namespace of its own is in another user namespace, which shows.
+// A cgroup is not a restriction here: a cgroup path is the user's to
+// arrange, and limits no file or process.
 type Confinement struct {
 	NS         NS
 	NoNewPrivs bool

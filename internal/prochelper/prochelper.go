@@ -131,6 +131,15 @@
 //     what 'm' is for; the candidate rule keeps every other process of
 //     the user out of reach.
 //
+//   - The gate judges the daemon by namespaces, cgroup and executable,
+//     not by no_new_privs or seccomp, which the daemon's own unit sets
+//     (so a Landlock domain, which needs no_new_privs, cannot be told
+//     from the unit's). A Landlocked process that can write the user's
+//     delegated cgroup tree could move itself into 9harness.service and
+//     exec 9harnessd there, as in the first point; the peers and agents
+//     the daemon asks about are judged by everything the kernel shows
+//     (proc.Confinement), against this helper's Baseline.
+//
 // The kernel still applies its ptrace check to every read the helper
 // makes, so it never sees a process the user could not see.
 package prochelper
