@@ -130,7 +130,6 @@
 //     choose) and, through 'm', the whole environment of one. That is
 //     what 'm' is for; the candidate rule keeps every other process of
 //     the user out of reach.
-//
 //   - The gate judges the daemon by namespaces, cgroup and executable,
 //     not by no_new_privs or seccomp, which the daemon's own unit sets
 //     (so a Landlock domain, which needs no_new_privs, cannot be told
