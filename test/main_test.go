@@ -58,6 +58,11 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "building the fake zmx: %v\n%s", err, out)
 		return 1
 	}
+	// The confining wrapper (Landlock, seccomp) of the kernel-sandbox tests.
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "confine"), "./confine").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building confine: %v\n%s", err, out)
+		return 1
+	}
 	// A copy of the test binary itself, runnable by other uids: tests
 	// re-run it as a helper peer under another uid.
 	self, err := os.ReadFile(os.Args[0])

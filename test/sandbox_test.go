@@ -101,6 +101,22 @@ func TestHelperSandboxPeer(t *testing.T) {
 			}
 			fmt.Println("LS", strings.Join(names, " "))
 		}
+		// A mirror whose owner's view is more than its session state.
+		if ents, err := c.ReadDir("/hermes"); err == nil {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name)
+			}
+			fmt.Println("LS-HERMES", strings.Join(names, " "))
+		}
+		if home := os.Getenv("HELPER_HOME"); home != "" {
+			// What the kernel lets this process read directly.
+			if _, err := os.ReadFile(home + "/.claude/settings.json"); err != nil {
+				fmt.Println("DIRECT-READ refused")
+			} else {
+				fmt.Println("DIRECT-READ ok")
+			}
+		}
 		for _, f := range []string{"zmx", "tmux", "cwd", "session"} {
 			if b, err := c.ReadFile(dir + "/" + f); err == nil {
 				fmt.Printf("READ %s %q\n", f, b)
@@ -208,8 +224,8 @@ func TestSandboxDaemon(t *testing.T) {
 		args    []string
 		against string
 	}{
-		{"direct", []string{"--allow-move"}, "the daemon's"},
-		{"through the helper", []string{"--allow-move", "--proc-helper", hsock}, "the proc helper's"},
+		{"direct", []string{"--allow-move"}, "the daemon's reference"},
+		{"through the helper", []string{"--allow-move", "--proc-helper", hsock}, "the proc helper's reference"},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {
 			d := startDaemon(t, home, cfg.args...)

@@ -27,6 +27,7 @@ import (
 //
 // Guards rule 6: a move completes, whatever its client and the daemon do.
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestUserManager(t *testing.T) {
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/systemd/systemd", "/usr/lib/systemd/systemd-journald", "/usr/sbin/useradd"} {
@@ -162,6 +163,9 @@ func TestUserManager(t *testing.T) {
 	expect("sockmode", eq("600 700"), "socket 0600 in a 0700 directory")
 	expect("ls", has("active/"), "the tree, /active included")
 	expect("ls", has("claude/"), "the mirrors")
+	expect("owner-hermes", has("logs/"), "the owner's view for the user's own client (judged against the user manager)")
+	expect("nnp-hermes", func(v string) bool { return strings.Contains(v, "sessions/") && !strings.Contains(v, "logs/") },
+		"the session-state view under no_new_privs")
 	expect("service-after", eq("active"), "active after the first connection")
 	expect("pid-is-main", eq("yes"), "the activated service's MainPID")
 	expect("mirror", has("019e763f"), "the codex session index")

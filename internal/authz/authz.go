@@ -11,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/9harness/9harness/internal/proc"
 )
 
 // Action is something a peer asks to do.
@@ -32,11 +34,13 @@ type Subject struct {
 	Groups    []uint32 // supplementary groups, read from the pinned peer; nil if unknown
 	PID       int32
 	StartTime uint64 // field 22 of the peer's stat, for polkit's unix-process subject
-	// Sandbox names the namespace ("user", "mnt" or "pid") in which the
-	// peer differs from the daemon's reference process (the proc helper,
-	// or the daemon itself when it runs without one); empty when it
-	// shares them. A sandboxed peer is a grantee whatever its uid (rule 9):
-	// it sees only session state and may never move.
+	// Sandbox names the restriction the kernel shows on the peer that
+	// the daemon's reference does not have (a proc.Restriction: another
+	// user, mount or pid namespace, a seccomp filter, no_new_privs, an
+	// LSM label, or "unknown"; the reference is the proc helper, or the
+	// daemon itself when it runs without one); empty when none. A
+	// sandboxed peer is a grantee whatever its uid (rule 9): it sees only
+	// session state and may never move.
 	Sandbox string
 }
 
@@ -113,7 +117,7 @@ func (p *Policy) move(ctx context.Context, s Subject) Decision {
 		return deny("only the daemon's own uid %d may move; the peer is uid %d", p.Owner, s.UID)
 	}
 	if s.Sandbox != "" {
-		return deny("the peer is in another %s namespace than the daemon's (a sandbox), and a sandbox may never move", s.Sandbox)
+		return deny("the peer %s: a sandbox may never move", proc.Restriction(s.Sandbox).Phrase("the daemon's reference"))
 	}
 	if p.Polkit == nil {
 		return allow("uid %d is the daemon's own uid and --allow-move is set", s.UID)

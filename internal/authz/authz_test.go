@@ -37,6 +37,7 @@ func TestPolicy(t *testing.T) {
 	pkNo.Polkit = fakePolkit{ok: false}
 	pkDown := moves
 	pkDown.Polkit = fakePolkit{err: errors.New("no such file or directory")}
+	sandboxed := func(r string) Subject { s := self; s.Sandbox = r; return s }
 
 	for _, tc := range []struct {
 		name   string
@@ -64,8 +65,20 @@ func TestPolicy(t *testing.T) {
 		{"polkit unreachable", pkDown, self, Move, false, "polkit could not be asked"},
 		{"polkit cannot widen", pkYes, friend, Move, false, "only the daemon's own uid"},
 		{"unknown action", moves, self, Action("chmod"), false, "unknown action"},
+		// Rule 9: the owner's uid in a sandbox reads (as a grantee) and
+		// never moves, and the reason names the restriction.
+		{"a sandbox reads", moves, sandboxed("seccomp filter"), Read, true, "daemon's own uid"},
+		{"seccomp cannot move", pkYes, sandboxed("seccomp filter"), Move, false,
+			"the peer runs under a seccomp filter the daemon's reference does not have: a sandbox may never move"},
+		{"no_new_privs cannot move", pkYes, sandboxed("no_new_privs"), Move, false, "the peer runs with no_new_privs"},
+		{"a namespace cannot move", moves, sandboxed("mount namespace"), Move, false, "the peer is in another mount namespace than the daemon's reference"},
+		{"an LSM label cannot move", moves, sandboxed("LSM label"), Move, false, "another LSM label"},
+		{"unknown cannot move", moves, sandboxed("unknown"), Move, false, "cannot be compared with the daemon's reference"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.s.Sandbox != "" && tc.policy.IsOwner(tc.s) {
+				t.Errorf("%q: a sandbox is the owner", tc.name)
+			}
 			d := tc.policy.Decide(context.Background(), tc.s, tc.a)
 			if d.Allow != tc.allow || !strings.Contains(d.Reason, tc.reason) {
 				t.Errorf("%q: got %v %q, want %v containing %q", tc.name, d.Allow, d.Reason, tc.allow, tc.reason)

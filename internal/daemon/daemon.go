@@ -66,9 +66,10 @@ type Server struct {
 	// or the owner's uid inside a sandbox): session state only. Nil
 	// serves such peers an empty directory, never Root.
 	GranteeRoot tree.Dir
-	// Sandbox, if set, names the namespace in which the peer differs
-	// from the daemon's reference process ("" when none); an error
-	// refuses the peer. Nil treats every peer as unsandboxed.
+	// Sandbox, if set, names the restriction the kernel shows on the
+	// peer that the daemon's reference process does not have (a
+	// proc.Restriction; "" when none); an error refuses the peer. Nil
+	// treats every peer as unsandboxed.
 	Sandbox  func(c net.Conn, p *peer.Peer) (string, error)
 	UID, GID uint32 // the daemon's own ids: the gate admits only this uid
 	MaxConns int
@@ -165,7 +166,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	if s.Sandbox != nil {
 		ns, err := s.Sandbox(c, p)
 		if err != nil {
-			s.refuse(p, fmt.Sprintf("its namespaces are unknown: %v", err))
+			s.refuse(p, fmt.Sprintf("its confinement is unknown: %v", err))
 			return
 		}
 		subj.Sandbox = ns

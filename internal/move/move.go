@@ -215,17 +215,16 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.refuse(errs.NotExist, "the agent is gone (or its pid was reused)")
 	}
 	// 3. A sandboxed agent is not moved out of its sandbox (rule 9): its
-	// executable, directory and environment mean something else outside.
-	ref, err := m.Procs.Reference()
-	if err != nil {
-		return rec.refuse(errs.Permission, "the daemon's reference namespaces could not be read: "+err.Error())
-	}
-	ns, err := m.Procs.Namespaces(r.Proc.PID)
-	if err != nil {
-		return rec.refuse(errs.NotExist, "the agent's namespaces could not be read: "+err.Error())
-	}
-	if d := ns.Differs(ref); d != "" {
-		return rec.refuse(errs.Permission, fmt.Sprintf("the agent is in another %s namespace than the daemon's proc helper: a sandboxed agent is not moved out of its sandbox", nsName(d)))
+	// executable, directory and environment mean something else outside,
+	// and a move would lift every restriction the kernel holds it to.
+	// The same judgement as for peers (proc.Confinement.Restriction).
+	if sb, err := m.Procs.Sandboxed(r.Proc); err != nil {
+		if errors.Is(err, proc.ErrGone) {
+			return rec.refuse(errs.NotExist, "the agent is gone (or its pid was reused)")
+		}
+		return rec.refuse(errs.Permission, "the agent's confinement could not be compared with the daemon's reference: "+err.Error())
+	} else if sb != "" {
+		return rec.refuse(errs.Permission, "the agent "+sb.Phrase("the daemon's reference")+": a sandboxed agent is not moved out of its sandbox")
 	}
 	agent := r.Harness.Resolve(r.Env, r.Proc)
 	rec.agent = agent

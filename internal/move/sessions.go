@@ -14,9 +14,10 @@ import (
 //
 //   - tmux is the one on the daemon's host path, never the agent's PATH
 //     (rule 7);
-//   - the agent is in the namespaces of the daemon's proc helper: a
-//     sandboxed agent's socket names a file in its sandbox, and a server
-//     there is not asked (rule 9);
+//   - the agent is not sandboxed (proc.Table.Sandboxed: no namespace,
+//     seccomp filter, no_new_privs or LSM label the reference lacks): a
+//     sandboxed agent's socket names a file in its sandbox, or a server
+//     it runs, and a server there is not asked (rule 9);
 //   - the socket passes TrustedTmux: a socket of uid's, in a directory
 //     no one else may write, served by a process of uid's.
 //
@@ -33,15 +34,7 @@ func (s TmuxSessions) TmuxSession(ctx context.Context, agent proc.Proc, socket, 
 	if socket == "" || pane == "" || !filepath.IsAbs(socket) {
 		return ""
 	}
-	if !s.Procs.Alive(agent.PID, agent.Start) {
-		return ""
-	}
-	ref, err := s.Procs.Reference()
-	if err != nil {
-		return ""
-	}
-	ns, err := s.Procs.Namespaces(agent.PID)
-	if err != nil || ns.Differs(ref) != "" {
+	if sb, err := s.Procs.Sandboxed(agent); err != nil || sb != "" {
 		return ""
 	}
 	if TrustedTmux(socket, s.UID) != nil {

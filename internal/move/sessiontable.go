@@ -15,14 +15,14 @@ import (
 // once for the session of every pane (list-panes -a), with the care
 // TmuxSession takes (the host's tmux, a trusted socket), and returns what
 // TmuxSession would answer for each agent on that server; the per-agent
-// checks (alive, in the proc helper's namespaces) stay per agent, as they
+// checks (alive, not sandboxed: proc.Table.Sandboxed) stay per agent, as they
 // cost no process. A server that cannot be asked answers "" for all.
 func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent proc.Proc, pane, tmpdir string) string {
 	none := func(proc.Proc, string, string) string { return "" }
 	if socket == "" || !filepath.IsAbs(socket) || TrustedTmux(socket, s.UID) != nil {
 		return none
 	}
-	ref, err := s.Procs.Reference()
+	ref, err := s.Procs.ReferenceConfinement()
 	if err != nil {
 		return none
 	}
@@ -31,7 +31,7 @@ func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent 
 		return none
 	}
 	// The server is asked only for an agent that passes the per-agent
-	// checks, and at most once: an agent in a sandbox (another namespace)
+	// checks, and at most once: an agent in a sandbox
 	// can name a socket of a server it runs itself, and a tmux client does
 	// what its server tells it, so its socket must never be dialled on its
 	// word alone (rule 9). The caller's deadline bounds that one call.
@@ -44,11 +44,10 @@ func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent 
 		panes map[string]string
 	)
 	return func(agent proc.Proc, pane, tmpdir string) string {
-		if pane == "" || !s.Procs.Alive(agent.PID, agent.Start) {
+		if pane == "" {
 			return ""
 		}
-		ns, err := s.Procs.Namespaces(agent.PID)
-		if err != nil || ns.Differs(ref) != "" {
+		if sb, err := s.Procs.SandboxedAgainst(ref, agent); err != nil || sb != "" {
 			return ""
 		}
 		once.Do(func() {

@@ -181,3 +181,33 @@ func Compare(ns proc.NS, err error, ref proc.NS) string {
 	}
 	return ns.Differs(ref)
 }
+
+// Confinement returns the pinned peer's confinement: its namespaces as
+// NamespacesAgainst decides them (refDir, ref), and the limits of its
+// status and attr files (proc.ReadLimits), all read through the pinned
+// /proc entry. status and attr/current are world-readable, so a peer the
+// kernel refuses the namespaces of still shows them.
+func (p *Peer) Confinement(refDir string, ref proc.NS) (proc.Confinement, error) {
+	var c proc.Confinement
+	err := p.pinned("confinement", func(dir string) error {
+		ns, err := proc.ReadNSAgainst(dir, refDir, ref)
+		if err != nil {
+			return err
+		}
+		c.NS = ns
+		return proc.ReadLimits(dir, &c)
+	})
+	if err != nil {
+		return proc.Confinement{}, err
+	}
+	return c, nil
+}
+
+// Restriction names the restriction the pinned peer has that ref, this
+// process's reference (proc.ReadReference), does not: "" when none,
+// proc.Unknown when the peer cannot be read or placed (never taken for
+// an unrestricted one).
+func (p *Peer) Restriction(ref proc.Confinement) proc.Restriction {
+	c, err := p.Confinement("/proc/self", ref.NS)
+	return proc.Judge(c, err, ref)
+}

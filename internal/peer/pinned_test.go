@@ -50,6 +50,24 @@ func TestPinnedSelf(t *testing.T) {
 	if v := p.Sandbox(proc.NS{User: self.User + 1, Mnt: self.Mnt, PID: self.PID}); v != "user" {
 		t.Errorf("Sandbox against another user namespace = %q", v)
 	}
+	// The whole confinement: ours, and no restriction against our own
+	// reference; one more filter than ours is a restriction.
+	ref, err := proc.ReadReference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := proc.ReadConfinement("/proc/self")
+	if c, cerr := p.Confinement("/proc/self", self); err != nil || cerr != nil || c != mine {
+		t.Errorf("confinement %+v %v, want %+v %v", c, cerr, mine, err)
+	}
+	if v := p.Restriction(ref); v != "" {
+		t.Errorf("Restriction against our own reference = %q", v)
+	}
+	if ref.Seccomp == 0 {
+		if v := p.Restriction(proc.Confinement{NS: ref.NS, NoNewPrivs: true, Seccomp: 2, SeccompFilters: 0, LSM: ref.LSM}); v != "" {
+			t.Errorf("Restriction against a more confined reference = %q", v)
+		}
+	}
 	exe, err := p.Exe()
 	want, err2 := SelfExe()
 	if err != nil || err2 != nil || exe != want || exe.Ino == 0 {
@@ -74,6 +92,9 @@ func TestNotPinned(t *testing.T) {
 	}
 	if v := p.Sandbox(proc.NS{User: 1, Mnt: 2, PID: 3}); v != "unknown" {
 		t.Errorf("Sandbox without a pidfd = %q, want unknown", v)
+	}
+	if v := p.Restriction(proc.Confinement{NS: proc.NS{User: 1, Mnt: 2, PID: 3}}); v != proc.Unknown {
+		t.Errorf("Restriction without a pidfd = %q, want unknown", v)
 	}
 }
 

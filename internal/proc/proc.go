@@ -65,6 +65,11 @@ type Guarded interface {
 	// Reference is the namespaces every peer and agent is judged against:
 	// those of the helper itself, which runs in the user's own.
 	Reference() (NS, error)
+	// Confinement and ReferenceConfinement are Namespaces and Reference
+	// with the rest of what the kernel shows of a sandbox (confine.go);
+	// the reference's is the helper's Baseline.
+	Confinement(pid int) (Confinement, error)
+	ReferenceConfinement() (Confinement, error)
 	TTYSize(pid int) (cols, rows int, err error)
 	// MoveEnviron returns the whole environment, for a move the daemon
 	// has authorized; it is never kept, logged or served.

@@ -66,6 +66,11 @@
 //	'f' fds          the targets of the open descriptors (NUL-separated)
 //	'x' exe          the executable's path
 //	'n' namespaces   user, mnt, pid namespace inodes (3 uint64)
+//	'k' confinement  the namespaces, then the rest of what the kernel
+//	                 shows of a sandbox (proc.Confinement): no_new_privs
+//	                 (1 byte), seccomp mode (1 byte), seccomp filters
+//	                 (int32, -1 unknown), LSM labels (uint16 length and
+//	                 the bytes)
 //	't' tty size     columns, rows of the terminal on fd 0, 1 or 2 (2 uint32)
 //	'e' environ      only the variables /active reads (proc.Wanted: the
 //	                 zmx and tmux variables, HOME, PATH, TMPDIR,
@@ -80,17 +85,22 @@
 // For a connected peer of the daemon (its socket passed as SCM_RIGHTS,
 // pid field 0):
 //
-//	'p' peer         uid, gid, pid (3 uint32), its user, mnt, pid
-//	                 namespace inodes (3 uint64, 0 when the helper may not
-//	                 read them: another uid), then its supplementary
-//	                 groups (uint32 each), as the initial user namespace
-//	                 names them
+//	'p' peer         uid, gid, pid (3 uint32), its confinement as 'k'
+//	                 gives an agent's (namespaces 0 when the helper can
+//	                 neither read nor prove them: another uid, say; all 0
+//	                 when its status cannot be read), then its
+//	                 supplementary groups (uint32 each), as the initial
+//	                 user namespace names them
 //
 // About the helper itself (pid field 0):
 //
 //	'r' reference    the helper's own user, mnt, pid namespaces (3
 //	                 uint64): what the daemon judges peers and agents
 //	                 against
+//	'l' reference    the helper's proc.Baseline, encoded as 'k': its own
+//	    confinement  namespaces and labels, and the no_new_privs and
+//	                 seccomp of the user manager that started it where it
+//	                 has those itself (its unit sets them)
 //
 // # What remains
 //
@@ -120,6 +130,14 @@
 //     choose) and, through 'm', the whole environment of one. That is
 //     what 'm' is for; the candidate rule keeps every other process of
 //     the user out of reach.
+//   - The gate judges the daemon by namespaces, cgroup and executable,
+//     not by no_new_privs or seccomp, which the daemon's own unit sets
+//     (so a Landlock domain, which needs no_new_privs, cannot be told
+//     from the unit's). A Landlocked process that can write the user's
+//     delegated cgroup tree could move itself into 9harness.service and
+//     exec 9harnessd there, as in the first point; the peers and agents
+//     the daemon asks about are judged by everything the kernel shows
+//     (proc.Confinement), against this helper's Baseline.
 //
 // The kernel still applies its ptrace check to every read the helper
 // makes, so it never sees a process the user could not see.
@@ -158,12 +176,14 @@ const (
 	opMoveEnv = 'm'
 	opPeer    = 'p'
 	opRef     = 'r'
+	opConf    = 'k'
+	opRefConf = 'l'
 )
 
 // agentOps are the ops about one candidate agent.
 func agentOp(op byte) bool {
 	switch op {
-	case opCwd, opFDs, opExe, opNS, opTTY, opEnviron, opMoveEnv:
+	case opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv:
 		return true
 	}
 	return false
@@ -197,6 +217,7 @@ type Server struct {
 	Gate *Gate
 
 	mu     sync.Mutex
+	ref    proc.Confinement // the Baseline, once read (reference)
 	conns  int
 	idle   time.Time // when the last connection closed; zero while one is open
 	cancel context.CancelFunc
@@ -360,6 +381,15 @@ func (s *Server) answer(op byte, arg uint32, fds []int) (byte, []byte) {
 			return stErr, []byte("reference: the pid field must be 0")
 		}
 		return stOK, putNS(nil, s.Gate.Self)
+	case op == opRefConf:
+		if arg != 0 {
+			return stErr, []byte("reference: the pid field must be 0")
+		}
+		ref, err := s.reference()
+		if err != nil {
+			return stErr, []byte("reference: " + err.Error())
+		}
+		return stOK, putConf(nil, ref)
 	}
 	return stErr, []byte(fmt.Sprintf("unknown op %q", op))
 }
@@ -409,6 +439,9 @@ func (s *Server) agent1(op byte, pid int) (byte, []byte) {
 	case opNS:
 		ns, err := t.Namespaces(pid)
 		return status(err, putNS(nil, ns))
+	case opConf:
+		c, err := t.Confinement(pid)
+		return status(err, putConf(nil, c))
 	case opTTY:
 		cols, rows, err := t.TTYSize(pid)
 		b := binary.LittleEndian.AppendUint32(nil, uint32(cols))
@@ -458,20 +491,80 @@ func peerReply(fd int, self proc.NS) (byte, []byte) {
 		return stErr, []byte("peer: " + err.Error())
 	}
 	defer p.Close()
-	// Zero when the kernel refuses them and the peer's other files do not
-	// prove them (a peer of another uid that is not dumpable, say): the
-	// daemon counts that as unknown, never as its own.
-	ns, _ := p.NamespacesAgainst("/proc/self", self)
+	// Zero namespaces when the kernel refuses them and the peer's other
+	// files do not prove them (a peer of another uid that is not
+	// dumpable, say): the daemon counts that as unknown, never as its
+	// own.
+	c, err := p.Confinement("/proc/self", self)
+	if err != nil {
+		c = proc.Confinement{}
+	}
 	b := binary.LittleEndian.AppendUint32(nil, p.UID)
 	b = binary.LittleEndian.AppendUint32(b, p.GID)
 	b = binary.LittleEndian.AppendUint32(b, uint32(p.PID))
-	b = putNS(b, ns)
+	b = putConf(b, c)
 	if gs, err := peer.Groups(fd); err == nil {
 		for _, g := range gs {
 			b = binary.LittleEndian.AppendUint32(b, g)
 		}
 	}
 	return stOK, b
+}
+
+// reference is the helper's Baseline, read once (proc.ReadReference):
+// neither the helper nor the manager that started it changes its
+// no_new_privs or seccomp afterwards. An error is not kept: the next
+// question reads again.
+func (s *Server) reference() (proc.Confinement, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ref.NS != (proc.NS{}) {
+		return s.ref, nil
+	}
+	ref, err := proc.ReadReference()
+	if err != nil {
+		return proc.Confinement{}, err
+	}
+	if ref.NS != s.Gate.Self {
+		return proc.Confinement{}, fmt.Errorf("the helper's namespaces changed since it started")
+	}
+	s.ref = ref
+	return ref, nil
+}
+
+// putConf appends c as the 'k' op gives it.
+func putConf(b []byte, c proc.Confinement) []byte {
+	b = putNS(b, c.NS)
+	nnp := byte(0)
+	if c.NoNewPrivs {
+		nnp = 1
+	}
+	b = append(b, nnp, c.Seccomp)
+	b = binary.LittleEndian.AppendUint32(b, uint32(c.SeccompFilters))
+	lsm := c.LSM
+	if len(lsm) > 0xffff {
+		// More than any LSM's label; a cut label is still not the
+		// reference's.
+		lsm = lsm[:0xffff]
+	}
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(lsm)))
+	return append(b, lsm...)
+}
+
+// getConf reads a confinement putConf wrote at the start of b, and
+// returns the rest.
+func getConf(b []byte) (proc.Confinement, []byte, bool) {
+	ns, ok := getNS(b)
+	if !ok || len(b) < 32 {
+		return proc.Confinement{}, nil, false
+	}
+	c := proc.Confinement{NS: ns, NoNewPrivs: b[24] == 1, Seccomp: b[25], SeccompFilters: int32(binary.LittleEndian.Uint32(b[26:]))}
+	n := int(binary.LittleEndian.Uint16(b[30:]))
+	if b[24] > 1 || len(b) < 32+n {
+		return proc.Confinement{}, nil, false
+	}
+	c.LSM = string(b[32 : 32+n])
+	return c, b[32+n:], true
 }
 
 func putNS(b []byte, ns proc.NS) []byte {
@@ -666,12 +759,13 @@ func (c *Client) FDs(pid int) ([]string, error) {
 }
 
 // Cred is a peer's credentials as the helper's (initial) user namespace
-// names them, and its namespaces (zero when the helper may not read them).
+// names them, and its confinement (namespaces zero when the helper may
+// not read them).
 type Cred struct {
 	UID, GID uint32
 	PID      int32
 	Groups   []uint32
-	NS       proc.NS
+	Conf     proc.Confinement
 }
 
 // Peer asks the helper who is connected on conn: SO_PEERCRED and
@@ -699,12 +793,16 @@ func (c *Client) Peer(conn net.Conn) (Cred, error) {
 }
 
 func parsePeer(b []byte) (Cred, error) {
-	if len(b) < 36 || len(b)%4 != 0 {
+	if len(b) < 12 {
 		return Cred{}, fmt.Errorf("proc helper: malformed peer reply of %d bytes", len(b))
 	}
 	cr := Cred{UID: binary.LittleEndian.Uint32(b), GID: binary.LittleEndian.Uint32(b[4:]), PID: int32(binary.LittleEndian.Uint32(b[8:]))}
-	cr.NS, _ = getNS(b[12:])
-	for g := b[36:]; len(g) >= 4; g = g[4:] {
+	c, groups, ok := getConf(b[12:])
+	if !ok || len(groups)%4 != 0 {
+		return Cred{}, fmt.Errorf("proc helper: malformed peer reply of %d bytes", len(b))
+	}
+	cr.Conf = c
+	for g := groups; len(g) >= 4; g = g[4:] {
 		cr.Groups = append(cr.Groups, binary.LittleEndian.Uint32(g))
 	}
 	return cr, nil
@@ -738,6 +836,32 @@ func (c *Client) Reference() (proc.NS, error) {
 	return c.ns(b)
 }
 
+// Confinement implements proc.Guarded: the agent's confinement.
+func (c *Client) Confinement(pid int) (proc.Confinement, error) {
+	b, err := c.ask(opConf, pid, -1)
+	if err != nil {
+		return proc.Confinement{}, err
+	}
+	return c.conf(b)
+}
+
+// ReferenceConfinement implements proc.Guarded: the helper's Baseline.
+func (c *Client) ReferenceConfinement() (proc.Confinement, error) {
+	b, err := c.ask(opRefConf, 0, -1)
+	if err != nil {
+		return proc.Confinement{}, err
+	}
+	return c.conf(b)
+}
+
+func (c *Client) conf(b []byte) (proc.Confinement, error) {
+	conf, rest, ok := getConf(b)
+	if !ok || len(rest) != 0 {
+		return proc.Confinement{}, fmt.Errorf("proc helper %s: malformed confinement reply of %d bytes", c.Path, len(b))
+	}
+	return conf, nil
+}
+
 func (c *Client) ns(b []byte) (proc.NS, error) {
 	ns, ok := getNS(b)
 	if !ok || len(b) != 24 {
@@ -768,52 +892,70 @@ func (c *Client) MoveEnviron(pid int) ([]string, error) {
 	return proc.SplitCmdline(b), nil
 }
 
-// Sandbox returns the daemon's Server.Sandbox: the namespace in which a
-// connected peer differs from the reference ("user", "mnt", "pid"), ""
-// when it shares them, "unknown" when its namespaces or the reference
+// Sandbox returns the daemon's Server.Sandbox: the restriction a
+// connected peer has that the reference does not (proc.Restriction: a
+// namespace, a seccomp filter, no_new_privs, an LSM label), "" when
+// none, proc.Unknown when the peer's confinement or the reference's
 // cannot be read (never the owner's view by default). With a helper (c
-// not nil) the helper reads the peer's namespaces, through the socket
-// passed to it, and the reference is the helper's own; without one the
-// daemon reads the peer's, pinned by its pidfd, against its own. Where the
-// kernel refuses a peer's namespaces (a non-dumpable peer, such as sshd
-// forwarding a socket for the user), each reader decides them from the
-// peer's world-readable files against its own (proc.ReadNSAgainst). It never
-// errs: an unknown peer is served, as a grantee. logf, if set, is told of
-// every sandboxed peer of uid owner (others are grantees anyway).
+// not nil) the helper reads the peer's, through the socket passed to it,
+// and the reference is the helper's Baseline; without one the daemon
+// reads the peer's, pinned by its pidfd, against its own Baseline
+// (proc.ReadReference). Where the kernel refuses a peer's namespaces (a
+// non-dumpable peer, such as sshd forwarding a socket for the user),
+// each reader decides them from the peer's world-readable files against
+// its own (proc.ReadNSAgainst). It never errs: an unknown peer is
+// served, as a grantee. logf, if set, is told of every sandboxed peer of
+// uid owner (others are grantees anyway).
 func Sandbox(c *Client, owner uint32, logf Logf) func(net.Conn, *peer.Peer) (string, error) {
-	// The daemon's own namespaces, read once: it never changes them, and
-	// every connection is judged against them before it is served.
-	self, selfErr := proc.ReadNS("/proc/self")
+	// The daemon's own Baseline, read once it is read whole: neither the
+	// daemon nor the manager that started it changes it, and every
+	// connection is judged against it before it is served.
+	var (
+		mu   sync.Mutex
+		self proc.Confinement
+	)
+	reference := func() (proc.Confinement, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if self.NS != (proc.NS{}) {
+			return self, nil
+		}
+		ref, err := proc.ReadReference()
+		if err == nil {
+			self = ref
+		}
+		return ref, err
+	}
 	return func(conn net.Conn, p *peer.Peer) (string, error) {
-		var verdict, against string
+		var verdict proc.Restriction
+		var against string
 		if c != nil {
-			against = "proc helper's"
+			against = "the proc helper's reference"
 			cr, err := c.Peer(conn)
 			if err == nil && cr.PID != p.PID {
 				err = fmt.Errorf("the helper named pid %d, the kernel %d", cr.PID, p.PID)
 			}
-			var ref proc.NS
+			var ref proc.Confinement
 			if err == nil {
-				ref, err = c.Reference()
+				ref, err = c.ReferenceConfinement()
 			}
-			verdict = peer.Compare(cr.NS, err, ref)
+			verdict = proc.Judge(cr.Conf, err, ref)
 		} else {
-			against = "daemon's"
-			ref, err := self, selfErr
+			against = "the daemon's reference"
+			ref, err := reference()
 			if err != nil {
-				if ref, err = proc.ReadNS("/proc/self"); err != nil {
-					ref = proc.NS{}
-				}
+				verdict = proc.Unknown
+			} else {
+				verdict = p.Restriction(ref)
 			}
-			verdict = p.Sandbox(ref)
 		}
 		switch {
 		case verdict == "" || logf == nil || p.UID != owner:
-		case verdict == "unknown":
-			logf("peer %v: its namespaces cannot be compared with the %s: served as a grantee, and it may never move", p, against)
+		case verdict == proc.Unknown:
+			logf("peer %v %s: served as a grantee, and it may never move", p, verdict.Phrase(against))
 		default:
-			logf("peer %v is in another %s namespace than the %s (a sandbox): served as a grantee, and it may never move", p, verdict, against)
+			logf("peer %v %s (a sandbox): served as a grantee, and it may never move", p, verdict.Phrase(against))
 		}
-		return verdict, nil
+		return string(verdict), nil
 	}
 }

@@ -159,6 +159,24 @@ func TestGuardedReads(t *testing.T) {
 	if ref, err := c.Reference(); err != nil || ref != self {
 		t.Errorf("reference = %+v, %v; want the helper's (ours) %+v", ref, err, self)
 	}
+	// The confinements: the candidate's is ours, as is the helper's
+	// Baseline (neither this test nor the helper has no_new_privs or
+	// seccomp of its own here), and the one judgement finds nothing.
+	own, err := proc.ReadReference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := c.Confinement(pid)
+	if err != nil || conf.NS != self || conf.NoNewPrivs != own.NoNewPrivs || conf.LSM != own.LSM {
+		t.Errorf("confinement = %+v, %v; want ours %+v", conf, err, own)
+	}
+	ref, err := c.ReferenceConfinement()
+	if err != nil || ref != own {
+		t.Errorf("reference confinement = %+v, %v; want %+v", ref, err, own)
+	}
+	if r, err := procs.Sandboxed(proc.Proc{PID: pid, Start: mustStart(t, pid)}); err != nil || r != "" {
+		t.Errorf("Sandboxed = %q, %v; want none", r, err)
+	}
 	// No terminal on its descriptors: an error, not a size.
 	if cols, rows, err := c.TTYSize(pid); err == nil {
 		t.Errorf("tty size of a process without a terminal = %dx%d", cols, rows)
@@ -281,7 +299,7 @@ func TestOpList(t *testing.T) {
 	for _, m := range listed {
 		ops = append(ops, m[1][0])
 	}
-	want := []byte{opCwd, opFDs, opExe, opNS, opTTY, opEnviron, opMoveEnv, opPeer, opRef}
+	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv, opPeer, opRef, opRefConf}
 	slices.Sort(ops)
 	slices.Sort(want)
 	if !slices.Equal(ops, want) {
@@ -307,6 +325,15 @@ func TestOpList(t *testing.T) {
 			t.Errorf("op %q with pid 2^22+1: %q, want a refusal", op, msg)
 		}
 	}
+}
+
+func mustStart(t *testing.T, pid int) uint64 {
+	t.Helper()
+	p, err := proc.New("/proc").Stat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Start
 }
 
 func errString(err error) string {
@@ -345,8 +372,8 @@ func TestPeer(t *testing.T) {
 	if cr.UID != uint32(os.Getuid()) || cr.GID != uint32(os.Getgid()) || cr.PID != int32(os.Getpid()) {
 		t.Errorf("peer = %+v, want uid %d gid %d pid %d", cr, os.Getuid(), os.Getgid(), os.Getpid())
 	}
-	if self, _ := proc.ReadNS("/proc/self"); cr.NS != self {
-		t.Errorf("peer namespaces %+v, want ours %+v", cr.NS, self)
+	if self, _ := proc.ReadConfinement("/proc/self"); cr.Conf != self {
+		t.Errorf("peer confinement %+v, want ours %+v", cr.Conf, self)
 	}
 	groups, _ := os.Getgroups()
 	for _, g := range groups {

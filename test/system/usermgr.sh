@@ -91,6 +91,12 @@ echo "--- systemd-analyze --user security 9harness-proc.service:"; asuser system
 SOCK=$RUNDIR/9p/harness
 check sockmode "$(stat -c %a "$SOCK") $(stat -c %a "$RUNDIR/9p")"
 check ls "$(asuser 9harness ls / | tr '\n' ' ')"
+# The units run the daemon and the helper with NoNewPrivileges= and a
+# seccomp filter: a client is judged against the user manager's, so the
+# user's own client gets the owner's view and one under no_new_privs
+# (what Landlock needs) only the session state.
+check owner-hermes "$(asuser 9harness ls /hermes | tr '\n' ' ')"
+check nnp-hermes "$(asuser setpriv --no-new-privs 9harness ls /hermes | tr '\n' ' ')"
 check service-after "$(asuser systemctl --user is-active 9harness.service)"
 MAIN=$(asuser systemctl --user show -p MainPID --value 9harness.service)
 check pid-is-main "$([ "$(asuser 9harness cat /pid)" = "$MAIN" ] && echo yes || echo "no: $MAIN")"
