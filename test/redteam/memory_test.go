@@ -32,20 +32,21 @@ import (
 // granteeArgs are the flags of a daemon whose grantee is this process.
 func granteeArgs(extra ...string) []string { return append([]string{"--allow-uid", "0"}, extra...) }
 
-// dialGrantee connects as this process (a grantee) and attaches; before
-// the attack a failure ends the test.
-func dialGrantee(t *testing.T, r *rig) *client.Client {
+// dialSelf connects as this process (root: a grantee, or the owner of a
+// daemon of uid 0) and attaches; before the attack a failure ends the
+// test.
+func dialSelf(t *testing.T, r *rig) *client.Client {
 	t.Helper()
-	c, err := tryGrantee(t, r)
+	c, err := trySelf(t, r)
 	if err != nil {
 		t.Fatalf("grantee connection: %v\n%s", err, tail(r.log.String(), 2000))
 	}
 	return c
 }
 
-// tryGrantee is dialGrantee during the attack: a connection refused is
+// trySelf is dialSelf during the attack: a connection refused is
 // one of the attack's outcomes.
-func tryGrantee(t *testing.T, r *rig) (*client.Client, error) {
+func trySelf(t *testing.T, r *rig) (*client.Client, error) {
 	c, err := client.Dial(r.sock)
 	if err != nil {
 		return nil, err
@@ -117,7 +118,7 @@ func TestRedteamListingSnapshots(t *testing.T) {
 	}
 	r := startRig(t, "listing snapshots", ownerUID, w, granteeArgs()...)
 	stop := r.ownerLists(250 * time.Millisecond)
-	c := dialGrantee(t, r)
+	c := dialSelf(t, r)
 	var held []*client.File
 	var errs errCount
 	read := 0
@@ -225,7 +226,7 @@ func TestRedteamSQLiteSnapshots(t *testing.T) {
 	mkdirOwned(t, cwd, ownerUID)
 	agent := startAgent(t, ownerUID, cwd, []string{"HOME=" + w.home, "PATH=/usr/bin:/bin", "FAKE_SESSION=019e8888-1111-7222-8333-444455556666"}, bin("codex"))
 	r := startRig(t, "SQLite snapshots", ownerUID, w, granteeArgs()...)
-	c := dialGrantee(t, r)
+	c := dialSelf(t, r)
 	title := waitAgent(t, r, c, "codex", agent.Process.Pid) + "/title"
 
 	// The database changes under the daemon every 50 ms, as a busy
@@ -250,7 +251,7 @@ func TestRedteamSQLiteSnapshots(t *testing.T) {
 	var errs errCount
 	var answered atomic.Int64
 	for range 8 {
-		c, err := tryGrantee(t, r)
+		c, err := trySelf(t, r)
 		if err != nil {
 			errs.add(err)
 			continue
@@ -328,7 +329,7 @@ func TestRedteamZstdTailBomb(t *testing.T) {
 	// on fd 3, as dsh's fd route finds it.
 	agent := startAgent(t, ownerUID, cwd, []string{"PATH=/usr/bin:/bin", "LOG=" + log}, "/bin/bash", "-c", `exec 3<"$LOG"; exec -a dsh sleep 600`)
 	r := startRig(t, "zstd tail bomb", ownerUID, w, granteeArgs()...)
-	c := dialGrantee(t, r)
+	c := dialSelf(t, r)
 	title := waitAgent(t, r, c, "dsh", agent.Process.Pid) + "/title"
 	r.note("frames of %d bytes inflating to 16 MiB, a %d KiB log", len(bomb), len(data)>>10)
 
@@ -337,7 +338,7 @@ func TestRedteamZstdTailBomb(t *testing.T) {
 	var errs errCount
 	var answered atomic.Int64
 	for range 2 {
-		c, err := tryGrantee(t, r)
+		c, err := trySelf(t, r)
 		if err != nil {
 			errs.add(err)
 			continue
@@ -385,7 +386,7 @@ func TestRedteamFidCost(t *testing.T) {
 	var walked atomic.Int64
 	path := "/" + strings.Join(names, "/")
 	for range 8 {
-		c, err := tryGrantee(t, r)
+		c, err := trySelf(t, r)
 		if err != nil {
 			errs.add(err)
 			continue
