@@ -98,7 +98,7 @@ func (e *errCount) String() string {
 }
 
 // TestRedteamListingSnapshots: one grantee connection opens 100 fids on a
-// directory of 50,000 names in an agent's project dir (the grantee sees
+// directory of 50,000 names (255 bytes each) in an agent's project dir (the grantee sees
 // /claude/projects) and reads the first entries of each: a listing
 // snapshot held per open fid until clunk took 2.12 GB, and under the
 // 512 MiB cgroup the daemon was OOM-killed at 40 fids.
@@ -111,36 +111,54 @@ func TestRedteamListingSnapshots(t *testing.T) {
 	big := filepath.Join(w.home, ".claude", "projects", "-home-u-src-big")
 	must(t, os.Mkdir(big, 0o755))
 	for i := range names {
-		// The shape of a transcript's name: 36 + 6 bytes.
-		f, err := os.Create(filepath.Join(big, fmt.Sprintf("%08x-0d4f-4a6b-8c9d-0e1f2a3b4c5d.jsonl", i)))
+		// A transcript's name, as long as a name may be: the snapshot
+		// holds each name (and its path).
+		f, err := os.Create(filepath.Join(big, fmt.Sprintf("%08x-%s.jsonl", i, strings.Repeat("x", 240))))
 		must(t, err)
 		f.Close()
 	}
 	r := startRig(t, "listing snapshots", ownerUID, w, granteeArgs()...)
 	stop := r.ownerLists(250 * time.Millisecond)
 	c := dialSelf(t, r)
+	var mu sync.Mutex
 	var held []*client.File
 	var errs errCount
-	read := 0
-	for i := 0; i < 100 && !r.overCeiling(); i++ {
-		f, err := c.Walk("/claude/projects/-home-u-src-big")
-		if err != nil {
-			errs.add(err)
-			continue
-		}
-		held = append(held, f)
-		if err := f.Open(client.ReadOnly); err != nil {
-			errs.add(err)
-			continue
-		}
-		if ents, err := f.Readdir(0, 4096); err != nil {
-			errs.add(err)
-		} else if len(ents) > 0 {
-			read++
-		}
+	var read, tried atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(60 * time.Second)
+	// Four at a time: each first read makes the daemon list the whole
+	// directory, and on 2 CPUs four keep both busy.
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tried.Add(1) <= 100 && !r.overCeiling() && time.Now().Before(deadline) {
+				f, err := c.Walk("/claude/projects/-home-u-src-big")
+				if err != nil {
+					errs.add(err)
+					continue
+				}
+				mu.Lock()
+				held = append(held, f)
+				mu.Unlock()
+				if err := f.Open(client.ReadOnly); err != nil {
+					errs.add(err)
+					continue
+				}
+				if ents, err := f.Readdir(0, 4096); err != nil {
+					errs.add(err)
+				} else if len(ents) > 0 {
+					read.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if time.Now().After(deadline) {
+		r.note("stopped after 60 s")
 	}
 	stop()
-	r.note("%d of 100 fids open with a first read; refusals: %v", read, errs.String())
+	r.note("%d of 100 fids open with a first read; refusals: %v", read.Load(), errs.String())
 	r.finish("1 grantee conn, 100 open fids on a 50,000-name dir")
 	for _, f := range held {
 		f.Close()
@@ -271,7 +289,7 @@ func TestRedteamSQLiteSnapshots(t *testing.T) {
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 60*time.Second)
+	waitOrCeiling(r, &wg, 45*time.Second)
 	stop()
 	close(quit)
 	touchers.Wait()
@@ -355,7 +373,7 @@ func TestRedteamZstdTailBomb(t *testing.T) {
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 60*time.Second)
+	waitOrCeiling(r, &wg, 45*time.Second)
 	stop()
 	r.note("%d of 16 reads answered; errors: %v", answered.Load(), errs.String())
 	r.finish("2 grantee conns x 8 reads of /active/dsh/PID/title, 16 MiB zstd frames")
@@ -384,6 +402,9 @@ func TestRedteamFidCost(t *testing.T) {
 	var wg sync.WaitGroup
 	var errs errCount
 	var walked atomic.Int64
+	var quit atomic.Bool // the attack's span is over
+	var heldMu sync.Mutex
+	var held []*client.File
 	path := "/" + strings.Join(names, "/")
 	for range 8 {
 		c, err := trySelf(t, r)
@@ -396,21 +417,28 @@ func TestRedteamFidCost(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for !refused.Load() && !r.overCeiling() {
+				for !refused.Load() && !quit.Load() && !r.overCeiling() {
 					f, err := c.Walk(path)
 					if err != nil {
 						errs.add(err)
 						refused.Store(true)
 						return
 					}
-					t.Cleanup(func() { f.Close() })
+					heldMu.Lock()
+					held = append(held, f)
+					heldMu.Unlock()
 					walked.Add(1)
 				}
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 90*time.Second)
+	waitOrCeiling(r, &wg, 60*time.Second)
+	quit.Store(true)
 	stop()
 	r.note("%d fids walked 16 names deep; refusals: %v", walked.Load(), errs.String())
 	r.finish("1 grantee, 8 conns walking fids 16 names deep (250-byte names) to the cap")
+	wg.Wait()
+	for _, f := range held {
+		f.Close()
+	}
 }
