@@ -125,7 +125,7 @@ func TestRedteamListingSnapshots(t *testing.T) {
 	var errs errCount
 	var read, tried atomic.Int64
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	// Four at a time: each first read makes the daemon list the whole
 	// directory, and on 2 CPUs four keep both busy.
 	for range 4 {
@@ -155,7 +155,7 @@ func TestRedteamListingSnapshots(t *testing.T) {
 	}
 	wg.Wait()
 	if time.Now().After(deadline) {
-		r.note("stopped after 60 s")
+		r.note("stopped after 45 s")
 	}
 	stop()
 	r.note("%d of 100 fids open with a first read; refusals: %v", read.Load(), errs.String())
@@ -289,7 +289,7 @@ func TestRedteamSQLiteSnapshots(t *testing.T) {
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 45*time.Second)
+	waitOrCeiling(r, &wg, 30*time.Second)
 	stop()
 	close(quit)
 	touchers.Wait()
@@ -373,7 +373,7 @@ func TestRedteamZstdTailBomb(t *testing.T) {
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 45*time.Second)
+	waitOrCeiling(r, &wg, 30*time.Second)
 	stop()
 	r.note("%d of 16 reads answered; errors: %v", answered.Load(), errs.String())
 	r.finish("2 grantee conns x 8 reads of /active/dsh/PID/title, 16 MiB zstd frames")
@@ -432,7 +432,7 @@ func TestRedteamFidCost(t *testing.T) {
 			}()
 		}
 	}
-	waitOrCeiling(r, &wg, 60*time.Second)
+	waitOrCeiling(r, &wg, 45*time.Second)
 	quit.Store(true)
 	stop()
 	r.note("%d fids walked 16 names deep; refusals: %v", walked.Load(), errs.String())
