@@ -39,7 +39,7 @@ func dialSelf(t *testing.T, r *rig) *client.Client {
 	t.Helper()
 	c, err := trySelf(t, r)
 	if err != nil {
-		t.Fatalf("grantee connection: %v\n%s", err, tail(r.log.String(), 2000))
+		t.Fatalf("connecting: %v\n%s", err, tail(r.log.String(), 2000))
 	}
 	return c
 }
@@ -98,10 +98,10 @@ func (e *errCount) String() string {
 }
 
 // TestRedteamListingSnapshots: one grantee connection opens 100 fids on a
-// directory of 50,000 names (255 bytes each) in an agent's project dir (the grantee sees
-// /claude/projects) and reads the first entries of each: a listing
-// snapshot held per open fid until clunk took 2.12 GB, and under the
-// 512 MiB cgroup the daemon was OOM-killed at 40 fids.
+// directory of 50,000 names (255 bytes each) in an agent's project dir
+// (the grantee sees /claude/projects) and reads the first entries of
+// each: a listing snapshot held per open fid until clunk took 2.12 GB,
+// and under the 512 MiB cgroup the daemon was OOM-killed at 40 fids.
 //
 // Guards rule 10: listings are charged to the connection.
 func TestRedteamListingSnapshots(t *testing.T) {
@@ -165,8 +165,8 @@ func TestRedteamListingSnapshots(t *testing.T) {
 	}
 }
 
-// startAgent runs prog (argv[0] shown as name) as uid in cwd with env, and
-// stops it (our own child) when the test ends.
+// startAgent runs prog with args as uid, in cwd, with env only, and stops
+// it (our own child) when the test ends.
 func startAgent(t *testing.T, uid int, cwd string, env []string, prog string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(prog, args...)
@@ -189,7 +189,7 @@ func startAgent(t *testing.T, uid int, cwd string, env []string, prog string, ar
 	return cmd
 }
 
-// mkdirOwned makes dir (and its parents) owned by uid.
+// mkdirOwned makes dir (and any missing parent) and gives dir to uid.
 func mkdirOwned(t *testing.T, dir string, uid int) {
 	t.Helper()
 	must(t, os.MkdirAll(dir, 0o755))

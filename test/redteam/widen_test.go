@@ -132,7 +132,7 @@ func testConfined(t *testing.T, mode string) {
 	alive := agent.ProcessState == nil && syscall.Kill(agent.Process.Pid, 0) == nil
 	r.note("%s; the daemon gave it %d of %d owner-only paths and the zmx/tmux files: %v; move %s; agent alive: %v",
 		map[string]string{"landlock": "the kernel refuses it the home", "seccomp": "the kernel refuses it mkdir", "userns": "its own user namespace"}[mode], seen-strings.Count(out, "SEES /active/"), len(ownerOnly),
-		strings.Contains(out, "/tmux"), map[bool]string{true: "done", false: "refused"}[moved], alive)
+		strings.Contains(out, "SEES "+agentDir+"/"), map[bool]string{true: "done", false: "refused"}[moved], alive)
 	if seen > 0 {
 		t.Errorf("the %s peer got the owner's view: %d paths only the owner may see", mode, seen)
 	}
