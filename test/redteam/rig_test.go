@@ -568,8 +568,9 @@ func addRow(r row) {
 	rows = append(rows, r)
 }
 
-// printSummary prints the table RELIABILITY.md quotes, on stdout and, when
-// REDTEAM_SUMMARY names a file, into it.
+// printSummary prints the table RELIABILITY.md quotes on stdout, or, when
+// REDTEAM_SUMMARY names a file, into it (make redteam prints that file,
+// pass or fail: go test shows a passing package's stdout only with -v).
 func printSummary() {
 	rowsMu.Lock()
 	defer rowsMu.Unlock()
@@ -595,8 +596,9 @@ func printSummary() {
 	}
 	fmt.Fprintf(&b, "\nceilings: VmHWM <= %s, no OOM kill under a %s memory cgroup, every owner `ls /` answered within %v; attacks took %.0f s in all\n",
 		mib(hwmCeiling), mib(memoryMax), ownerWait, total.Seconds())
-	fmt.Print(b.String())
 	if f := os.Getenv("REDTEAM_SUMMARY"); f != "" {
 		os.WriteFile(f, []byte(b.String()), 0o644)
+	} else {
+		fmt.Print(b.String())
 	}
 }
