@@ -10,7 +10,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 
-.PHONY: all build run test deps vet bench clean install install-files uninstall install-user uninstall-user torture torture-ci realcli-latest dist
+.PHONY: all build run test deps vet bench clean install install-files uninstall install-user uninstall-user torture torture-ci realcli-latest dist redteam
 
 all: build
 
@@ -35,6 +35,7 @@ deps:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags redteam ./test/redteam/
 	cd internal/ninep/p9fork && $(GO) vet ./p9/
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -42,6 +43,19 @@ test: deps vet
 	$(GO) test -race -count=1 -timeout 40m ./...
 	# The p9 fork is a module of its own: ./... does not enter it.
 	cd internal/ninep/p9fork && $(GO) test -race -count=1 ./p9/
+
+# The standing adversarial tier (test/redteam; RELIABILITY.md, "Under
+# attack"): one attacker per way a peer has made the daemon take memory,
+# lock the owner out, or get more than the kernel gives it, each against
+# the daemon built from the tree inside a 512 MiB memory cgroup (the
+# unit's MemoryMax). It checks the daemon's VmHWM, OOM kills and the
+# owner's ls / under each, and prints the table RELIABILITY.md quotes,
+# pass or fail. Needs root. Not part of make test (build tag redteam), and
+# without -race, whose shadow memory would blur the figures.
+redteam:
+	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	REDTEAM_SUMMARY=$$out $(GO) test -tags redteam -count=1 -timeout 6m ./test/redteam/; rc=$$?; \
+	cat $$out; exit $$rc
 
 # The real-CLI tier (test/realcli, part of make test) against the newest
 # published Claude Code, Codex and pi instead of the pinned ones: the
