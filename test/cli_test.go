@@ -393,6 +393,8 @@ func TestCompletion(t *testing.T) {
 		{"harnesses", []string{"-s", s, "ps", "--harness", ""}, harnesses},
 		{"wait's agents", []string{"-s", s, "wait", "--state", "idle", wantAgents[0], ""}, wantAgents},
 		{"wait's states", []string{"wait", "--state", "w"}, []string{"waiting", "working"}},
+		{"ps's sort keys", []string{"ps", "--sort", "t"}, []string{"title", "tokens"}},
+		{"ps's sort keys, all", []string{"ps", "--sort", ""}, []string{"age", "cwd", "harness", "pid", "state", "status", "title", "tokens"}},
 		{"ssh hosts", []string{"--ssh", ""}, []string{"alpha", "build1", "build2", "zeta"}},
 		{"ssh hosts, prefix", []string{"--ssh", "b"}, []string{"build1", "build2"}},
 		{"no daemon, no candidates", []string{"-s", s + ".none", "move", ""}, nil},

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +30,7 @@ const completeTimeout = 3 * time.Second
 //	           with a trailing / (for ls, cat, stat)
 //	hosts      ssh hosts: the Host lines of ~/.ssh/config (no patterns) and
 //	           the lines of $XDG_CONFIG_HOME/9harness/hosts (for --ssh)
+//	sort       ps's --sort keys
 //	flags      the flags of the command PREFIX (the global ones if
 //	           PREFIX is empty), read from its help, which says every flag
 //	           it takes
@@ -62,6 +65,8 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "hosts":
 		list = func() ([]string, error) { return sshHosts(), nil }
+	case "sort":
+		list = func() ([]string, error) { return slices.Sorted(maps.Keys(psSortKeys)), nil }
 	case "agents", "harnesses", "paths":
 		list = func() ([]string, error) {
 			if _, st := g.check(io.Discard); st != exitOK {

@@ -15,7 +15,7 @@ _9harness() {
 	local nh=${COMP_WORDS[0]}
 	local commands='ps wait events move mount umount ls cat stat relay version help'
 	# The flags that take a value (the next word is theirs).
-	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts '
+	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts -n --interval '
 
 	# Walk the words before the cursor: the global flags that say which
 	# daemon to ask, the command, and the operands before the cursor.
@@ -66,7 +66,11 @@ _9harness() {
 		COMPREPLY=($(compgen -W "waiting idle working" -- "$cur"))
 		return
 		;;
-	--ssh-opt | --ssh-cmd | --aname | --format | --sort | --notify | --timeout)
+	--sort)
+		COMPREPLY=($(compgen -W "$("$nh" __complete sort 2>/dev/null)" -- "$cur"))
+		return
+		;;
+	--ssh-opt | --ssh-cmd | --aname | --format | --notify | --timeout | -n | --interval)
 		return
 		;;
 	esac

@@ -13,7 +13,7 @@ function __9harness_complete
     set -l nh $tokens[1]
     set -l commands ps wait events move mount umount ls cat stat relay version help
     # The flags that take a value (the next word is theirs).
-    set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts
+    set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts -n --interval
     set -l reach
     set -l cmd
     set -l dashdash
@@ -63,7 +63,10 @@ function __9harness_complete
         case --state
             printf '%s\n' waiting idle working
             return
-        case --ssh-opt --ssh-cmd --aname --format --sort --notify --timeout
+        case --sort
+            $nh __complete sort 2>/dev/null
+            return
+        case --ssh-opt --ssh-cmd --aname --format --notify --timeout -n --interval
             return
     end
 
