@@ -56,12 +56,14 @@ A fact the daemon does not know is shown as -. Control characters in a
 value are shown as ?.
 
 On a terminal the table is fitted to its width, emoji and East Asian
-characters counted as the two cells they take. Width is given up first by
-VIA (only -v's note; a route word stays whole), then by CWD (which keeps
-its end), then by STATE (what a waiting agent waits for; "waiting" stays),
-then by TITLE, each marked with …. When the table does not fit with TITLE
-at 24 cells, CWD at 12 and STATE at 8 (below about 110 columns), whole
-columns are left out, in this order:
+characters counted as the two cells they take. TOKENS is left out when no
+agent has a count, and STATUS when every agent's only repeats its STATE
+(Claude's busy, idle, waiting). Width is given up first by VIA (only -v's
+note; a route word stays whole), then by CWD (which keeps its end), then
+by TITLE down to 24 cells, and only then by STATE (what a waiting agent
+waits for; "waiting" stays), each marked with …. When the table does not
+fit with TITLE at 24 cells, CWD at 12 and STATE whole (from 80 columns up;
+below, at 8), whole columns are left out, in this order:
 
   VIA, STATUS, AGE, TOKENS, ZMX/TMUX, CWD, STATE
 
@@ -675,19 +677,32 @@ var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATE", "TOKENS", "STATUS
 // this list by the same measure.
 var psDropOrder = []int{colVia, colStatus, colAge, colTokens, colHost, colCwd, colState}
 
-// psShrink is who gives up width, in order, and down to what. The first
-// psFloors are the floors that decide whether a column must be dropped:
-// VIA first (a route word is at most 10 cells, so only -v's note
-// shrinks), then CWD (its end, which it keeps, names the project), then
-// STATE (what a waiting agent waits for, which says what to do;
-// "waiting…" stays), then TITLE, which keeps its width longest. The rest
-// apply only when the columns that stay cannot fit at their floors.
-var psShrink = []struct{ col, min int }{
+// psFloors are the widths that decide whether a column must be left out:
+// a column is dropped (in psDropOrder) only while the table cannot fit
+// with these at their floors: VIA's route word (10 cells), CWD's end (12),
+// STATE's "waiting…" (8), TITLE's 24. From psWholeState columns up, STATE's
+// floor is its whole width, up to stateMax: what a waiting agent waits for
+// ("waiting: approve Bash") outranks AGE, TOKENS and ZMX/TMUX there;
+// below, it comes down to 8 a cell per column.
+var psFloors = []struct{ col, min int }{
 	{colVia, 10}, {colCwd, 12}, {colState, 8}, {colTitle, 24},
-	{colCwd, 6}, {colTitle, 5},
 }
 
-const psFloors = 4
+const (
+	psWholeState = 80
+	stateMax     = 32
+)
+
+// psShrink is who gives up width, in order, and down to what: VIA first
+// (only -v's note shrinks), then CWD (its end, which it keeps, names the
+// project), then TITLE down to 24 cells, and only then STATE, so that
+// what a waiting agent waits for ("waiting: approve Bash", which says
+// what to do) stays whole as long as TITLE can give. The last apply only
+// when the columns that stay cannot fit at their floors.
+var psShrink = []struct{ col, min int }{
+	{colVia, 10}, {colCwd, 12}, {colTitle, 24}, {colState, 8},
+	{colCwd, 6}, {colTitle, 5},
+}
 
 const colGap = "  "
 
@@ -706,7 +721,7 @@ func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []
 		rows = append(rows, psRow(a, now, home, lay.wide))
 	}
 	cells := cellWidths(rows)
-	w, show := psWidths(cells, lay.width)
+	w, show := psWidths(cells, lay.width, idleColumns(rows[1:], lay.width))
 	last := colTitle
 	if lay.noHeader {
 		rows, cells = rows[1:], cells[1:]
@@ -794,9 +809,9 @@ func cellWidths(rows [][nCols]string) [][nCols]int {
 // column is shown whole; else columns are dropped in psDropOrder until
 // the rest fit at their floors, then VIA, CWD and TITLE give up width in
 // psShrink's order until the table fits.
-func psWidths(cells [][nCols]int, width int) (w [nCols]int, show [nCols]bool) {
+func psWidths(cells [][nCols]int, width int, idle [nCols]bool) (w [nCols]int, show [nCols]bool) {
 	for i := range show {
-		show[i] = true
+		show[i] = !idle[i]
 	}
 	for _, r := range cells {
 		for i, cw := range r {
@@ -817,9 +832,12 @@ func psWidths(cells [][nCols]int, width int) (w [nCols]int, show [nCols]bool) {
 		return n + len(colGap)*(cols-1)
 	}
 	floor := w
-	for _, s := range psShrink[:psFloors] {
+	for _, s := range psFloors {
 		floor[s.col] = min(floor[s.col], s.min)
 	}
+	// Below psWholeState, STATE's floor gives a cell per column lost, so
+	// that a narrower terminal never shows a column a wider one left out.
+	floor[colState] = max(min(w[colState], stateMax)-max(psWholeState-width, 0), floor[colState])
 	for _, c := range psDropOrder {
 		if total(floor) <= width {
 			break
@@ -838,6 +856,40 @@ func psWidths(cells [][nCols]int, width int) (w [nCols]int, show [nCols]bool) {
 		}
 	}
 	return w, show
+}
+
+// idleColumns are the columns that say nothing on a terminal of width
+// cells (0: not fitted, none is): TOKENS when no row has a count, STATUS
+// when every row's only repeats its STATE (Claude's busy, idle and
+// waiting are working, idle and waiting). They give their room to the
+// rest; a pipe, a file and --no-trunc still get every column.
+func idleColumns(rows [][nCols]string, width int) (idle [nCols]bool) {
+	if width <= 0 || len(rows) == 0 {
+		return idle
+	}
+	idle[colTokens], idle[colStatus] = true, true
+	for _, r := range rows {
+		if r[colTokens] != "-" {
+			idle[colTokens] = false
+		}
+		if !repeatsState(r[colStatus], r[colState]) {
+			idle[colStatus] = false
+		}
+	}
+	return idle
+}
+
+// repeatsState tells whether a STATUS cell says no more than the STATE
+// cell beside it.
+func repeatsState(status, state string) bool {
+	word, _, _ := strings.Cut(state, ":")
+	switch status {
+	case "-", word:
+		return true
+	case "busy":
+		return word == "working"
+	}
+	return false
 }
 
 func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string {

@@ -158,8 +158,9 @@ func psColumns(header string) (cols []string, titleAt int) {
 }
 
 // TestPsLayout: at each width every line fits, columns go in
-// psDropOrder only, TITLE keeps 24 cells from 100 columns up (and at 80
-// for these agents), and with no width nothing is cut or left out.
+// psDropOrder only, TITLE keeps 24 cells from 80 columns up, a waiting
+// agent's STATE is whole from 80 up, and with no width nothing is cut or
+// left out.
 func TestPsLayout(t *testing.T) {
 	agents := psAgents()
 	for _, wide := range []bool{false, true} {
@@ -168,9 +169,11 @@ func TestPsLayout(t *testing.T) {
 			gone  []string // the columns left out
 		}{
 			{60, []string{"VIA", "STATUS", "AGE", "TOKENS", "ZMX/TMUX", "CWD"}},
-			{80, []string{"VIA", "STATUS", "AGE", "TOKENS"}},
-			{100, []string{"VIA"}},
-			{120, nil},
+			// From 80 columns up STATE keeps what the agent waits for
+			// ("waiting: approve Bash") before AGE, TOKENS and ZMX/TMUX.
+			{80, []string{"VIA", "STATUS", "AGE", "TOKENS", "ZMX/TMUX"}},
+			{100, []string{"VIA", "STATUS", "AGE"}},
+			{120, []string{"VIA"}},
 			{200, nil},
 			{0, nil},
 		} {
@@ -216,6 +219,9 @@ func TestPsLayout(t *testing.T) {
 					t.Errorf("%s: %s's TITLE has %d cells, want %d or more:\n%s", name, a.Harness, got, want, text)
 				}
 			}
+			if tc.width >= 80 && !strings.Contains(lines[1], " waiting: approve Bash ") {
+				t.Errorf("%s: the waiting agent's STATE is not whole:\n%s", name, text)
+			}
 			if tc.width == 0 || tc.width == 200 && !wide {
 				if strings.Contains(text, ellipsis()) {
 					t.Errorf("%s: something was cut:\n%s", name, text)
@@ -241,7 +247,7 @@ func TestPsLayout(t *testing.T) {
 }
 
 // TestPsLayoutPriority: width is taken from VIA first, then CWD, then
-// STATE, and TITLE last; a narrow terminal drops columns in psDropOrder, one at a
+// TITLE down to 24 cells, then STATE; a narrow terminal drops columns in psDropOrder, one at a
 // time, never one out of turn; TITLE keeps 24 cells down to 42 columns
 // (HARNESS, PID and TITLE).
 func TestPsLayoutPriority(t *testing.T) {
@@ -256,7 +262,7 @@ func TestPsLayoutPriority(t *testing.T) {
 	}
 	gone := 0
 	for width := 250; width >= 30; width-- {
-		w, show := psWidths(cellWidths(rows), width)
+		w, show := psWidths(cellWidths(rows), width, [nCols]bool{})
 		total, shown := 0, 0
 		for i := range w {
 			if show[i] {
@@ -288,9 +294,10 @@ func TestPsLayoutPriority(t *testing.T) {
 			}
 		}
 		// Who gives first: while TITLE is short of whole, CWD and VIA are
-		// at their floors or gone; while CWD is, VIA is.
+		// at their floors or gone; while CWD is, VIA is; while STATE is
+		// short of whole, TITLE is at 24 and CWD and VIA at their floors.
 		if w[colTitle] < natural[colTitle] {
-			for c, floor := range map[int]int{colCwd: 12, colVia: 10, colState: 8} {
+			for c, floor := range map[int]int{colCwd: 12, colVia: 10} {
 				if show[c] && w[c] > floor {
 					t.Errorf("%d: TITLE has %d cells while %s keeps %d", width, w[colTitle], psHeader[c], w[c])
 				}
@@ -299,11 +306,12 @@ func TestPsLayoutPriority(t *testing.T) {
 		if show[colCwd] && w[colCwd] < natural[colCwd] && show[colVia] && w[colVia] > 10 {
 			t.Errorf("%d: CWD has %d cells while VIA keeps %d", width, w[colCwd], w[colVia])
 		}
-		if show[colState] && w[colState] < natural[colState] && show[colCwd] && w[colCwd] > 12 {
-			t.Errorf("%d: STATE has %d cells while CWD keeps %d", width, w[colState], w[colCwd])
-		}
-		if show[colState] && w[colState] < natural[colState] && show[colVia] && w[colVia] > 10 {
-			t.Errorf("%d: STATE has %d cells while VIA keeps %d", width, w[colState], w[colVia])
+		if show[colState] && w[colState] < natural[colState] {
+			for c, floor := range map[int]int{colCwd: 12, colVia: 10, colTitle: 24} {
+				if show[c] && w[c] > floor {
+					t.Errorf("%d: STATE has %d cells while %s keeps %d", width, w[colState], psHeader[c], w[c])
+				}
+			}
 		}
 		if width >= 42 && w[colTitle] < 24 {
 			t.Errorf("%d: TITLE has %d cells, want 24", width, w[colTitle])
@@ -316,6 +324,29 @@ func TestPsLayoutPriority(t *testing.T) {
 	}
 	if gone != len(psDropOrder) {
 		t.Errorf("at 30 columns %d columns left out, want all %d", gone, len(psDropOrder))
+	}
+}
+
+// TestPsIdleColumns: on a terminal, TOKENS with no count in any row and
+// STATUS that only repeats STATE in every row give their room away; one
+// row that says more keeps the column; a pipe keeps both.
+func TestPsIdleColumns(t *testing.T) {
+	a := psAgents()[0]
+	a.State, a.Waiting, a.Status, a.Tokens = "waiting", "approve Bash", "waiting", nil
+	b := psAgents()[1]
+	b.State, b.Status, b.Tokens = "working", "busy", nil
+	header := func(agents []client.Agent, width int) string {
+		return psTable(agents, psNow, "/home/u", psLayout{width: width})[0]
+	}
+	if h := header([]client.Agent{a, b}, 200); strings.Contains(h, "TOKENS") || strings.Contains(h, "STATUS") {
+		t.Errorf("idle TOKENS and STATUS kept: %q", h)
+	}
+	if h := header([]client.Agent{a, b}, 0); !strings.Contains(h, "TOKENS") || !strings.Contains(h, "STATUS") {
+		t.Errorf("a pipe lost TOKENS or STATUS: %q", h)
+	}
+	b.Status, b.Tokens = "compacting", client.Tokens{"context": 41000}
+	if h := header([]client.Agent{a, b}, 200); !strings.Contains(h, "TOKENS") || !strings.Contains(h, "STATUS") {
+		t.Errorf("a row with a count and a status of its own, yet: %q", h)
 	}
 }
 
