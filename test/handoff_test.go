@@ -307,3 +307,98 @@ func firstLine(s, sub string) string {
 	}
 	return ""
 }
+
+// TestMoveHandoffImpostor: the session host runs an impostor in the
+// launcher's place, with the launcher's own arguments (the socket and the
+// move's token): a copy of 9harnessd (the same code, another file), and
+// the real 9harnessd inside a user and mount namespace of its own. The
+// daemon gives neither the relaunch; each move fails with EIO once its
+// bound has passed, the journal saying failed with the command that
+// resumes by hand, and nothing was relaunched.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
+// Guards rule 7: no client byte reaches exec, no agent picks a binary.
+// Guards rule 9: never widen: a sandbox gets nothing through 9harness.
+func TestMoveHandoffImpostor(t *testing.T) {
+	requireRoot(t)
+	unshare := require(t, "unshare")
+	m := newMoveEnv(t)
+	t.Setenv("XDG_RUNTIME_DIR", shortDir(t, "rt"))
+	w := t.TempDir()
+	must(t, os.Chmod(w, 0o755))
+	cp := filepath.Join(w, "9harnessd")
+	b, err := os.ReadFile(bin("9harnessd"))
+	must(t, err)
+	must(t, os.WriteFile(cp, b, 0o755))
+	// The host: zmx as the daemon runs it (run NAME -d LAUNCHER...), with
+	// the impostor the session's name picks in the launcher's place.
+	script := `#!/bin/sh
+if [ "$1" = run ]; then
+	name=$2; shift 4
+	case $name in
+	copy*) exec ` + bin("zmx") + ` run "$name" -d ` + cp + ` "$@" ;;
+	ns*) exec ` + bin("zmx") + ` run "$name" -d ` + unshare + ` --user --map-root-user --mount ` + bin("9harnessd") + ` "$@" ;;
+	esac
+fi
+exec ` + bin("zmx") + ` "$@"
+`
+	must(t, os.WriteFile(filepath.Join(w, "zmx"), []byte(script), 0o755))
+	canary := marker(t, "CANARY")
+	d := startDaemon(t, m.home, "--allow-move", "--host-path", w+":"+bins+":/usr/bin:/bin")
+	t.Cleanup(func() {
+		kill := exec.Command(bin("zmx"), "kill", "copy", "ns")
+		kill.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
+		kill.Run()
+	})
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, 2)
+	for i, name := range []string{"copy", "ns"} {
+		a := m.startClaude(t, fmt.Sprintf("2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d%02d", i), "ANTHROPIC_API_KEY="+canary)
+		c := d.client()
+		go func() {
+			results <- result{name, c.WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/zmx", []byte(name))}
+		}()
+	}
+	for range 2 {
+		r := <-results
+		if !isErrno(r.err, 5 /* EIO */) {
+			t.Errorf("move with the %s impostor: %v, want EIO", r.name, r.err)
+		}
+	}
+	log := d.stderr.String()
+	for _, want := range []string{"is not the daemon's", "it is in a sandbox (user)"} {
+		if !strings.Contains(log, "refused a launcher") || !strings.Contains(log, want) {
+			t.Errorf("the daemon's log lacks a launcher refused because %q:\n%s", want, log)
+		}
+	}
+	failed := auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e56")
+	if len(failed) != 2 {
+		t.Fatalf("%d moves journaled failed, want 2:\n%s", len(failed), log)
+	}
+	for _, f := range failed {
+		if f["outcome"] != "failed" || !strings.Contains(f["resume"], "claude --resume 2b3c4d5e-") || !strings.Contains(f["reason"], "the launcher never took the relaunch") {
+			t.Errorf("failed entry %q", f)
+		}
+	}
+	if n := len(auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55")); n != 0 {
+		t.Errorf("%d moves journaled done", n)
+	}
+	if recs := m.records(t); len(recs) != 2 {
+		t.Errorf("%d launches recorded, want only the 2 agents: an impostor relaunched one", len(recs))
+	}
+	if strings.Contains(log, canary) {
+		t.Error("the daemon's log holds the canary")
+	}
+	// Each impostor was told no, in its session.
+	for _, name := range []string{"copy", "ns"} {
+		h := exec.Command(bin("zmx"), "history", name)
+		h.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
+		out, _ := h.CombinedOutput()
+		if !strings.Contains(string(out), "refused this launcher") || strings.Contains(string(out), canary) {
+			t.Errorf("the %s impostor's session:\n%s", name, out)
+		}
+	}
+}

@@ -519,11 +519,13 @@ func Fetch(sock, handle string) (Launch, error) {
 	if p.PIDFD() < 0 || int(p.PID) != pid || p.StartTime != start || p.UID != uint32(os.Geteuid()) || !p.Alive() {
 		return l, fmt.Errorf("the socket %s is held by pid %d (uid %d, started at %d), not by the daemon that made the move (pid %d, started at %d)", sock, p.PID, p.UID, p.StartTime, pid, start)
 	}
+	// The daemon judges the launcher before it reads a byte: one it
+	// refuses finds the connection closed, before or after the token.
 	c.SetDeadline(time.Now().Add(HandoffWait))
-	if _, err := io.WriteString(c, f[2]+"\n"); err != nil {
-		return l, err
-	}
 	var n [4]byte
+	if _, err := io.WriteString(c, f[2]+"\n"); err != nil {
+		return l, fmt.Errorf("the daemon refused this launcher (its log says why): %w", err)
+	}
 	if _, err := io.ReadFull(c, n[:]); err != nil {
 		return l, fmt.Errorf("the daemon refused this launcher (its log says why): %w", err)
 	}
