@@ -181,6 +181,8 @@ func TestUserManager(t *testing.T) {
 	expect("secret-journal", eq("0"), "the secret in no journal entry")
 	expect("secret-units", eq("0"), "the secret in no property of the transient units")
 	expect("secret-argv", eq("0"), "the secret in no process's argv")
+	expect("launch-left", eq("0"), "no launch socket or file left after the moves")
+	expect("launcher-refused", eq("0"), "both launchers, outside the daemon's namespaces, given their relaunch")
 	expect("survivors", eq("2"), "both moved agents alive after systemctl --user stop 9harness.service")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54", eq("2"), "two move-start entries")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55", eq("2"), "two move-done entries")

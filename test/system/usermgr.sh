@@ -178,6 +178,11 @@ check secret-moved "$(n=0; for p in $NEWPIDS; do tr '\0' '\n' </proc/$p/environ 
 check secret-journal "$(journalctl --no-pager -o export 2>/dev/null | grep -cFf "$WORK/secret" || true)"
 check secret-units "$(for u in $(asuser systemctl --user list-units --all --plain --no-legend '9harness-move-*' | awk '{print $1}'); do asuser systemctl --user show "$u"; done | grep -cFf "$WORK/secret" || true)"
 check secret-argv "$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -cFf "$WORK/secret" || true)"
+# The relaunch went over each move's own socket, which is gone with its
+# move; the launchers, in the manager's transient units outside the
+# daemon's namespaces, were judged by the helper and none was refused.
+check launch-left "$(ls -A "$RUNDIR/9harness/launch" 2>/dev/null | wc -l)"
+check launcher-refused "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'refused a launcher' || true)"
 for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
   journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
   check journal-$id "$(wc -l <"$WORK/j-$id.json")"
