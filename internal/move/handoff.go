@@ -541,15 +541,24 @@ func Fetch(sock, handle string) (Launch, error) {
 	return decodeLaunch(b)
 }
 
-// dialRetry connects to a unix socket, waiting out a full backlog (other
-// processes of the uid connecting at the same time) for HandoffWait.
+// connectWait bounds how long the launcher waits out a full backlog
+// (other processes of the uid connecting to the move's socket at the same
+// time, each judged in turn): well inside the move's own wait for the
+// session.
+const connectWait = 3 * HandoffWait
+
+// dialRetry connects to a unix socket, waiting out a full backlog for
+// connectWait; a socket nobody listens on fails at once.
 func dialRetry(addr string) (*net.UnixConn, error) {
-	deadline := time.Now().Add(HandoffWait)
+	deadline := time.Now().Add(connectWait)
 	for {
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return nil, err
 		}
+		// A blocking connect to a full backlog waits this long, then
+		// fails with EAGAIN.
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 1})
 		err = unix.Connect(fd, &unix.SockaddrUnix{Name: addr})
 		if err == nil {
 			f := os.NewFile(uintptr(fd), "launch")

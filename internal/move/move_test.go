@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/errs"
@@ -471,4 +473,55 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 	if st, _ := procs.Stat(cmd.Process.Pid); st.Start != p.Start {
 		t.Fatal("the process at the pid changed")
 	}
+}
+
+// TestHandoffFlood: while another process, which the judge refuses,
+// connects to the move's socket 200 times at once, more than its backlog
+// holds, the launcher still gets the relaunch.
+func TestHandoffFlood(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("missing in CI: python3")
+		}
+		t.Skip("skipped: python3 is not installed")
+	}
+	var refusals atomic.Int32
+	h := &Handoff{Dir: filepath.Join(t.TempDir(), "9harness", "launch"),
+		Sandbox: func(_ net.Conn, p *peer.Peer) (string, error) {
+			if int(p.PID) != os.Getpid() {
+				refusals.Add(1)
+				time.Sleep(2 * time.Millisecond) // a judgement takes a moment
+				return "user", nil
+			}
+			return "", nil
+		}}
+	l := Launch{Path: "/bin/true", Argv: []string{"claude"}, Env: []string{"A=1"}, Cwd: "/"}
+	o, err := h.Offer(l)
+	must(t, err)
+	defer o.Close()
+	argv := o.Argv(nil)
+	flood := exec.Command(py, "-c", `
+import socket, sys, threading
+def f():
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[1])
+        s.recv(1)
+    except Exception:
+        pass
+ts = [threading.Thread(target=f) for _ in range(200)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+`, argv[0])
+	must(t, flood.Start())
+	defer flood.Wait()
+	for refusals.Load() < 20 {
+		time.Sleep(time.Millisecond)
+	}
+	got, err := Fetch(argv[0], argv[1])
+	if err != nil || !slices.Equal(got.Env, l.Env) {
+		t.Fatalf("fetch under a flood: %v (after %d refusals)", err, refusals.Load())
+	}
+	t.Logf("fetched after %d refusals", refusals.Load())
 }
