@@ -246,6 +246,32 @@ func execEnvArgs() []string {
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveHandoffSpy(t *testing.T) {
 	requireRoot(t)
+	for _, mode := range []string{"alone", "helper"} {
+		t.Run(mode, func(t *testing.T) { spyOnMoves(t, mode) })
+	}
+}
+
+// startProcHelper starts a proc helper by hand (it then answers a daemon
+// in its own namespaces, this test's) and returns its socket.
+func startProcHelper(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "proc-helper.sock")
+	h := launch(t, "--serve-proc-helper", "--unix", sock)
+	h.sock = sock
+	h.waitReady()
+	return sock
+}
+
+// handoffArgs are the daemon's flags for mode: "alone" judges launchers
+// itself, "helper" through a proc helper (as the systemd unit does).
+func handoffArgs(t *testing.T, mode string, args ...string) []string {
+	if mode == "helper" {
+		return append(args, "--proc-helper", startProcHelper(t))
+	}
+	return args
+}
+
+func spyOnMoves(t *testing.T, mode string) {
 	m := newMoveEnv(t)
 	rt := shortDir(t, "rt")
 	t.Setenv("XDG_RUNTIME_DIR", rt)
@@ -253,7 +279,7 @@ func TestMoveHandoffSpy(t *testing.T) {
 	must(t, os.MkdirAll(dir, 0o700))
 	canary := marker(t, "CANARY")
 	sp := startSpy(t, dir, canary)
-	d := startDaemon(t, m.home, m.moveArgs()...)
+	d := startDaemon(t, m.home, handoffArgs(t, mode, m.moveArgs()...)...)
 	c := d.client()
 	for i, host := range []string{"tmux", "zmx"} {
 		a := m.startClaude(t, fmt.Sprintf("1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c%02d", i), "ANTHROPIC_API_KEY="+canary)
@@ -336,17 +362,27 @@ func TestMoveHandoffImpostor(t *testing.T) {
 if [ "$1" = run ]; then
 	name=$2; shift 4
 	case $name in
-	copy*) exec ` + bin("zmx") + ` run "$name" -d ` + cp + ` "$@" ;;
-	ns*) exec ` + bin("zmx") + ` run "$name" -d ` + unshare + ` --user --map-root-user --mount ` + bin("9harnessd") + ` "$@" ;;
+	copy-*) exec ` + bin("zmx") + ` run "$name" -d ` + cp + ` "$@" ;;
+	ns-*) exec ` + bin("zmx") + ` run "$name" -d ` + unshare + ` --user --map-root-user --mount ` + bin("9harnessd") + ` "$@" ;;
 	esac
 fi
 exec ` + bin("zmx") + ` "$@"
 `
 	must(t, os.WriteFile(filepath.Join(w, "zmx"), []byte(script), 0o755))
 	canary := marker(t, "CANARY")
-	d := startDaemon(t, m.home, "--allow-move", "--host-path", w+":"+bins+":/usr/bin:/bin")
+	// Two daemons: one judges its launchers itself, the other through a
+	// proc helper, as the systemd unit does; each meets both impostors.
+	modes := []string{"alone", "helper"}
+	ds := map[string]*daemon{}
+	for _, mode := range modes {
+		ds[mode] = startDaemon(t, m.home, handoffArgs(t, mode, "--allow-move", "--host-path", w+":"+bins+":/usr/bin:/bin")...)
+	}
+	var names []string
+	for _, mode := range modes {
+		names = append(names, "copy-"+mode, "ns-"+mode)
+	}
 	t.Cleanup(func() {
-		kill := exec.Command(bin("zmx"), "kill", "copy", "ns")
+		kill := exec.Command(bin("zmx"), append([]string{"kill"}, names...)...)
 		kill.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
 		kill.Run()
 	})
@@ -354,46 +390,48 @@ exec ` + bin("zmx") + ` "$@"
 		name string
 		err  error
 	}
-	results := make(chan result, 2)
-	for i, name := range []string{"copy", "ns"} {
+	results := make(chan result, len(names))
+	for i, name := range names {
 		a := m.startClaude(t, fmt.Sprintf("2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d%02d", i), "ANTHROPIC_API_KEY="+canary)
-		c := d.client()
+		c := ds[name[strings.IndexByte(name, '-')+1:]].client()
 		go func() {
 			results <- result{name, c.WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/zmx", []byte(name))}
 		}()
 	}
-	for range 2 {
+	for range names {
 		r := <-results
 		if !isErrno(r.err, 5 /* EIO */) {
 			t.Errorf("move with the %s impostor: %v, want EIO", r.name, r.err)
 		}
 	}
-	log := d.stderr.String()
-	for _, want := range []string{"is not the daemon's", "it is in a sandbox (user)"} {
-		if !strings.Contains(log, "refused a launcher") || !strings.Contains(log, want) {
-			t.Errorf("the daemon's log lacks a launcher refused because %q:\n%s", want, log)
+	for _, mode := range modes {
+		log := ds[mode].stderr.String()
+		for _, want := range []string{"is not the daemon's", "it is in a sandbox (user)"} {
+			if !strings.Contains(log, "refused a launcher") || !strings.Contains(log, want) {
+				t.Errorf("%s: the daemon's log lacks a launcher refused because %q:\n%s", mode, want, log)
+			}
+		}
+		failed := auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e56")
+		if len(failed) != 2 {
+			t.Fatalf("%s: %d moves journaled failed, want 2:\n%s", mode, len(failed), log)
+		}
+		for _, f := range failed {
+			if f["outcome"] != "failed" || !strings.Contains(f["resume"], "claude --resume 2b3c4d5e-") || !strings.Contains(f["reason"], "the launcher never took the relaunch") {
+				t.Errorf("%s: failed entry %q", mode, f)
+			}
+		}
+		if n := len(auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55")); n != 0 {
+			t.Errorf("%s: %d moves journaled done", mode, n)
+		}
+		if strings.Contains(log, canary) {
+			t.Errorf("%s: the daemon's log holds the canary", mode)
 		}
 	}
-	failed := auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e56")
-	if len(failed) != 2 {
-		t.Fatalf("%d moves journaled failed, want 2:\n%s", len(failed), log)
-	}
-	for _, f := range failed {
-		if f["outcome"] != "failed" || !strings.Contains(f["resume"], "claude --resume 2b3c4d5e-") || !strings.Contains(f["reason"], "the launcher never took the relaunch") {
-			t.Errorf("failed entry %q", f)
-		}
-	}
-	if n := len(auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55")); n != 0 {
-		t.Errorf("%d moves journaled done", n)
-	}
-	if recs := m.records(t); len(recs) != 2 {
-		t.Errorf("%d launches recorded, want only the 2 agents: an impostor relaunched one", len(recs))
-	}
-	if strings.Contains(log, canary) {
-		t.Error("the daemon's log holds the canary")
+	if recs := m.records(t); len(recs) != len(names) {
+		t.Errorf("%d launches recorded, want only the %d agents: an impostor relaunched one", len(recs), len(names))
 	}
 	// Each impostor was told no, in its session.
-	for _, name := range []string{"copy", "ns"} {
+	for _, name := range names {
 		h := exec.Command(bin("zmx"), "history", name)
 		h.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
 		out, _ := h.CombinedOutput()
