@@ -35,10 +35,11 @@ import (
 // resume argv, the directory and the environment) once, over that
 // connection, to a peer that the kernel shows is this daemon's own
 // executable, of its uid, in the reference namespaces (not in a sandbox),
-// and that presents the move's token. The launcher, in turn, takes a
-// relaunch only from the daemon process its handle names, so a socket
-// swapped in by a sandbox can neither read the token's worth of anything
-// nor hand the launcher a program of its own.
+// and that presents the move's token. The launcher, in turn, judges the
+// process holding the socket before it sends a byte, and takes a relaunch
+// only from the daemon process its handle names: a socket a sandbox put
+// in place of the move's gets nothing, not even the token, and cannot
+// hand the launcher a program of its own.
 //
 // A dedicated socket per move, not the daemon's own: under socket
 // activation the daemon's socket belongs to systemd, and a launcher that

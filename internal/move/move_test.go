@@ -355,7 +355,7 @@ func FuzzName(f *testing.F) {
 	for _, s := range []string{"work", "work\n", "", ".", "..", "a/b", "-d", "--dangerous", "a\x00b", "x;rm -rf /", "$(id)", "a\nb", "lbl:work", "/tmp/x:y"} {
 		f.Add([]byte(s))
 	}
-	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+	launcher := placeholderArgv([]string{"/bin/9harnessd", "--exec-env"}, "/run/user/1000/9harness/launch")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, nb := SplitTarget(b)
 		if bytes.IndexByte(nb, ':') >= 0 {
