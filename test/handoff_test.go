@@ -79,6 +79,17 @@ func TestHelperSpy(t *testing.T) {
 		t.Skip("a helper: run by TestMoveHandoffSpy")
 	}
 	canary := []byte(os.Getenv("HELPER_SPY_CANARY"))
+	if f := os.Getenv("HELPER_SPY_CANARY_FILE"); f != "" {
+		// From a file, so the canary is in no argv that starts the spy.
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		canary = bytes.TrimSpace(b)
+	}
+	if len(canary) == 0 {
+		t.Fatal("no canary")
+	}
 	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		t.Fatal(err)
