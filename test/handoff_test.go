@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/shquote"
 )
 
 // How a move hands the agent's environment to the relaunched agent, as a
@@ -348,17 +351,17 @@ func firstLine(s, sub string) string {
 // TestMoveHandoffImpostor: the session host runs an impostor in the
 // launcher's place, with the launcher's own arguments (the socket and the
 // move's token): a copy of 9harnessd (the same code, another file), and
-// the real 9harnessd inside a user and mount namespace of its own. The
-// daemon gives neither the relaunch; each move fails with EIO once its
-// bound has passed, the journal saying failed with the command that
-// resumes by hand, and nothing was relaunched.
+// the real 9harnessd inside each sandbox the sandbox tests know
+// (sandboxes). The daemon gives none of them the relaunch, whether it
+// judges them itself or through its proc helper; each move fails with EIO
+// once its bound has passed, the journal saying failed with the command
+// that resumes by hand, and nothing was relaunched.
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveHandoffImpostor(t *testing.T) {
 	requireRoot(t)
-	unshare := require(t, "unshare")
 	m := newMoveEnv(t)
 	t.Setenv("XDG_RUNTIME_DIR", shortDir(t, "rt"))
 	w := t.TempDir()
@@ -367,22 +370,37 @@ func TestMoveHandoffImpostor(t *testing.T) {
 	b, err := os.ReadFile(bin("9harnessd"))
 	must(t, err)
 	must(t, os.WriteFile(cp, b, 0o755))
+	// The impostors, by a short id the session's name starts with.
+	type impostor struct {
+		what string
+		argv []string
+		why  string // the daemon's reason
+	}
+	imps := map[string]impostor{"i0": {"a copy of 9harnessd", []string{cp}, "is not the daemon's"}}
+	kinds := sandboxes(t)
+	var sorted []string
+	for k := range kinds {
+		sorted = append(sorted, k)
+	}
+	slices.Sort(sorted)
+	for i, k := range sorted {
+		imps["i"+strconv.Itoa(i+1)] = impostor{"9harnessd in " + k, append(append([]string{}, kinds[k]...), bin("9harnessd")), "it is in a sandbox"}
+	}
 	// The host: zmx as the daemon runs it (run NAME -d LAUNCHER...), with
 	// the impostor the session's name picks in the launcher's place.
-	script := `#!/bin/sh
-if [ "$1" = run ]; then
-	name=$2; shift 4
-	case $name in
-	copy-*) exec ` + bin("zmx") + ` run "$name" -d ` + cp + ` "$@" ;;
-	ns-*) exec ` + bin("zmx") + ` run "$name" -d ` + unshare + ` --user --map-root-user --mount ` + bin("9harnessd") + ` "$@" ;;
-	esac
-fi
-exec ` + bin("zmx") + ` "$@"
-`
+	script := "#!/bin/sh\nif [ \"$1\" = run ]; then\n\tname=$2; shift 4\n\tcase $name in\n"
+	for id, imp := range imps {
+		q := make([]string, len(imp.argv))
+		for i, a := range imp.argv {
+			q[i] = shquote.Quote(a)
+		}
+		script += "\t" + id + "-*) exec " + bin("zmx") + ` run "$name" -d ` + strings.Join(q, " ") + " \"$@\" ;;\n"
+	}
+	script += "\tesac\nfi\nexec " + bin("zmx") + " \"$@\"\n"
 	must(t, os.WriteFile(filepath.Join(w, "zmx"), []byte(script), 0o755))
 	canary := marker(t, "CANARY")
 	// Two daemons: one judges its launchers itself, the other through a
-	// proc helper, as the systemd unit does; each meets both impostors.
+	// proc helper, as the systemd unit does; each meets every impostor.
 	modes := []string{"alone", "helper"}
 	ds := map[string]*daemon{}
 	for _, mode := range modes {
@@ -390,7 +408,9 @@ exec ` + bin("zmx") + ` "$@"
 	}
 	var names []string
 	for _, mode := range modes {
-		names = append(names, "copy-"+mode, "ns-"+mode)
+		for id := range imps {
+			names = append(names, id+"-"+mode)
+		}
 	}
 	t.Cleanup(func() {
 		kill := exec.Command(bin("zmx"), append([]string{"kill"}, names...)...)
@@ -412,19 +432,23 @@ exec ` + bin("zmx") + ` "$@"
 	for range names {
 		r := <-results
 		if !isErrno(r.err, 5 /* EIO */) {
-			t.Errorf("move with the %s impostor: %v, want EIO", r.name, r.err)
+			t.Errorf("move with %s in the launcher's place (%s): %v, want EIO", imps[r.name[:strings.IndexByte(r.name, '-')]].what, r.name, r.err)
 		}
 	}
 	for _, mode := range modes {
 		log := ds[mode].stderr.String()
-		for _, want := range []string{"is not the daemon's", "it is in a sandbox (user)"} {
-			if !strings.Contains(log, "refused a launcher") || !strings.Contains(log, want) {
-				t.Errorf("%s: the daemon's log lacks a launcher refused because %q:\n%s", mode, want, log)
+		refusals := strings.Count(log, "refused a launcher")
+		if refusals < len(imps) {
+			t.Errorf("%s: %d launchers refused, want at least %d:\n%s", mode, refusals, len(imps), log)
+		}
+		for _, imp := range imps {
+			if !strings.Contains(log, imp.why) {
+				t.Errorf("%s: the daemon's log lacks a launcher refused because %q (%s):\n%s", mode, imp.why, imp.what, log)
 			}
 		}
 		failed := auditEntries(log, "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e56")
-		if len(failed) != 2 {
-			t.Fatalf("%s: %d moves journaled failed, want 2:\n%s", mode, len(failed), log)
+		if len(failed) != len(imps) {
+			t.Fatalf("%s: %d moves journaled failed, want %d:\n%s", mode, len(failed), len(imps), log)
 		}
 		for _, f := range failed {
 			if f["outcome"] != "failed" || !strings.Contains(f["resume"], "claude --resume 2b3c4d5e-") || !strings.Contains(f["reason"], "the launcher never took the relaunch") {
@@ -441,12 +465,14 @@ exec ` + bin("zmx") + ` "$@"
 	if recs := m.records(t); len(recs) != len(names) {
 		t.Errorf("%d launches recorded, want only the %d agents: an impostor relaunched one", len(recs), len(names))
 	}
-	// Each impostor was told no, in its session.
+	// Each impostor failed in its session: refused by the daemon, or (in
+	// another pid namespace, where the daemon's pid is not its own) it
+	// refused the daemon's socket first.
 	for _, name := range names {
 		h := exec.Command(bin("zmx"), "history", name)
 		h.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
 		out, _ := h.CombinedOutput()
-		if !strings.Contains(string(out), "refused this launcher") || strings.Contains(string(out), canary) {
+		if !strings.Contains(string(out), "9harnessd --exec-env: ") || strings.Contains(string(out), canary) {
 			t.Errorf("the %s impostor's session:\n%s", name, out)
 		}
 	}
