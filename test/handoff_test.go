@@ -477,3 +477,42 @@ func TestMoveHandoffImpostor(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveUpgradedDaemon: once the daemon's executable has been replaced on
+// disk (an upgrade), the launcher a move would run is another file, which
+// the handoff refuses: the move is refused before the agent is touched,
+// saying how to go on.
+//
+// Guards rule 5: nothing is killed that has nowhere to come back to.
+func TestMoveUpgradedDaemon(t *testing.T) {
+	m := newMoveEnv(t)
+	dir := t.TempDir()
+	must(t, os.Chmod(dir, 0o755))
+	exe := filepath.Join(dir, "9harnessd")
+	b, err := os.ReadFile(bin("9harnessd"))
+	must(t, err)
+	must(t, os.WriteFile(exe, b, 0o755))
+	sock := filepath.Join(t.TempDir(), "harness.sock")
+	d := launchCmd(t, exe, append(append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(m.home)...), m.moveArgs()...)...)
+	d.sock = sock
+	d.waitReady()
+	// The upgrade: a new file renamed over the old name.
+	must(t, os.WriteFile(exe+".new", b, 0o755))
+	must(t, os.Rename(exe+".new", exe))
+	a := m.startClaude(t, "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
+	err = d.client().WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/tmux", []byte("upgraded"))
+	if !isErrno(err, 1 /* EPERM */) {
+		t.Fatalf("move after an upgrade: %v, want EPERM\n%s", err, d.stderr.String())
+	}
+	if refused := auditEntries(d.stderr.String(), "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53"); len(refused) != 1 || !strings.Contains(refused[0]["reason"], "no longer the daemon's own executable") {
+		t.Errorf("the refusal does not name the replaced executable:\n%s", d.stderr.String())
+	}
+	select {
+	case <-a.done:
+		t.Fatal("the agent was stopped")
+	default:
+	}
+	if n := len(auditEntries(d.stderr.String(), "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54")); n != 0 {
+		t.Errorf("%d moves started", n)
+	}
+}

@@ -15,7 +15,8 @@
 //  2. the name is valid (EINVAL)
 //  3. the agent is in the namespaces of the daemon's proc helper (EPERM)
 //  4. the target: the host's limits, the tmux server (EINVAL, EPERM)
-//  5. the host binary is on the daemon's own PATH (EPERM)
+//  5. the host binary is on the daemon's own PATH, and the launcher's
+//     program is still the daemon's own executable (EPERM)
 //  6. the session resolved, the harness can resume it, and its binary is
 //     the agent's own executable or on the daemon's resume path (EPERM)
 //  7. no live session of that name exists (EEXIST)
@@ -49,6 +50,7 @@ import (
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -263,6 +265,9 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the daemon's host path (%s): set PATH in the unit or --host-path", r.Host.Name(), m.HostPath))
 	}
 	hostEnv := r.Host.Env(t, m.HostPath)
+	if err := m.launcherIsSelf(); err != nil {
+		return rec.refuse(errs.Permission, err.Error())
+	}
 	// 6. The session resolved and the harness can resume it, with a
 	// binary nothing the agent controls chose.
 	argv, kept, dropFlags, err := harness.ResumeArgv(r.Harness, agent, r.Env)
@@ -334,6 +339,26 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.fail(errs.IO, err.Error())
 	}
 	rec.done(newPID, via)
+	return nil
+}
+
+// launcherIsSelf checks that the launcher's program, by the path the host
+// will run, is still this daemon's own executable. The handoff gives the
+// relaunch to nothing else, so after an upgrade has replaced the file on
+// disk the launcher would be refused after the agent was stopped; the move
+// is refused now instead.
+func (m *Mover) launcherIsSelf() error {
+	if len(m.Self) == 0 {
+		return errors.New("no launcher is configured")
+	}
+	self, err := peer.SelfExe()
+	if err != nil {
+		return fmt.Errorf("the daemon's own executable: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(m.Self[0], &st); err != nil || (peer.FileID{Dev: st.Dev, Ino: st.Ino}) != self {
+		return fmt.Errorf("%s is no longer the daemon's own executable (replaced on disk since the daemon started, by an upgrade?), and a move's launcher must be: restart the daemon (systemctl --user restart 9harness.service)", m.Self[0])
+	}
 	return nil
 }
 
