@@ -145,32 +145,44 @@ func ownerOnly(fd int, uid uint32, what string) error {
 	return nil
 }
 
-// openDir makes dir and its parent (mode 0700) when missing, and returns
-// dir pinned, once both are checked to be owner-only.
+// openDir returns dir pinned, once it and its parent are checked to be
+// owner-only directories; with create, it makes either (mode 0700) when
+// missing. Both are made and opened each through the one above, never
+// through a link, so a process of the uid that can write the runtime
+// directory cannot point the daemon at a directory elsewhere.
 func openDir(dir string, create bool) (int, error) {
-	if !filepath.IsAbs(dir) {
-		return -1, fmt.Errorf("launch directory %q is not absolute", dir)
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || filepath.Dir(dir) == "/" {
+		return -1, fmt.Errorf("launch directory %q is not an absolute path two levels below /", dir)
 	}
 	uid := uint32(os.Geteuid())
 	parent := filepath.Dir(dir)
-	if create {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return -1, err
-		}
-	}
-	pfd, err := unix.Open(parent, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_PATH|unix.O_CLOEXEC, 0)
+	top, err := unix.Open(filepath.Dir(parent), unix.O_DIRECTORY|unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("%s: %w", parent, err)
+		return -1, fmt.Errorf("%s: %w", filepath.Dir(parent), err)
 	}
-	defer unix.Close(pfd)
-	if err := ownerOnly(pfd, uid, parent); err != nil {
+	defer unix.Close(top)
+	pfd, err := subdir(top, parent, uid, create)
+	if err != nil {
 		return -1, err
 	}
-	fd, err := unix.Openat(pfd, filepath.Base(dir), unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("%s: %w", dir, err)
+	defer unix.Close(pfd)
+	return subdir(pfd, dir, uid, create)
+}
+
+// subdir opens the last component of path under dfd, making it first with
+// create, and checks it is an owner-only directory.
+func subdir(dfd int, path string, uid uint32, create bool) (int, error) {
+	base := filepath.Base(path)
+	if create {
+		if err := unix.Mkdirat(dfd, base, 0o700); err != nil && err != unix.EEXIST {
+			return -1, fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	if err := ownerOnly(fd, uid, dir); err != nil {
+	fd, err := unix.Openat(dfd, base, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := ownerOnly(fd, uid, path); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -272,12 +284,23 @@ func (h *Handoff) Offer(l Launch) (*Offer, error) {
 		o.name = ""
 		return fail(fmt.Errorf("binding the launch socket: %w", err))
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, o.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	// Its mode, whatever the umask: changed through a descriptor of the
+	// socket itself, never through a name that could have become a link.
+	sfd, err := unix.Openat(dfd, o.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return fail(err)
 	}
-	o.ino = st.Ino
-	if err := unix.Fchmodat(dfd, o.name, 0o600, 0); err != nil {
+	var st unix.Stat_t
+	err = unix.Fstat(sfd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		err = errors.New("the launch socket was replaced")
+	}
+	if err == nil {
+		o.ino = st.Ino
+		err = unix.Chmod("/proc/self/fd/"+strconv.Itoa(sfd), 0o600)
+	}
+	unix.Close(sfd)
+	if err != nil {
 		return fail(err)
 	}
 	if err := unix.Listen(fd, 16); err != nil {

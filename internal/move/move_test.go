@@ -315,6 +315,20 @@ func TestHandoff(t *testing.T) {
 	if _, err := h.Offer(l); err == nil {
 		t.Error("offered in a 0755 directory")
 	}
+	// Nor one reached through a link, even to an owner-only directory:
+	// nothing is made or bound there.
+	must(t, os.Chmod(dir, 0o700))
+	parent := filepath.Dir(dir)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	must(t, os.Mkdir(elsewhere, 0o700))
+	must(t, os.Rename(parent, parent+".old"))
+	must(t, os.Symlink(elsewhere, parent))
+	if _, err := h.Offer(l); err == nil {
+		t.Error("offered through a linked parent directory")
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("made %d entries through the link", len(ents))
+	}
 }
 
 func TestManualResume(t *testing.T) {
