@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	if os.Getenv("HELPER_SOCK") != "" || os.Getenv("HELPER_POLKIT") != "" || os.Getenv("HELPER_WRITE_SOCK") != "" || os.Getenv("HELPER_POLL") != "" {
+	if os.Getenv("HELPER_SOCK") != "" || os.Getenv("HELPER_POLKIT") != "" || os.Getenv("HELPER_WRITE_SOCK") != "" || os.Getenv("HELPER_POLL") != "" || os.Getenv("HELPER_SPY") != "" {
 		return m.Run() // a helper peer run by a test: needs no binaries
 	}
 	dir, err := os.MkdirTemp("", "9harness-bin-")

@@ -155,6 +155,10 @@ func TestMoveSecret(t *testing.T) {
 	defer func() { ctl.Process.Kill(); ctl.Wait() }()
 
 	const workers, moves = 5, 10
+	// A runtime directory of this test's own: the launch sockets live
+	// under it, and nothing another test does lands there.
+	rt := shortDir(t, "rt")
+	t.Setenv("XDG_RUNTIME_DIR", rt)
 	d := startDaemon(t, m.home, m.moveArgs()...)
 	// A 256 KiB environment, two variables near the kernel's per-string
 	// limit, the secret inside both.
@@ -252,11 +256,8 @@ func TestMoveSecret(t *testing.T) {
 	if n := strings.Count(d.stderr.String(), "message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55"); n != workers*moves {
 		t.Errorf("%d moves journaled done, want %d", n, workers*moves)
 	}
-	// Nothing of the relaunch is left on disk.
-	dir := filepath.Join(os.TempDir(), "9harness-"+strconv.Itoa(os.Getuid()), "launch")
-	if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
-		dir = filepath.Join(rt, "9harness", "launch")
-	}
+	// Nothing of the relaunch is left behind: every move's socket is gone.
+	dir := filepath.Join(rt, "9harness", "launch")
 	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
 		t.Errorf("launch directory %s: %d entries left (%v)", dir, len(ents), err)
 	}

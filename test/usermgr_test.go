@@ -185,6 +185,15 @@ func TestUserManager(t *testing.T) {
 	expect("secret-journal", eq("0"), "the secret in no journal entry")
 	expect("secret-units", eq("0"), "the secret in no property of the transient units")
 	expect("secret-argv", eq("0"), "the secret in no process's argv")
+	expect("launch-left", eq("0"), "no launch socket or file left after the moves")
+	expect("launcher-refused-other", eq("0"), "no launcher refused but the spy's connections: both launchers, outside the daemon's namespaces, given their relaunch")
+	// A spy of the user's uid in a user+mount namespace sharing the launch
+	// directory: judged through the helper, it gets nothing.
+	atLeast1 := func(v string) bool { n, _ := strconv.Atoi(v); return n >= 1 }
+	expect("spy-watching", eq("1"), "the spy's inotify watch in place before the moves")
+	expect("spy-connects", atLeast1, "the spy connecting to a move's socket")
+	expect("spy-refused", atLeast1, "the spy refused as a sandbox (through the helper)")
+	expect("spy-canary", eq("0"), "no byte of the secret reaching the spy")
 	expect("survivors", eq("2"), "both moved agents alive after systemctl --user stop 9harness.service")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54", eq("2"), "two move-start entries")
 	expect("journal-9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55", eq("2"), "two move-done entries")

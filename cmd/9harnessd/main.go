@@ -260,10 +260,10 @@ func main() {
 type usageError struct{ error }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 2 && args[0] == "--exec-env" {
-		// The launcher a move runs in the new session: it never returns
-		// unless the relaunch cannot be exec'd.
-		err := move.ExecEnv(args[1])
+	if len(args) == 3 && args[0] == "--exec-env" {
+		// The launcher a move runs in the new session (SOCKET HANDLE): it
+		// never returns unless the relaunch cannot be fetched or exec'd.
+		err := move.ExecEnv(args[1], args[2])
 		fmt.Fprintf(stderr, "9harnessd --exec-env: %v\n", err)
 		return 127
 	}

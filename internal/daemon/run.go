@@ -238,7 +238,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("--allow-move: the daemon's own executable (the move's launcher): %w", err)
 		}
 		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
-			HostPath: hostPath, ResumePath: cfg.ResumePath, Spool: move.Spool{Dir: move.DefaultSpoolDir()}, Self: []string{self, "--exec-env"}}
+			HostPath: hostPath, ResumePath: cfg.ResumePath, Self: []string{self, "--exec-env"},
+			Handoff: move.Handoff{Dir: move.DefaultLaunchDir(), PeerExe: prochelper.PeerExe(helper), Logf: cfg.Logf}}
 		active.Mover = moves{m: mover, envs: envs}
 	}
 	s := &Server{
@@ -259,6 +260,10 @@ func Run(ctx context.Context, cfg Config) error {
 		s.PeerCreds = helper.Peer
 	}
 	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(cfg.Logf))
+	if mover != nil {
+		// A move's launcher is judged as every peer is.
+		mover.Handoff.Sandbox = s.Sandbox
+	}
 	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {

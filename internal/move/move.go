@@ -6,19 +6,21 @@
 // every refusal comes before the first signal (the order below), the agent
 // is pinned with a pidfd and its start time re-checked before it is
 // signalled, nothing an agent controls picks a binary the daemon runs, the
-// agent's environment never appears in any argv (the session runs a fixed
-// launcher that fetches it from an owner-only file), and every attempt is
+// agent's environment never appears in any argv or file (the session runs
+// a fixed launcher that fetches it over a connection back to the daemon,
+// which gives it only to that launcher), and every attempt is
 // one or two journal entries whose outcome is the one the client gets.
 //
 //  1. the peer may move (EPERM)
 //  2. the name is valid (EINVAL)
 //  3. the agent is in the namespaces of the daemon's proc helper (EPERM)
 //  4. the target: the host's limits, the tmux server (EINVAL, EPERM)
-//  5. the host binary is on the daemon's own PATH (EPERM)
+//  5. the host binary is on the daemon's own PATH, and the launcher's
+//     program is still the daemon's own executable (EPERM)
 //  6. the session resolved, the harness can resume it, and its binary is
 //     the agent's own executable or on the daemon's resume path (EPERM)
 //  7. no live session of that name exists (EEXIST)
-//  8. the relaunch is written to the launch file (EIO)
+//  8. the relaunch is offered on the move's own socket (EIO)
 //  9. the agent is pinned and is still the same process (ENOENT)
 //  10. SIGTERM, SIGKILL after 5 s, give up at 12 s (EIO)
 //  11. relaunch inside the new session, outside the daemon's cgroup
@@ -48,6 +50,7 @@ import (
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -92,10 +95,10 @@ type Mover struct {
 	// agent's executable does not name its harness (--resume-path, default
 	// the daemon's PATH). Never the agent's PATH.
 	HostPath, ResumePath string
-	// Spool holds the launch files; Self is the launcher's argv prefix
-	// (this daemon's executable and --exec-env).
-	Spool Spool
-	Self  []string
+	// Handoff gives each relaunch to its launcher alone; Self is the
+	// launcher's argv prefix (this daemon's executable and --exec-env).
+	Handoff Handoff
+	Self    []string
 	// Term, Kill, SessionWait and StayAlive override the bounds (tests); zero = the defaults.
 	Term, Kill, SessionWait, StayAlive time.Duration
 
@@ -261,6 +264,9 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the daemon's host path (%s): set PATH in the unit or --host-path", r.Host.Name(), m.HostPath))
 	}
 	hostEnv := r.Host.Env(t, m.HostPath)
+	if err := m.launcherIsSelf(); err != nil {
+		return rec.refuse(errs.Permission, err.Error())
+	}
 	// 6. The session resolved and the harness can resume it, with a
 	// binary nothing the agent controls chose.
 	argv, kept, dropFlags, err := harness.ResumeArgv(r.Harness, agent, r.Env)
@@ -282,7 +288,7 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 			return rec.refuse(errs.Invalid, "an argument of the resume command is too long for exec")
 		}
 	}
-	launcher := append(append([]string{}, m.Self...), filepath.Join(m.Spool.Dir, strings.Repeat("0", 32)))
+	launcher := placeholderArgv(m.Self, m.Handoff.Dir)
 	if err := checkCommand(r.Host, r.Host.Command(hostPath, t, launcher), name); err != nil {
 		return rec.refuse(errs.Invalid, err.Error())
 	}
@@ -295,13 +301,14 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	} else if used {
 		return rec.refuse(errs.Exist, fmt.Sprintf("a %s session named %s already exists", r.Host.Name(), name))
 	}
-	// 8. The relaunch, where only this uid can read it.
-	file, err := m.Spool.Put(Launch{Path: bin, Argv: argv, Env: clean, Cwd: cwd})
+	// 8. The relaunch, offered to its launcher alone; dropped when the
+	// move ends, fetched or not.
+	offer, err := m.Handoff.Offer(Launch{Path: bin, Argv: argv, Env: clean, Cwd: cwd})
 	if err != nil {
-		return rec.refuse(errs.IO, "writing the relaunch: "+err.Error())
+		return rec.refuse(errs.IO, "offering the relaunch: "+err.Error())
 	}
-	defer m.Spool.Remove(file)
-	launcher = append(append([]string{}, m.Self...), file)
+	defer offer.Close()
+	launcher = offer.Argv(m.Self)
 	hostArgv := r.Host.Command(hostPath, t, launcher)
 	if err := checkCommand(r.Host, hostArgv, name); err != nil {
 		return rec.refuse(errs.Invalid, err.Error())
@@ -326,7 +333,7 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if err := m.launch(ctx, r.Host, hostPath, hostEnv, t, hostArgv, unit, desc); err != nil {
 		return rec.fail(errs.IO, fmt.Sprintf("starting the %s session failed: %v", r.Host.Name(), err))
 	}
-	newPID, via, err := m.waitNew(ctx, r, t, hostPath, hostEnv, agent, file, argv)
+	newPID, via, err := m.waitNew(ctx, r, t, hostPath, hostEnv, agent, offer, argv)
 	if err != nil {
 		return rec.fail(errs.IO, err.Error())
 	}
@@ -334,12 +341,32 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	return nil
 }
 
+// launcherIsSelf checks that the launcher's program, by the path the host
+// will run, is still this daemon's own executable. The handoff gives the
+// relaunch to nothing else, so after an upgrade has replaced the file on
+// disk the launcher would be refused after the agent was stopped; the move
+// is refused now instead.
+func (m *Mover) launcherIsSelf() error {
+	if len(m.Self) == 0 {
+		return errors.New("no launcher is configured")
+	}
+	self, err := peer.SelfExe()
+	if err != nil {
+		return fmt.Errorf("the daemon's own executable: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(m.Self[0], &st); err != nil || (peer.FileID{Dev: st.Dev, Ino: st.Ino}) != self {
+		return fmt.Errorf("%s is no longer the daemon's own executable (replaced on disk since the daemon started, by an upgrade?), and a move's launcher must be: restart the daemon (systemctl --user restart 9harness.service)", m.Self[0])
+	}
+	return nil
+}
+
 // launch starts the session, trying again a few times when it does not
 // exist after a failed attempt: a tmux server whose last pane was the
 // agent exits as the agent does, and a client that reached it in that
 // moment fails ("server exited unexpectedly") where the next one starts a
-// new server on the same socket. The launch file is still unread, so a
-// retry relaunches the same thing.
+// new server on the same socket. The relaunch is offered until a
+// launcher takes it, so a retry relaunches the same thing.
 func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []string, t Target, argv []string, unit, desc string) error {
 	// All the attempts share one bound (Bound counts it once).
 	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout+CheckTimeout)
@@ -523,7 +550,7 @@ func (m *Mover) stay() time.Duration {
 // that shows nothing of its session (a quiet pi, a resumed gemini, which
 // writes nothing until its next prompt) resolves by that route. It
 // returns the pid and the route.
-func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath string, hostEnv []string, agent harness.Agent, file string, argv []string) (int, string, error) {
+func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath string, hostEnv []string, agent harness.Agent, offer *Offer, argv []string) (int, string, error) {
 	session := agent.Session
 	_, _, wait := m.bounds()
 	stay := m.stay()
@@ -536,7 +563,7 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 	launched, launchedGone := 0, false
 	for {
 		if launched == 0 {
-			if launched = m.Spool.Started(file); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
+			if launched = offer.Fetched(); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
 				if p, err := m.Procs.Stat(launched); err == nil {
 					// A harness with no transcript file (opencode) is
 					// recorded by its session id.
@@ -585,7 +612,11 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 			why := fmt.Sprintf("no %s process with session %s stayed alive %v in the %s session %s within %v", r.Harness.Name(), session, stay, r.Host.Name(), t.Name, wait)
 			switch {
 			case launched == 0:
-				why += " (the launcher never ran)"
+				why += " (the launcher never took the relaunch"
+				if r := offer.Refused(); r != "" {
+					why += "; refused: " + r
+				}
+				why += ")"
 			case launchedGone:
 				why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
 			}

@@ -3,6 +3,7 @@ package move
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,12 +11,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -204,70 +209,125 @@ func TestVerifiedRoute(t *testing.T) {
 	}
 }
 
-// TestSpool: the launch file is 0600 in an owner-only directory, read
-// once, and refused when anyone else could have written or read it.
-func TestSpool(t *testing.T) {
-	s := Spool{Dir: filepath.Join(t.TempDir(), "9harness", "launch")}
-	l := Launch{Path: "/bin/true", Argv: []string{"claude", "--resume", "x"}, Env: []string{"A=1", "SECRET=" + strings.Repeat("s", 100<<10)}, Cwd: "/"}
-	p, err := s.Put(l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("launch file %v %v", fi, err)
-	}
-	if di, _ := os.Stat(s.Dir); di.Mode().Perm() != 0o700 {
-		t.Fatalf("spool dir mode %o", di.Mode().Perm())
-	}
-	got, err := ReadLaunch(p)
-	if err != nil || got.Path != l.Path || !slices.Equal(got.Argv, l.Argv) || !slices.Equal(got.Env, l.Env) || got.Cwd != "/" {
-		t.Fatalf("read back %+v %v", got, err)
-	}
-	if _, err := os.Stat(p); !os.IsNotExist(err) {
-		t.Fatalf("the launch file survived its read: %v", err)
-	}
-	if _, err := ReadLaunch(p); err == nil {
-		t.Fatal("a second read succeeded")
-	}
-	if s.Started(p) != os.Getpid() {
-		t.Errorf("the launcher's pid note: %d", s.Started(p))
-	}
-	s.Remove(p)
-	// A file another could read, and a directory another could enter.
-	p, _ = s.Put(l)
-	must(t, os.Chmod(p, 0o644))
-	if _, err := ReadLaunch(p); err == nil {
-		t.Error("a 0644 launch file was trusted")
-	}
-	p, _ = s.Put(l)
-	must(t, os.Chmod(s.Dir, 0o755))
-	if _, err := ReadLaunch(p); err == nil {
-		t.Error("a launch file in a 0755 directory was trusted")
-	}
-	if _, err := s.Put(l); err == nil {
-		t.Error("wrote into a 0755 spool directory")
-	}
-	// A process of the same uid that can write the directory swaps the
-	// file for one of its own (same owner, mode and link count): the
-	// launcher refuses it, because the name commits to the content.
-	must(t, os.Chmod(s.Dir, 0o700))
-	p, err = s.Put(l)
+// TestHandoff: the relaunch is given once, over the move's own socket
+// (0600 in an owner-only directory), to a launcher that passes the judge
+// and presents the move's token; a launcher judged sandboxed, of another
+// executable or with another token gets nothing and does not use the
+// offer up; the launcher takes a relaunch only from the daemon process
+// its handle names.
+func TestHandoff(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "9harness", "launch")
+	// What the judge and the executable check answer next (the offer
+	// serves from a goroutine of its own).
+	var mu sync.Mutex
+	verdict := ""
+	var exe *peer.FileID
+	set := func(v string, e *peer.FileID) { mu.Lock(); verdict, exe = v, e; mu.Unlock() }
+	h := &Handoff{Dir: dir,
+		Sandbox: func(net.Conn, *peer.Peer) (string, error) { mu.Lock(); defer mu.Unlock(); return verdict, nil },
+		PeerExe: func(_ net.Conn, p *peer.Peer) (peer.FileID, error) {
+			mu.Lock()
+			e := exe
+			mu.Unlock()
+			if e != nil {
+				return *e, nil
+			}
+			return p.Exe()
+		}}
+	secret := "SECRET=" + strings.Repeat("s", 100<<10)
+	l := Launch{Path: "/bin/true", Argv: []string{"claude", "--resume", "x"}, Env: []string{"A=1", secret, "B=\xff\x01"}, Cwd: "/"}
+	o, err := h.Offer(l)
 	must(t, err)
-	evil := Launch{Path: "/bin/sh", Argv: []string{"sh", "-c", "touch /tmp/pwned"}, Cwd: "/"}
-	otherDir := t.TempDir()
-	must(t, os.Chmod(otherDir, 0o700))
-	other := Spool{Dir: filepath.Join(otherDir, "9harness", "launch")}
-	q, err := other.Put(evil)
-	must(t, err)
-	must(t, os.Rename(q, p))
-	if got, err := ReadLaunch(p); err == nil {
-		t.Errorf("a swapped launch file was trusted: %+v", got)
+	argv := o.Argv([]string{"/bin/9harnessd", "--exec-env"})
+	if len(argv) != 4 || strings.Contains(strings.Join(argv, " "), "SECRET") {
+		t.Fatalf("launcher argv %q", argv)
 	}
-	for _, bad := range []string{"relative/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "/etc/passwd", filepath.Join(s.Dir, "..", "x")} {
-		if _, err := ReadLaunch(bad); err == nil {
-			t.Errorf("%s read as a launch file", bad)
+	sock, handle := argv[2], argv[3]
+	fi, err := os.Lstat(sock)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("launch socket %v %v", fi, err)
+	}
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o700 {
+		t.Fatalf("launch dir mode %o", di.Mode().Perm())
+	}
+	// Judged sandboxed, then another executable, then another token:
+	// refused, and the offer stands.
+	set("user", nil)
+	if _, err := Fetch(sock, handle); err == nil {
+		t.Fatal("a launcher judged sandboxed got the relaunch")
+	}
+	set("", &peer.FileID{Dev: 1, Ino: 2})
+	if _, err := Fetch(sock, handle); err == nil {
+		t.Fatal("a launcher of another executable got the relaunch")
+	}
+	set("", nil)
+	other := handle[:strings.LastIndexByte(handle, ':')+1] + strings.Repeat("0", 2*tokenLen)
+	if _, err := Fetch(sock, other); err == nil {
+		t.Fatal("a launcher with another token got the relaunch")
+	}
+	for _, want := range []string{"sandbox (user)", "executable (1:2)", "token is not this move's"} {
+		if !strings.Contains(o.Refused(), want) {
+			t.Errorf("refusals %q lack %q", o.Refused(), want)
 		}
+	}
+	// The launcher takes it from no process but the daemon its handle
+	// names (here, this one): not from pid 1, nor from this pid with
+	// another start time.
+	f := strings.SplitN(handle, ":", 3)
+	start, _ := strconv.ParseUint(f[1], 10, 64)
+	for _, bad := range []string{"1:" + f[1] + ":" + f[2], f[0] + ":" + strconv.FormatUint(start+1, 10) + ":" + f[2]} {
+		if _, err := Fetch(sock, bad); err == nil || !strings.Contains(err.Error(), "not by the daemon") {
+			t.Errorf("handle %q: %v", bad, err)
+		}
+	}
+	if o.Fetched() != 0 {
+		t.Fatal("fetched by a refused launcher")
+	}
+	got, err := Fetch(sock, handle)
+	if err != nil || got.Path != l.Path || !slices.Equal(got.Argv, l.Argv) || !slices.Equal(got.Env, l.Env) || got.Cwd != "/" {
+		t.Fatalf("fetched %q %v", got.Argv, err)
+	}
+	if o.Fetched() != os.Getpid() {
+		t.Errorf("fetched by pid %d, want %d", o.Fetched(), os.Getpid())
+	}
+	if _, err := Fetch(sock, handle); err == nil {
+		t.Fatal("a second fetch succeeded")
+	}
+	o.Close()
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("the socket survived its offer: %v", err)
+	}
+	// An offer closed unfetched leaves nothing to fetch.
+	o, err = h.Offer(l)
+	must(t, err)
+	argv = o.Argv(nil)
+	o.Close()
+	if _, err := Fetch(argv[0], argv[1]); err == nil {
+		t.Fatal("a closed offer was fetched")
+	}
+	for _, bad := range [][2]string{{"relative/x.sock", handle}, {sock, "1:2"}, {sock, "x:1:" + f[2]}, {sock, "1:1:zz"}} {
+		if _, err := Fetch(bad[0], bad[1]); err == nil {
+			t.Errorf("%q fetched", bad)
+		}
+	}
+	// A launch directory anyone else may enter is not used.
+	must(t, os.Chmod(dir, 0o755))
+	if _, err := h.Offer(l); err == nil {
+		t.Error("offered in a 0755 directory")
+	}
+	// Nor one reached through a link, even to an owner-only directory:
+	// nothing is made or bound there.
+	must(t, os.Chmod(dir, 0o700))
+	parent := filepath.Dir(dir)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	must(t, os.Mkdir(elsewhere, 0o700))
+	must(t, os.Rename(parent, parent+".old"))
+	must(t, os.Symlink(elsewhere, parent))
+	if _, err := h.Offer(l); err == nil {
+		t.Error("offered through a linked parent directory")
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("made %d entries through the link", len(ents))
 	}
 }
 
@@ -309,7 +369,7 @@ func FuzzName(f *testing.F) {
 	for _, s := range []string{"work", "work\n", "", ".", "..", "a/b", "-d", "--dangerous", "a\x00b", "x;rm -rf /", "$(id)", "a\nb", "lbl:work", "/tmp/x:y"} {
 		f.Add([]byte(s))
 	}
-	launcher := []string{"/bin/9harnessd", "--exec-env", "/run/9harness/launch/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+	launcher := placeholderArgv([]string{"/bin/9harnessd", "--exec-env"}, "/run/user/1000/9harness/launch")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, nb := SplitTarget(b)
 		if bytes.IndexByte(nb, ':') >= 0 {
@@ -342,14 +402,12 @@ func FuzzName(f *testing.F) {
 // FuzzEnv feeds hostile environ blocks (what /proc/PID/environ can hold)
 // through the relaunch: no byte of it reaches any argv (the host command
 // is the daemon's words, the launcher, the name, the cwd and the size; the
-// resume argv is the harness's), the launch file carries exactly the valid
-// entries, and the launcher reads back what was written.
+// resume argv is the harness's), the relaunch carries exactly the valid
+// entries, and the launcher reads back what was sent.
 func FuzzEnv(f *testing.F) {
 	for _, s := range []string{"A=1\x00B=2", "noequals\x00A=1", "=x\x00", "1A=2\x00A B=3", "TMUX=/s,1,2\x00ZMX_SESSION=z\x00P=--resume", "X=" + strings.Repeat("v", 2000), "\x00\x00", "-d=1\x00--exec-env=/etc/passwd"} {
 		f.Add([]byte(s))
 	}
-	dir := f.TempDir()
-	s := Spool{Dir: filepath.Join(dir, "9harness", "launch")}
 	f.Fuzz(func(t *testing.T, block []byte) {
 		env := proc.SplitCmdline(block)
 		clean, dropped := sanitize(scrub(env))
@@ -363,17 +421,16 @@ func FuzzEnv(f *testing.F) {
 			}
 		}
 		resume := []string{"claude", "--resume", "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"}
-		p, err := s.Put(Launch{Path: "/bin/true", Argv: resume, Env: clean, Cwd: "/w"})
+		msg, err := encodeLaunch(Launch{Path: "/bin/true", Argv: resume, Env: clean, Cwd: "/w"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		launcher := []string{"/bin/9harnessd", "--exec-env", p}
+		launcher := placeholderArgv([]string{"/bin/9harnessd", "--exec-env"}, "/run/user/1000/9harness/launch")
 		for _, h := range []Host{Zmx{}, Tmux{}} {
 			tg := Target{Name: "work", Cwd: "/w", Cols: 200, Rows: 50, Socket: "/tmp/tmux-0/default"}
 			allowedArgv(t, h.Command("/bin/"+h.Name(), tg, launcher), launcher, tg)
 		}
-		l, err := ReadLaunch(p)
-		s.Remove(p)
+		l, err := decodeLaunch(msg)
 		if err != nil || !slices.Equal(l.Argv, resume) || !slices.Equal(l.Env, clean) {
 			t.Fatalf("read back %q %q %v", l.Argv, l.Env, err)
 		}
@@ -430,4 +487,55 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 	if st, _ := procs.Stat(cmd.Process.Pid); st.Start != p.Start {
 		t.Fatal("the process at the pid changed")
 	}
+}
+
+// TestHandoffFlood: while another process, which the judge refuses,
+// connects to the move's socket 200 times at once, more than its backlog
+// holds, the launcher still gets the relaunch.
+func TestHandoffFlood(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("missing in CI: python3")
+		}
+		t.Skip("skipped: python3 is not installed")
+	}
+	var refusals atomic.Int32
+	h := &Handoff{Dir: filepath.Join(t.TempDir(), "9harness", "launch"),
+		Sandbox: func(_ net.Conn, p *peer.Peer) (string, error) {
+			if int(p.PID) != os.Getpid() {
+				refusals.Add(1)
+				time.Sleep(2 * time.Millisecond) // a judgement takes a moment
+				return "user", nil
+			}
+			return "", nil
+		}}
+	l := Launch{Path: "/bin/true", Argv: []string{"claude"}, Env: []string{"A=1"}, Cwd: "/"}
+	o, err := h.Offer(l)
+	must(t, err)
+	defer o.Close()
+	argv := o.Argv(nil)
+	flood := exec.Command(py, "-c", `
+import socket, sys, threading
+def f():
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[1])
+        s.recv(1)
+    except Exception:
+        pass
+ts = [threading.Thread(target=f) for _ in range(200)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+`, argv[0])
+	must(t, flood.Start())
+	defer flood.Wait()
+	for refusals.Load() < 20 {
+		time.Sleep(time.Millisecond)
+	}
+	got, err := Fetch(argv[0], argv[1])
+	if err != nil || !slices.Equal(got.Env, l.Env) {
+		t.Fatalf("fetch under a flood: %v (after %d refusals)", err, refusals.Load())
+	}
+	t.Logf("fetched after %d refusals", refusals.Load())
 }

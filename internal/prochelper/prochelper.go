@@ -91,6 +91,11 @@
 //	                 when its status cannot be read), then its
 //	                 supplementary groups (uint32 each), as the initial
 //	                 user namespace names them
+//	'i' peer image   pid (uint32), then the device and inode (2 uint64) of
+//	                 the file its /proc/<pid>/exe opens, read through its
+//	                 pidfd: the daemon gives a move's relaunch only to a
+//	                 launcher that is its own executable, and the kernel
+//	                 refuses it that read inside its user namespace
 //
 // About the helper itself (pid field 0):
 //
@@ -175,6 +180,7 @@ const (
 	opEnviron = 'e'
 	opMoveEnv = 'm'
 	opPeer    = 'p'
+	opPeerExe = 'i'
 	opRef     = 'r'
 	opConf    = 'k'
 	opRefConf = 'l'
@@ -376,6 +382,14 @@ func (s *Server) answer(op byte, arg uint32, fds []int) (byte, []byte) {
 			return stErr, []byte("peer: want exactly one descriptor")
 		}
 		return peerReply(fds[0], s.Gate.Self)
+	case op == opPeerExe:
+		if arg != 0 {
+			return stErr, []byte("peer image: the pid field must be 0")
+		}
+		if len(fds) != 1 {
+			return stErr, []byte("peer image: want exactly one descriptor")
+		}
+		return peerExeReply(fds[0])
 	case op == opRef:
 		if arg != 0 {
 			return stErr, []byte("reference: the pid field must be 0")
@@ -565,6 +579,23 @@ func getConf(b []byte) (proc.Confinement, []byte, bool) {
 	}
 	c.LSM = string(b[32 : 32+n])
 	return c, b[32+n:], true
+
+}
+
+// peerExeReply answers the peer image op for the connected socket fd.
+func peerExeReply(fd int) (byte, []byte) {
+	p, err := peer.FromFD(fd)
+	if err != nil {
+		return stErr, []byte("peer image: " + err.Error())
+	}
+	defer p.Close()
+	id, err := p.Exe()
+	if err != nil {
+		return stErr, []byte(err.Error())
+	}
+	b := binary.LittleEndian.AppendUint32(nil, uint32(p.PID))
+	b = binary.LittleEndian.AppendUint64(b, id.Dev)
+	return stOK, binary.LittleEndian.AppendUint64(b, id.Ino)
 }
 
 func putNS(b []byte, ns proc.NS) []byte {
@@ -806,6 +837,42 @@ func parsePeer(b []byte) (Cred, error) {
 		cr.Groups = append(cr.Groups, binary.LittleEndian.Uint32(g))
 	}
 	return cr, nil
+}
+
+// PeerExe returns a function that identifies a connected peer's
+// executable (the file its /proc/<pid>/exe opens, by device and inode),
+// read through its pidfd: by the helper when c is not nil (a daemon in a
+// user namespace may not read it), by the daemon otherwise. The helper's
+// answer must name the pid the kernel names to the daemon.
+func PeerExe(c *Client) func(net.Conn, *peer.Peer) (peer.FileID, error) {
+	return func(conn net.Conn, p *peer.Peer) (peer.FileID, error) {
+		if c == nil {
+			return p.Exe()
+		}
+		sc, ok := conn.(syscallConn)
+		if !ok {
+			return peer.FileID{}, fmt.Errorf("proc helper: %T has no descriptor", conn)
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			return peer.FileID{}, err
+		}
+		var b []byte
+		var aerr error
+		if err := raw.Control(func(fd uintptr) { b, aerr = c.ask(opPeerExe, 0, int(fd)) }); err != nil {
+			return peer.FileID{}, err
+		}
+		if aerr != nil {
+			return peer.FileID{}, aerr
+		}
+		if len(b) != 20 {
+			return peer.FileID{}, fmt.Errorf("proc helper %s: malformed peer image reply of %d bytes", c.Path, len(b))
+		}
+		if pid := int32(binary.LittleEndian.Uint32(b)); pid != p.PID {
+			return peer.FileID{}, fmt.Errorf("the helper named pid %d, the kernel %d", pid, p.PID)
+		}
+		return peer.FileID{Dev: binary.LittleEndian.Uint64(b[4:]), Ino: binary.LittleEndian.Uint64(b[12:])}, nil
+	}
 }
 
 type syscallConn interface {

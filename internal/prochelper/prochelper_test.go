@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -299,7 +300,7 @@ func TestOpList(t *testing.T) {
 	for _, m := range listed {
 		ops = append(ops, m[1][0])
 	}
-	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv, opPeer, opRef, opRefConf}
+	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv, opPeer, opPeerExe, opRef, opRefConf}
 	slices.Sort(ops)
 	slices.Sort(want)
 	if !slices.Equal(ops, want) {
@@ -380,6 +381,51 @@ func TestPeer(t *testing.T) {
 		if !slices.Contains(cr.Groups, uint32(g)) {
 			t.Errorf("peer groups %v lack %d", cr.Groups, g)
 		}
+	}
+}
+
+// The peer image op identifies the executable of the connection it is
+// handed, as the daemon reads it without a helper; a pid the kernel does
+// not name for that connection is refused.
+func TestPeerExe(t *testing.T) {
+	sock, _ := start(t, 0)
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "svc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err == nil {
+			time.Sleep(2 * time.Second)
+			c.Close()
+		}
+	}()
+	conn, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	p, err := peer.Identify(conn, "/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := Dial(sock)
+	defer c.Close()
+	self, err := peer.SelfExe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Client{"helper": c, "daemon": nil} {
+		id, err := PeerExe(c)(conn, p)
+		if err != nil || id != self {
+			t.Errorf("%s: peer executable %v %v, want %v", name, id, err, self)
+		}
+	}
+	p.PID++
+	if _, err := PeerExe(c)(conn, p); err == nil {
+		t.Error("the helper's answer about another pid was taken")
 	}
 }
 

@@ -282,7 +282,7 @@ rec {
       ExecStart = execStart cfg;
       # Above the daemon's wait for moves in flight (Mover.Bound, 89 s).
       TimeoutStopSec = "100s";
-      # The owner-only directory of the move's launch files (%t/9harness).
+      # The owner-only directory of the moves' launch sockets (%t/9harness).
       RuntimeDirectory = "9harness";
       RuntimeDirectoryMode = "0700";
       RuntimeDirectoryPreserve = "yes";

@@ -54,6 +54,7 @@ check() { echo "CHECK $1 $2"; }
 AGENTS=()
 cleanup() {
   set +e
+  exec 7>&- 2>/dev/null
   for p in "${AGENTS[@]}"; do kill "$p" 2>/dev/null; done
   if [ -f "$WORK/record.jsonl" ]; then
     for p in $(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$WORK/record.jsonl"); do kill "$p" 2>/dev/null; done
@@ -158,6 +159,19 @@ M2=$(asuser systemctl --user show -p MainPID --value 9harness.service)
 check reactivated "$([ "$P2" = "$M2" ] && [ "$M2" != "$M1" ] && [ "$M2" != 0 ] && echo yes || echo "no: $M1 $M2 $P2")"
 check journal-idle "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'idle for 2s' || true)"
 
+# A spy of the user's own uid in a user and mount namespace of its own that
+# shares the launch directory (TestHelperSpy, test/handoff_test.go): during
+# both moves it watches the directory with inotify, connects to every
+# socket there and presents every launcher handle it can read in an argv.
+[ -d "$RUNDIR/9harness/launch" ] || asuser mkdir -m 700 "$RUNDIR/9harness/launch"
+mkfifo -m 666 "$WORK/spy.in"
+( asuser env HELPER_SPY="$RUNDIR/9harness/launch" HELPER_SPY_CANARY_FILE="$WORK/secret" \
+    unshare --user --map-root-user --mount --propagation private -- "$SELF" -test.run '^TestHelperSpy$' -test.count=1 \
+    <"$WORK/spy.in" >"$WORK/spy.out" 2>&1 ) &
+exec 7>"$WORK/spy.in"
+for i in $(seq 100); do grep -q watching "$WORK/spy.out" 2>/dev/null && break; sleep 0.1; done
+check spy-watching "$(grep -c watching "$WORK/spy.out" || true)"
+
 # Moves, from the socket-activated daemon: one into tmux, one into zmx.
 PIDS=($(pgrep -u "$U" -x claude | sort -n))
 move() { # pid host name
@@ -165,6 +179,12 @@ move() { # pid host name
 }
 check move-tmux "$(move "${PIDS[0]}" tmux sysmoved-t)"
 check move-zmx "$(move "${PIDS[1]}" zmx sysmoved-z)"
+exec 7>&-
+for i in $(seq 100); do grep -q '^count leaks' "$WORK/spy.out" 2>/dev/null && break; sleep 0.1; done
+echo "--- the spy:"; cat "$WORK/spy.out"
+check spy-canary "$(sed -n 's/^count canary //p' "$WORK/spy.out")"
+check spy-connects "$(sed -n 's/^count connects //p' "$WORK/spy.out")"
+check spy-refused "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'refused a launcher.*in a sandbox (user)' || true)"
 echo "--- the daemon's journal:"; journalctl --no-pager -o cat -t 9harnessd 2>/dev/null | tail -n 20
 # From a shell outside the daemon's unit, the user finds both sessions.
 check tmux-found "$(asuser tmux has-session -t =sysmoved-t 2>&1 && echo yes || echo no)"
@@ -184,6 +204,12 @@ check secret-moved "$(n=0; for p in $NEWPIDS; do tr '\0' '\n' </proc/$p/environ 
 check secret-journal "$(journalctl --no-pager -o export 2>/dev/null | grep -cFf "$WORK/secret" || true)"
 check secret-units "$(for u in $(asuser systemctl --user list-units --all --plain --no-legend '9harness-move-*' | awk '{print $1}'); do asuser systemctl --user show "$u"; done | grep -cFf "$WORK/secret" || true)"
 check secret-argv "$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -cFf "$WORK/secret" || true)"
+# The relaunch went over each move's own socket, which is gone with its
+# move; the launchers, in the manager's transient units outside the
+# daemon's namespaces, were judged through the helper and given it; the
+# only launchers refused were the spy's connections.
+check launch-left "$(ls -A "$RUNDIR/9harness/launch" 2>/dev/null | wc -l)"
+check launcher-refused-other "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep 'refused a launcher' | grep -vc 'in a sandbox (user)' || true)"
 for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
   journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
   check journal-$id "$(wc -l <"$WORK/j-$id.json")"
