@@ -386,7 +386,9 @@ func codexFill(env Env, a *Agent, rel string) {
 	f := fileCached(env.Memo, env.Root, "codex-tail", rel, func() tailFacts {
 		var head, tail [][]byte
 		if strings.HasSuffix(rel, ".zst") {
-			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+			var done func()
+			head, tail, done = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
 		} else {
 			head, tail = windows(env.Root, rel, headWindow, stateTail)
 		}
@@ -674,7 +676,9 @@ func dshFill(env Env, a *Agent, rel string) {
 	f := fileCached(env.Memo, env.Root, "dsh-tail", rel, func() tailFacts {
 		var head, tail [][]byte
 		if strings.HasSuffix(rel, ".zstd") {
-			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+			var done func()
+			head, tail, done = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
 		} else {
 			head, tail = windows(env.Root, rel, headWindow, tailWindow)
 		}
