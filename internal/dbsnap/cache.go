@@ -3,6 +3,7 @@ package dbsnap
 import (
 	"database/sql"
 	"errors"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -63,6 +64,14 @@ type Cache struct {
 // at most (the harnesses give theirs 5 s).
 const maxWait = 5 * time.Second
 
+// returnAfter is the size of a snapshot whose memory is given back to the
+// system as soon as it is closed. The collector would free it only once
+// the heap had grown by as much again, and the next snapshot of the same
+// database is that much: a daemon holding one 180 MiB snapshot at a time
+// reached twice that, and more, before a collection. A collection of a
+// heap whose bulk is byte slices is cheap next to reading the database.
+const returnAfter = 16 << 20
+
 // idleKeep is how long a snapshot nobody uses is kept for the next read:
 // enough for the reads of one listing or one client's burst.
 const idleKeep = 10 * time.Second
@@ -83,7 +92,8 @@ type entry struct {
 type snap struct {
 	e     *entry
 	v     Version
-	known bool // v is the snapshot's: the files did not change while it was taken
+	known bool  // v is the snapshot's: the files did not change while it was taken
+	size  int64 // the files' size when it was taken
 	db    *sql.DB
 	refs  int
 	idle  *time.Timer
@@ -209,7 +219,8 @@ func (c *Cache) take(e *entry, root *saferoot.Root, rel string, opts []Option, d
 		db, err := open(root, rel, opts...)
 		if err == nil {
 			after, err := Stat(root, rel)
-			return &snap{e: e, v: before, known: err == nil && after == before, db: db}, nil
+			return &snap{e: e, v: before, known: err == nil && after == before, db: db,
+				size: before.DB.Size + before.WAL.Size}, nil
 		}
 		if !errs.Is(err, errs.NoMem) {
 			return nil, err
@@ -255,6 +266,8 @@ func (c *Cache) release(s *snap) func() {
 			}
 			switch s {
 			case s.e.cur:
+				// A request waiting for room may drop it now.
+				c.signalLocked()
 				s.idle = time.AfterFunc(idleKeep, func() {
 					c.mu.Lock()
 					defer c.mu.Unlock()
@@ -282,6 +295,10 @@ func (c *Cache) closeLocked(s *snap) {
 		s.e.old = nil
 	}
 	s.db.Close()
+	if s.size >= returnAfter {
+		// Before the requests waiting for room are woken.
+		debug.FreeOSMemory()
+	}
 	c.signalLocked()
 }
 

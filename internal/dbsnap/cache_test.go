@@ -2,6 +2,7 @@ package dbsnap
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -366,5 +367,52 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out waiting")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A budget with room for one snapshot: a request after a commit, while the
+// old snapshot is in use, waits for its release and then gets the new
+// one, rather than being refused.
+func TestCacheBudgetWaits(t *testing.T) {
+	dir := t.TempDir()
+	w := writer(t, filepath.Join(dir, "c.db"), 0)
+	insertTx(t, w, 1, 100, 1000)
+	root := saferoot.New(dir)
+	probe := budget.New("probe", 1<<30)
+	if db, err := Open(root, "c.db", WithBudget(probe)); err != nil {
+		t.Fatal(err)
+	} else {
+		db.Close()
+	}
+	room := probe.Peak() + probe.Peak()/2 // one snapshot, not two
+	pool := budget.New("one", room)
+	c := Cache{Budget: pool}
+	_, rel, err := c.Open(root, "c.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertTx(t, w, 2, 1, 1000)
+	done := make(chan error, 1)
+	go func() {
+		db, rel, err := c.Open(root, "c.db")
+		if err == nil {
+			if n := count(t, db); n != 101 {
+				err = fmt.Errorf("%d rows, want 101", n)
+			}
+			rel()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { return c.now() >= 3 }) // its snapshot began
+	rel()
+	if err := <-done; err != nil {
+		t.Fatalf("the request waiting for room: %v", err)
+	}
+	if p := pool.Peak(); p > room {
+		t.Errorf("peak %d past the budget", p)
+	}
+	c.Close()
+	if u := pool.Used(); u != 0 {
+		t.Errorf("%d bytes still charged", u)
 	}
 }
