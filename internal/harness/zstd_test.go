@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,5 +130,84 @@ func TestZstdTailKept(t *testing.T) {
 	}
 	if tiny.Used() != 0 {
 		t.Errorf("%d bytes still charged", tiny.Used())
+	}
+}
+
+// zdecode against the text it decodes, for random logs of JSON lines cut
+// into random frames and random bounds: a whole output is the text; a
+// head is a prefix of it ending a line, within keepHead; a tail is a
+// suffix of it starting a line, within keepTail and missing at most a
+// line and a compaction's worth of it; a bad line ends the output before
+// it.
+func TestZdecodeRandom(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	for iter := 0; iter < 200; iter++ {
+		var text []byte
+		for n := rnd.IntN(2000); n > 0; n-- {
+			text = fmt.Appendf(text, `{"n":%d,"pad":"%s"}`+"\n", n, strings.Repeat("x", rnd.IntN(300)))
+		}
+		bad := -1
+		if rnd.IntN(4) == 0 && len(text) > 0 {
+			// A line that is not the harness's, at a line start.
+			cuts := bytes.Split(text, []byte("\n"))
+			k := rnd.IntN(len(cuts))
+			off := 0
+			for _, c := range cuts[:k] {
+				off += len(c) + 1
+			}
+			if off < len(text) {
+				text = append(text[:off:off], append([]byte("not json\n"), text[off:]...)...)
+				bad = off
+			} else {
+				bad = -1
+			}
+		}
+		var z []byte
+		for rest := text; len(rest) > 0; {
+			n := min(len(rest), 1+rnd.IntN(20000))
+			z = enc.EncodeAll(rest[:n], z)
+			rest = rest[n:]
+		}
+		want := text
+		if bad >= 0 {
+			want = text[:bad]
+		}
+		keepHead, keepTail := rnd.IntN(64<<10), rnd.IntN(64<<10)
+		if rnd.IntN(3) == 0 {
+			keepTail = 0
+		}
+		if keepTail == 0 && keepHead == 0 {
+			keepHead = 1
+		}
+		r := zdecode(nil, &zcharge{}, z, keepHead, keepTail)
+		name := fmt.Sprintf("iter %d (text %d, bad %d, head %d, tail %d)", iter, len(text), bad, keepHead, keepTail)
+		switch {
+		case r.whole != nil:
+			if keepTail == 0 {
+				if !bytes.HasPrefix(want, r.whole) || len(r.whole) > keepHead || (len(r.whole) > 0 && r.whole[len(r.whole)-1] != '\n') {
+					t.Fatalf("%s: head-only %d bytes is not a prefix of whole lines within the bound", name, len(r.whole))
+				}
+			} else if !bytes.Equal(r.whole, want) {
+				t.Fatalf("%s: whole %d bytes, want %d", name, len(r.whole), len(want))
+			}
+		default:
+			if len(want) <= keepHead+keepTail {
+				t.Fatalf("%s: %d bytes fit the bounds, but not kept whole", name, len(want))
+			}
+			if !bytes.HasPrefix(want, r.head) || len(r.head) > keepHead {
+				t.Fatalf("%s: head %d bytes", name, len(r.head))
+			}
+			if !bytes.HasSuffix(want, r.tail) || len(r.tail) > keepTail || (len(r.tail) > 0 && r.tail[0] != '{') {
+				t.Fatalf("%s: tail %d bytes is not a suffix of whole lines within the bound", name, len(r.tail))
+			}
+			if len(r.tail) < keepTail-400 {
+				t.Fatalf("%s: tail %d bytes, of %d kept", name, len(r.tail), keepTail)
+			}
+		}
 	}
 }
