@@ -159,9 +159,9 @@ const (
 	zMaxLine   = 1 << 20
 	zMaxTries  = 64 // frame-start candidates that fail to decode at all, tried in a tail window
 
-	zDecoderBytes = zMaxWindow + 2*(128<<10+64) // the decoder's history ring at most
-	zChunk        = 64 << 10                    // decoded per read
-	zSlack        = 512 << 10                   // a tail's room past zKeep before it is compacted
+	zDecoderBytes = zMaxWindow + 2*(128<<10+64) + zChunk // the decoder's history ring at most, and the read buffer
+	zChunk        = 64 << 10                             // decoded per read
+	zSlack        = 512 << 10                            // a tail's room past zKeep before it is compacted
 )
 
 // zwork is what one resolve may still decode, and the pool the decoded
@@ -381,7 +381,7 @@ func zdecode(w *zwork, ch *zcharge, b []byte, keepHead, keepTail int) zresult {
 	s := &zsink{keepHead: keepHead, keepTail: keepTail, ch: ch}
 	buf := make([]byte, zChunk)
 	var r zresult
-	for {
+	for idle := 0; idle < 64; {
 		want := w.spend(zChunk)
 		if want == 0 {
 			r.cut = true
@@ -392,6 +392,8 @@ func zdecode(w *zwork, ch *zcharge, b []byte, keepHead, keepTail int) zresult {
 		if n > 0 {
 			r.started = true
 			s.write(buf[:n])
+		} else {
+			idle++ // a reader may return nothing now and then; not forever
 		}
 		if s.refused {
 			r.cut = true
