@@ -285,8 +285,8 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	// /rename appends to), a thread_name the rollout recorded, then the
 	// thread's title, which Codex sets to its first user message.
 	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
+	codexFill(env, &a, rel) // before the sub-agents: its decoding comes first
 	a.Agents = codexSubs(env.zw, env.Root, rel, a.Session, subs, metas)
-	codexFill(env, &a, rel)
 	return a
 }
 
@@ -296,7 +296,7 @@ func codexFacts(zw *zwork, r *saferoot.Root, rel string) (model, title string) {
 	var head, tail [][]byte
 	if strings.HasSuffix(rel, ".zst") {
 		var done func()
-		head, tail, done = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
+		head, tail, done, _ = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
 		defer done()
 	} else {
 		head, tail = windows(r, rel, headWindow, tailWindow)

@@ -195,8 +195,8 @@ func (dsh) Resolve(env Env, p proc.Proc) Agent {
 		a.Session = ""
 	}
 	a.Title, a.Model = dshFacts(env.zw, env.Root, rel, true)
+	dshFill(env, &a, rel) // before the sub-agents: its decoding comes first
 	a.Agents = dshSubs(env.zw, env.Root, cands, rel, hdr)
-	dshFill(env, &a, rel)
 	return a
 }
 
@@ -246,9 +246,9 @@ func dshFacts(zw *zwork, r *saferoot.Root, rel string, full bool) (title, model 
 	defer func() { done() }()
 	switch {
 	case strings.HasSuffix(rel, ".zstd") && full:
-		head, tail, done = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
+		head, tail, done, _ = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
 	case strings.HasSuffix(rel, ".zstd"):
-		head, tail, done = zwindows(zw, r, rel, 0, subTail)
+		head, tail, done, _ = zwindows(zw, r, rel, 0, subTail)
 	case full:
 		head, tail = windows(r, rel, headWindow, tailWindow)
 	default:

@@ -198,7 +198,7 @@ func FuzzZstd(f *testing.F) {
 			}
 		}
 		h.put(t, "log.jsonl.zstd", b)
-		hd, tl, done := zwindows(nil, h.root, "log.jsonl.zstd", 64, 64)
+		hd, tl, done, _ := zwindows(nil, h.root, "log.jsonl.zstd", 64, 64)
 		if n := lineBytes(hd) + lineBytes(tl); n > zKeep+zKeep/4 {
 			t.Fatalf("zwindows kept %d bytes", n)
 		}

@@ -491,8 +491,9 @@ func unzstdTail(b []byte, max int64) []byte {
 // windows are cut from the compressed file and decoded, so the cost is
 // bounded however long the log is. The lines are charged to w's pool
 // until done is called. A tail that a bound cut short is empty, not nil
-// (nil means the head holds the whole file).
-func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte, done func()) {
+// (nil means the head holds the whole file), and keep is false: what is
+// derived from the lines is not the file's to keep.
+func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte, done func(), keep bool) {
 	ch := &zcharge{}
 	if w != nil {
 		ch.pool = w.pool
@@ -502,23 +503,26 @@ func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLin
 		d := zdecode(w, ch, whole, zKeep/4, zKeep)
 		switch {
 		case d.whole != nil && !d.cut:
-			return lines(d.whole), nil, ch.done
+			return lines(d.whole), nil, ch.done, true
 		case d.whole != nil:
-			return lines(d.whole), [][]byte{}, ch.done // the end is unknown
+			return lines(d.whole), [][]byte{}, ch.done, false // the end is unknown
 		case d.cut:
-			return lines(d.head), [][]byte{}, ch.done
+			return lines(d.head), [][]byte{}, ch.done, false
 		}
-		return lines(d.head), nonNil(lines(d.tail)), ch.done
+		return lines(d.head), nonNil(lines(d.tail)), ch.done, true
 	}
+	ok := true
 	if hb != nil {
 		d := zdecode(w, ch, hb, zKeep, 0)
 		headLines = lines(d.whole)
+		ok = ok && (!d.cut || d.whole != nil)
 	}
 	if tb != nil {
-		out, _ := ztail(w, ch, tb, zKeep)
+		out, cut := ztail(w, ch, tb, zKeep)
 		tailLines = lines(out)
+		ok = ok && !cut
 	}
-	return headLines, nonNil(tailLines), ch.done
+	return headLines, nonNil(tailLines), ch.done, ok
 }
 
 func nonNil(ls [][]byte) [][]byte {

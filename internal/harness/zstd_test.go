@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -208,6 +209,35 @@ func TestZdecodeRandom(t *testing.T) {
 			if len(r.tail) < keepTail-400 {
 				t.Fatalf("%s: tail %d bytes, of %d kept", name, len(r.tail), keepTail)
 			}
+		}
+	}
+}
+
+// What is derived from a decode that a bound cut short is not kept for
+// the file's version: the next read, with room to decode, derives it.
+func TestZstdCutNotKept(t *testing.T) {
+	dir := t.TempDir()
+	log := zframes(t, `{"type":"session","id":"s","createdAt":1,"cwd":"/w"}`+"\n",
+		`{"type":"user/message","time":1000,"data":{}}`+"\n")
+	path := filepath.Join(dir, "session.jsonl.zstd")
+	if err := os.WriteFile(path, log, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	fc := NewFileCache()
+	env := Env{Root: saferoot.New(dir)}
+	for i, left := range []int64{0, zMaxWork} {
+		env.Memo = NewMemoCache(fc)
+		env.zw = &zwork{left: left}
+		var a Agent
+		dshFill(env, &a, "session.jsonl.zstd")
+		env.Memo.Release()
+		want := map[int]string{0: "", 1: StateWorking}[i]
+		if a.State != want {
+			t.Errorf("read %d (room %d): state %q, want %q", i, left, a.State, want)
 		}
 	}
 }
