@@ -13,6 +13,7 @@ import (
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
@@ -205,11 +206,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
+	// Shared work (database snapshots, decoded logs) is charged to the
+	// daemon's pool.
+	pool := budget.New("daemon", 256<<20)
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
-	dbs := &dbsnap.Cache{}              // one snapshot per database, shared by every harness's Env
+	dbs := &dbsnap.Cache{Budget: pool}  // one snapshot per database, shared by every harness's Env
 	counts := &harness.Counts{}         // the tokens read whole from each unchanged transcript
 	for name, r := range roots {
-		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts}
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts, Budget: pool}
 	}
 	// Host binaries (tmux, zmx) come from the daemon's own configuration,
 	// never from an agent's environment (rule 7).

@@ -45,6 +45,7 @@ import (
 	"github.com/ncruces/go-sqlite3/vfs/readervfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -70,11 +71,18 @@ const (
 type Option func(*config)
 
 type config struct {
-	max int64
+	max  int64
+	pool *budget.Pool
 }
 
 // WithMaxBytes lowers (or raises) the bound on main file plus -wal.
 func WithMaxBytes(n int64) Option { return func(c *config) { c.max = n } }
+
+// WithBudget charges the snapshot's bytes to p: those of the files while
+// they are read, then the image's, until the DB is closed. A snapshot that
+// does not fit is refused with an error of kind errs.NoMem, before its
+// bytes are read.
+func WithBudget(p *budget.Pool) Option { return func(c *config) { c.pool = p } }
 
 // Open returns a read-only snapshot of the SQLite database at rel under
 // root. The snapshot does not change when the file does: open another to
@@ -85,7 +93,8 @@ func WithMaxBytes(n int64) Option { return func(c *config) { c.max = n } }
 // writer kept changing it through every attempt.
 func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 	const op = "dbsnap.Open"
-	img, err := Image(root, rel, opts...)
+	cfg := configure(opts)
+	img, ch, err := takeImage(root, rel, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +103,13 @@ func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 		return nil, errs.E(op, errs.IO, rel, err)
 	}
 	name := "dbsnap-" + hex.EncodeToString(nb[:])
+	// The image's charge goes with it: released when the connector is
+	// closed, after the last connection.
+	defer func() {
+		if ch != nil {
+			ch.release()
+		}
+	}()
 	readervfs.Create(name, image(img))
 	// query_only: the engine refuses any write statement itself;
 	// temp_store: sorts and temporary tables stay in memory (the reader VFS
@@ -104,7 +120,8 @@ func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 		readervfs.Delete(name)
 		return nil, errs.E(op, errs.Other, rel, err)
 	}
-	db := sql.OpenDB(&connector{Connector: c, name: name})
+	db := sql.OpenDB(&connector{Connector: c, name: name, charge: ch})
+	ch = nil
 	// Fail here, not at the caller's first query, when the image is not a
 	// database the engine accepts.
 	if err := db.PingContext(context.Background()); err != nil {
@@ -118,12 +135,39 @@ func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 // Close on a connector that has one).
 type connector struct {
 	driver.Connector
-	name string
+	name   string
+	charge *charge
 }
 
 func (c *connector) Close() error {
 	readervfs.Delete(c.name)
+	c.charge.release()
 	return nil
+}
+
+// charge is what a snapshot has taken from its pool.
+type charge struct {
+	pool *budget.Pool
+	n    int64
+}
+
+func (c *charge) take(n int64) error {
+	if err := c.pool.Charge(n); err != nil {
+		return err
+	}
+	c.n += n
+	return nil
+}
+
+func (c *charge) give(n int64) {
+	c.pool.Release(n)
+	c.n -= n
+}
+
+func (c *charge) release() {
+	if c != nil && c.n > 0 {
+		c.give(c.n)
+	}
 }
 
 // image is the snapshot as the reader VFS wants it.
@@ -138,26 +182,44 @@ var errChanged = errors.New("changed during the read")
 // Image returns the bytes of the database at rel as of its last commit,
 // with the WAL applied and the header set to rollback-journal mode: a
 // complete database file, for Open or for a caller with its own engine.
+//
+// With WithBudget, the image is charged while it is read and released on
+// return: it is the caller's to account for.
 func Image(root *saferoot.Root, rel string, opts ...Option) ([]byte, error) {
-	const op = "dbsnap.Image"
+	img, ch, err := takeImage(root, rel, configure(opts))
+	ch.release()
+	return img, err
+}
+
+func configure(opts []Option) config {
 	cfg := config{max: MaxBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return cfg
+}
+
+// takeImage is Image with the image's charge, which the caller releases.
+func takeImage(root *saferoot.Root, rel string, cfg config) ([]byte, *charge, error) {
+	const op = "dbsnap.Image"
 	pause := firstPause
 	for i := 0; ; i++ {
-		img, err := read(root, rel, cfg.max)
+		ch := &charge{pool: cfg.pool}
+		img, err := read(root, rel, cfg.max, ch)
+		if err != nil {
+			ch.release()
+		}
 		if !errors.Is(err, errChanged) {
 			if err != nil {
 				if errs.KindOf(err) != errs.Other {
-					return nil, err
+					return nil, nil, err
 				}
-				return nil, errs.E(op, errs.Invalid, rel, err)
+				return nil, nil, errs.E(op, errs.Invalid, rel, err)
 			}
-			return img, nil
+			return img, ch, nil
 		}
 		if i == attempts-1 {
-			return nil, errs.E(op, errs.Busy, rel, err)
+			return nil, nil, errs.E(op, errs.Busy, rel, err)
 		}
 		time.Sleep(pause)
 		pause *= 2
@@ -179,8 +241,10 @@ func statID(f *os.File) (fileID, error) {
 	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctm: st.Ctim}, nil
 }
 
-// read takes one snapshot, or errChanged.
-func read(root *saferoot.Root, rel string, max int64) ([]byte, error) {
+// read takes one snapshot, or errChanged. The bytes it holds are charged
+// to ch before they are read: the main file with room for the WAL's pages
+// (so applying them never copies the image), and the WAL until applied.
+func read(root *saferoot.Root, rel string, max int64, ch *charge) ([]byte, error) {
 	const op = "dbsnap.read"
 	f, err := root.Open(rel)
 	if err != nil {
@@ -208,7 +272,16 @@ func read(root *saferoot.Root, rel string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	var hdr1 []byte
+	var walSize int64
 	if w != nil {
+		wid, err := statID(w)
+		if err != nil {
+			return nil, errs.E(op, errs.IO, rel+"-wal", err)
+		}
+		walSize = wid.size
+		if id1.size+walSize > max {
+			return nil, errs.E(op, errs.Invalid, rel, errors.New("database and WAL larger than the bound"))
+		}
 		hdr1, err = readAll(w, walHeaderSize)
 		if err != nil {
 			return nil, errs.E(op, errs.IO, rel+"-wal", err)
@@ -221,21 +294,26 @@ func read(root *saferoot.Root, rel string, max int64) ([]byte, error) {
 		return nil, errChanged
 	}
 
-	main, err := readAll(f, max+1)
+	if err := ch.take(id1.size + 2*walSize); err != nil {
+		return nil, err
+	}
+	main, err := readExactly(f, id1.size, id1.size+walSize)
 	if err != nil {
 		return nil, errs.E(op, errs.IO, rel, err)
 	}
-	if int64(len(main)) > max {
-		return nil, errs.E(op, errs.Invalid, rel, errors.New("database larger than the bound"))
+	if main == nil {
+		return nil, errChanged // shorter than it was
 	}
+	// The WAL as long as it was when the read began: frames appended since
+	// belong to later commits, and a restarted WAL has another header.
 	var wal []byte
 	if w != nil {
-		wal, err = readAll(w, max+1-int64(len(main)))
+		wal, err = readExactly(w, walSize, walSize)
 		if err != nil {
 			return nil, errs.E(op, errs.IO, rel+"-wal", err)
 		}
-		if int64(len(main))+int64(len(wal)) > max {
-			return nil, errs.E(op, errs.Invalid, rel, errors.New("database and WAL larger than the bound"))
+		if wal == nil {
+			return nil, errChanged
 		}
 	}
 
@@ -273,7 +351,22 @@ func read(root *saferoot.Root, rel string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, errs.E(op, errs.Invalid, rel, err)
 	}
+	ch.give(walSize) // the WAL's bytes are in the image now, or dropped
 	return img, nil
+}
+
+// readExactly reads the first n bytes of f into a buffer of capacity c,
+// or nil when f has fewer.
+func readExactly(f *os.File, n, c int64) ([]byte, error) {
+	b := make([]byte, n, c)
+	m, err := f.ReadAt(b, 0)
+	if int64(m) < n {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return b, nil
 }
 
 // journalBusy reports whether a rollback journal holds a transaction in
@@ -304,14 +397,9 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// readAll reads f from offset 0, up to n bytes.
+// readAll reads f from offset 0, up to n bytes (n is small: a header).
 func readAll(f *os.File, n int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		buf.Grow(int(min(fi.Size()+1, n)))
-	}
-	_, err := buf.ReadFrom(io.NewSectionReader(f, 0, n))
-	return buf.Bytes(), err
+	return io.ReadAll(io.NewSectionReader(f, 0, n))
 }
 
 const (
@@ -339,10 +427,14 @@ func apply(main, wal []byte, max int64) ([]byte, error) {
 		if size > max {
 			return nil, errors.New("database image larger than the bound")
 		}
-		if int64(len(main)) >= size {
+		switch n := len(main); {
+		case int64(n) >= size:
 			main = main[:size]
-		} else {
-			main = append(main, make([]byte, int(size)-len(main))...)
+		case int64(cap(main)) >= size: // the room read left for the WAL's pages
+			main = main[:size]
+			clear(main[n:])
+		default:
+			main = append(main, make([]byte, int(size)-n)...)
 		}
 		for pgno, off := range frames {
 			if pgno > nPages {

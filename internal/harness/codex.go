@@ -223,6 +223,7 @@ func stringField(ln []byte, key string) string {
 // TUI's own argv ("codex resume <id>": argv), else the guarded dir route
 // over state_5.sqlite's threads (codexDaemonThread).
 func (codex) Resolve(env Env, p proc.Proc) Agent {
+	env.zw = newZWork(env.Budget)
 	a, _ := start("codex", env, p)
 	if env.Root == nil {
 		return a
@@ -269,7 +270,7 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 		}
 	}
 	a.Session, a.Transcript = codexID(rel), rel
-	a.Model, a.Title = codexFacts(env.Root, rel)
+	a.Model, a.Title = codexFacts(env.zw, env.Root, rel)
 	if threads == nil {
 		threads = codexThreads(env.DBs, env.Root)
 	}
@@ -284,17 +285,19 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	// /rename appends to), a thread_name the rollout recorded, then the
 	// thread's title, which Codex sets to its first user message.
 	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
-	a.Agents = codexSubs(env.Root, rel, a.Session, subs, metas)
-	codexFill(env, &a, rel)
+	codexFill(env, &a, rel) // before the sub-agents: its decoding comes first
+	a.Agents = codexSubs(env.zw, env.Root, rel, a.Session, subs, metas)
 	return a
 }
 
 // codexFacts reads a rollout's model (the last turn_context's) and the last
 // thread name it recorded (event_msg thread_name_updated).
-func codexFacts(r *saferoot.Root, rel string) (model, title string) {
+func codexFacts(zw *zwork, r *saferoot.Root, rel string) (model, title string) {
 	var head, tail [][]byte
 	if strings.HasSuffix(rel, ".zst") {
-		head, tail = zwindows(r, rel, zHeadWindow, zTailWindow)
+		var done func()
+		head, tail, done, _ = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
+		defer done()
 	} else {
 		head, tail = windows(r, rel, headWindow, tailWindow)
 	}
@@ -346,7 +349,7 @@ func codexIndexTitle(r *saferoot.Root, id string) string {
 // session_meta names id as parent_thread_id. They are the sub-agent
 // rollouts the process holds, and those begun later in the same day dir
 // (the names sort by their start time, so only later names are read).
-func codexSubs(r *saferoot.Root, mainRel, id string, held []byMtime, metas map[string]codexMeta) []Sub {
+func codexSubs(zw *zwork, r *saferoot.Root, mainRel, id string, held []byMtime, metas map[string]codexMeta) []Sub {
 	rels := map[string]bool{}
 	for _, h := range held {
 		if metas[h.rel].parent == id {
@@ -383,7 +386,7 @@ func codexSubs(r *saferoot.Root, mainRel, id string, held []byMtime, metas map[s
 		if name == "" {
 			name = tid
 		}
-		model, _ := codexFacts(r, rel)
+		model, _ := codexFacts(zw, r, rel)
 		subs = append(subs, Sub{Name: name, Model: model, Transcript: rel})
 		ids = append(ids, tid)
 	}

@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/ncruces/go-sqlite3/driver"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/proc/proctest"
@@ -335,4 +336,36 @@ func BenchmarkCodexThreads(b *testing.B) {
 		}
 		b.ReportMetric(float64(v.DB.Size+v.WAL.Size)/1e6, "MB-read")
 	})
+}
+
+// A state database that does not fit the daemon's budget gives no threads
+// (their facts are absent, as those of an absent database), and leaves
+// nothing charged; one that fits is read and charged while held.
+func TestCodexThreadsBudget(t *testing.T) {
+	f := newFx(t)
+	db := cxdWriter(t, f)
+	cxdThreads(t, f, db, cxdThread{id: "01a232b8-0000-7000-8000-000000000001", cwd: f.cwd(), title: "t", created: 20})
+	env := f.env(".codex")
+
+	tiny := budget.New("tiny", 4<<10)
+	env.DBs = &dbsnap.Cache{Budget: tiny}
+	if got := codexThreads(env.DBs, env.Root); got != nil {
+		t.Errorf("threads read past a budget too small for the database: %+v", got)
+	}
+	if u := tiny.Used(); u != 0 {
+		t.Errorf("a refused snapshot left %d bytes charged", u)
+	}
+
+	pool := budget.New("pool", 64<<20)
+	env.DBs = &dbsnap.Cache{Budget: pool}
+	if got := codexThreads(env.DBs, env.Root); len(got) != 1 {
+		t.Errorf("%d threads, want 1", len(got))
+	}
+	if pool.Peak() == 0 {
+		t.Error("the snapshot was not charged")
+	}
+	env.DBs.Close()
+	if u := pool.Used(); u != 0 {
+		t.Errorf("%d bytes charged after the cache was closed", u)
+	}
 }

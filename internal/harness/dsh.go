@@ -153,6 +153,7 @@ func dshLogIn(r *saferoot.Root, dir string) (string, time.Time, bool) {
 
 // Resolve implements Harness.
 func (dsh) Resolve(env Env, p proc.Proc) Agent {
+	env.zw = newZWork(env.Budget)
 	a, _ := start("dsh", env, p)
 	if env.Root == nil {
 		return a
@@ -193,9 +194,9 @@ func (dsh) Resolve(env Env, p proc.Proc) Agent {
 	if !safeArg(a.Session) {
 		a.Session = ""
 	}
-	a.Title, a.Model = dshFacts(env.Root, rel, true)
-	a.Agents = dshSubs(env.Root, cands, rel, hdr)
-	dshFill(env, &a, rel)
+	a.Title, a.Model = dshFacts(env.zw, env.Root, rel, true)
+	dshFill(env, &a, rel) // before the sub-agents: its decoding comes first
+	a.Agents = dshSubs(env.zw, env.Root, cands, rel, hdr)
 	return a
 }
 
@@ -239,13 +240,15 @@ type dshEvent struct {
 // dshFacts reads a log's title (the latest session/title event's) and model
 // (the last assistant/message's source.model) from its decoded head and
 // tail windows (with full unset, from a short tail only: a sub-agent's model).
-func dshFacts(r *saferoot.Root, rel string, full bool) (title, model string) {
+func dshFacts(zw *zwork, r *saferoot.Root, rel string, full bool) (title, model string) {
 	var head, tail [][]byte
+	done := func() {}
+	defer func() { done() }()
 	switch {
 	case strings.HasSuffix(rel, ".zstd") && full:
-		head, tail = zwindows(r, rel, zHeadWindow, zTailWindow)
+		head, tail, done, _ = zwindows(zw, r, rel, zHeadWindow, zTailWindow)
 	case strings.HasSuffix(rel, ".zstd"):
-		head, tail = zwindows(r, rel, 0, subTail)
+		head, tail, done, _ = zwindows(zw, r, rel, 0, subTail)
 	case full:
 		head, tail = windows(r, rel, headWindow, tailWindow)
 	default:
@@ -271,7 +274,7 @@ func dshFacts(r *saferoot.Root, rel string, full bool) (title, model string) {
 // dshSubs lists the sub-agent sessions of the session in rel: the logs in
 // the same project dir whose header names it as parentSession, among the
 // newest 32 written since it was created.
-func dshSubs(r *saferoot.Root, cands []byMtime, rel string, hdr dshHeader) []Sub {
+func dshSubs(zw *zwork, r *saferoot.Root, cands []byMtime, rel string, hdr dshHeader) []Sub {
 	created := time.UnixMilli(hdr.CreatedAt)
 	var subs []Sub
 	var ids []string
@@ -286,7 +289,7 @@ func dshSubs(r *saferoot.Root, cands []byMtime, rel string, hdr dshHeader) []Sub
 		if !ok || h.ParentSession != hdr.ID || hdr.ID == "" {
 			continue
 		}
-		_, model := dshFacts(r, c.rel, false)
+		_, model := dshFacts(zw, r, c.rel, false)
 		subs = append(subs, Sub{Name: componentName(h.ID), Model: model, Transcript: c.rel})
 		ids = append(ids, h.ID)
 	}

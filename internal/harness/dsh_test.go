@@ -147,7 +147,7 @@ func TestDshBigLog(t *testing.T) {
 	}
 	rel := "sessions/" + dshProjectKey(f.cwd()) + "/" + dsID + "/session.jsonl.zstd"
 	f.writeBytes(".dsh/"+rel, log, at(600))
-	title, model := dshFacts(f.env(".dsh").Root, rel, true)
+	title, model := dshFacts(nil, f.env(".dsh").Root, rel, true)
 	if title != "Early title" || model != "deepseek-v4-late" {
 		t.Errorf("big log: got %q %q", title, model)
 	}

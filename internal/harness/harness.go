@@ -26,6 +26,7 @@
 package harness
 
 import (
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/dbsnap"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,11 @@ type Env struct {
 	// Memo, if not nil, shares what one listing of many agents reads of
 	// the directories they share (see Memo); nil for a single agent.
 	Memo *Memo
+	// Budget, if not nil, is charged the bytes a resolve decodes (zstd
+	// logs) while it holds them: the daemon's pool.
+	Budget *budget.Pool
+
+	zw *zwork // what this resolve may still decode; set by Resolve
 }
 
 // Relaunches records, for each process 9harness itself started to resume

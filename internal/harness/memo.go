@@ -383,11 +383,12 @@ func (m *Memo) claudeOldSubs(r *saferoot.Root, projDir string) []claudeOldSub {
 // unchanged: each entry is keyed by the file's device, inode, size and
 // mtime, and every use stats the file first, so a fact is never older than
 // the file it comes from. It lives as long as its owner (the tree's
-// /active), is bounded (when full it starts again empty), and is safe for
-// concurrent use. A nil *FileCache keeps nothing.
+// /active), is bounded in entries and in bytes (when full it starts again
+// empty), and is safe for concurrent use. A nil *FileCache keeps nothing.
 type FileCache struct {
-	mu sync.Mutex
-	m  map[fileKey]any
+	mu    sync.Mutex
+	m     map[fileKey]any
+	bytes int64 // what the entries hold, about (keptSize)
 
 	memos freelist.List[*Memo] // released memos (Release), for NewMemoCache
 }
@@ -405,8 +406,28 @@ type fileKey struct {
 // "idle") leaves the mtime as it was, so a recent mtime proves nothing.
 const fileCacheStill = time.Second
 
-// fileCacheMax bounds a FileCache's entries.
-const fileCacheMax = 8192
+// fileCacheMax bounds a FileCache's entries, and fileCacheMaxBytes what
+// they hold: an agent can make the directories the harnesses keep state in
+// as big as it likes, and a listing kept for each of thousands of them
+// would hold gigabytes (rule 10).
+const (
+	fileCacheMax      = 8192
+	fileCacheMaxBytes = 32 << 20
+)
+
+// keptSize is about what a kept result holds: a listing its names, any
+// other result (a few facts of a file) a small fixed amount.
+func keptSize(v any) int64 {
+	const entry = 64 // an Entry's fields and string header, and the map's share
+	if ents, ok := v.([]saferoot.Entry); ok {
+		n := int64(0)
+		for _, e := range ents {
+			n += entry + int64(len(e.Name))
+		}
+		return n
+	}
+	return 512
+}
 
 // NewFileCache returns an empty cache.
 func NewFileCache() *FileCache {
@@ -465,11 +486,19 @@ func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func
 		return t
 	}
 	if after, err := r.Stat(rel); err == nil && keyOf(kind, after) == k && time.Since(after.Mtime) >= fileCacheStill {
+		size := keptSize(t)
 		c.mu.Lock()
-		if len(c.m) >= fileCacheMax {
-			clear(c.m)
+		if size <= fileCacheMaxBytes/4 {
+			if len(c.m) >= fileCacheMax || c.bytes+size > fileCacheMaxBytes {
+				clear(c.m)
+				c.bytes = 0
+			}
+			if old, ok := c.m[k]; ok {
+				c.bytes -= keptSize(old)
+			}
+			c.m[k] = t
+			c.bytes += size
 		}
-		c.m[k] = t
 		c.mu.Unlock()
 	}
 	return t

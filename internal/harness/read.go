@@ -6,11 +6,13 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/saferoot"
 )
 
@@ -26,8 +28,6 @@ const (
 
 	zHeadWindow = 256 << 10 // compressed bytes read from the start of a zstd log
 	zTailWindow = 1 << 20   // compressed bytes read from the end of a zstd log
-	zMaxOut     = 16 << 20  // decompressed bytes kept from one window
-	zMaxTries   = 64        // frame-start candidates tried in a tail window
 )
 
 // readSmall reads at most max bytes of rel.
@@ -125,15 +125,325 @@ func lines(b []byte) [][]byte {
 
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
+// Bounds of decoding a zstd log (rule 10: decompressed data is bounded in
+// memory and in work, whatever the frames claim). A peer that can read an
+// agent's facts makes the daemon decode that agent's logs, and an agent
+// writes them: a frame of a few hundred bytes can claim gigabytes.
+//
+//   - zMaxWindow: the history one frame may need. The harnesses' writers
+//     use 2 MiB at most (zstd's default level; Node's one-shot
+//     zstdCompress shrinks it to the batch); a frame that needs more is not
+//     decoded, which ends the decode there as a corrupt frame does.
+//   - zKeep: the decoded bytes kept of one window: the first (a head) or
+//     the last (a tail: its latest records are what the facts come from).
+//   - zMaxWork: the decoded bytes one resolve of one agent may decode in
+//     all, kept or not, so a request's CPU is bounded (tens of
+//     milliseconds); a tail whose decode it cuts short is unknown, not
+//     taken from what came before (that would be stale).
+//   - zMaxLine: the longest line the decoder accepts as a harness record.
+//
+// The decode checks as it goes that the output is what the harnesses
+// write, JSON lines: each line begins with "{", ends with "}", and is at
+// most zMaxLine long. It stops at the first byte that is not (what came
+// before is kept, to the last whole line), so a frame of anything else
+// costs at most a block's decoding, and a tail's search for its first
+// frame stops at the first candidate that decodes to anything else.
+//
+// The bytes a decode holds (the decoder's history, the kept output) are
+// charged to the pool of the zwork, the daemon's; a decode that does not
+// fit gives nothing (the facts are absent).
+const (
+	zMaxWindow = 4 << 20
+	zKeep      = 2 << 20
+	zMaxWork   = 32 << 20
+	zMaxLine   = 1 << 20
+	zMaxTries  = 64 // frame-start candidates that fail to decode at all, tried in a tail window
+
+	zDecoderBytes = zMaxWindow + 2*(128<<10+64) + zChunk // the decoder's history ring at most, and the read buffer
+	zChunk        = 64 << 10                             // decoded per read
+	zSlack        = 512 << 10                            // a tail's room past zKeep before it is compacted
+)
+
+// zwork is what one resolve may still decode, and the pool the decoded
+// bytes are charged to while held. A nil *zwork gives each decode a
+// zMaxWork of its own and charges nothing.
+type zwork struct {
+	mu   sync.Mutex
+	left int64
+	pool *budget.Pool
+}
+
+func newZWork(pool *budget.Pool) *zwork { return &zwork{left: zMaxWork, pool: pool} }
+
+// spend takes up to n bytes of decoding from w and says how many.
+func (w *zwork) spend(n int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min(n, w.left)
+	w.left -= n
+	return n
+}
+
+// refund gives back n bytes spent but not decoded.
+func (w *zwork) refund(n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.left += n
+}
+
+// zcharge is what one decode has taken from the pool.
+type zcharge struct {
+	pool *budget.Pool
+	n    int64
+}
+
+func (c *zcharge) take(n int64) bool {
+	if c.pool.Charge(n) != nil {
+		return false
+	}
+	c.n += n
+	return true
+}
+
+func (c *zcharge) give(n int64) {
+	c.pool.Release(n)
+	c.n -= n
+}
+
+// done releases what is still charged: call it when the decoded lines are
+// no longer used.
+func (c *zcharge) done() {
+	if c.n > 0 {
+		c.give(c.n)
+	}
+}
+
+// zsink keeps the output of a decode: all of it while it fits keepHead +
+// keepTail; past that, the first keepHead bytes (head) and the last
+// keepTail bytes (ring). It checks the shape of the lines as they come.
+type zsink struct {
+	keepHead, keepTail int
+	ch                 *zcharge
+	head               []byte // the first keepHead bytes, once the ring dropped any
+	ring               []byte
+	ringAt             int64 // the offset of ring[0] in the output
+	total              int64
+
+	// Shape: the offset after the last whole, well-formed line; whether
+	// the next byte begins a line; the current line's length and its last
+	// byte that is not a space.
+	goodEnd  int64
+	midLine  bool
+	lineLen  int
+	lastByte byte
+	bad      bool // a byte that is not a harness's JSON line
+	refused  bool // the budget refused room
+}
+
+// write keeps p, after checking its shape: a bad line keeps what came
+// before it and stops the sink.
+func (s *zsink) write(p []byte) {
+	n := s.shape(p)
+	if !s.keep(p[:n]) {
+		s.refused = true
+	}
+}
+
+// shape returns how much of p is well-formed so far, setting s.bad at the
+// first byte that is not.
+func (s *zsink) shape(p []byte) int {
+	i := 0
+	for i < len(p) {
+		if !s.midLine {
+			if p[i] == '\n' {
+				i++
+				s.goodEnd = s.total + int64(i)
+				continue
+			}
+			if p[i] != '{' {
+				s.bad = true
+				return i
+			}
+			s.midLine, s.lineLen, s.lastByte = true, 0, '{'
+		}
+		j := bytes.IndexByte(p[i:], '\n')
+		seg := p[i:]
+		if j >= 0 {
+			seg = p[i : i+j]
+		}
+		s.lineLen += len(seg)
+		if t := bytes.TrimRight(seg, " \t\r"); len(t) > 0 {
+			s.lastByte = t[len(t)-1]
+		}
+		if s.lineLen > zMaxLine {
+			s.bad = true
+			return i
+		}
+		if j < 0 {
+			return len(p)
+		}
+		if s.lastByte != '}' {
+			s.bad = true
+			return i
+		}
+		i += j + 1
+		s.midLine = false
+		s.goodEnd = s.total + int64(i)
+	}
+	return i
+}
+
+// keep appends p to the ring, dropping its oldest bytes past keepTail
+// (with keepTail 0, keeping only the first keepHead bytes).
+func (s *zsink) keep(p []byte) bool {
+	n := int64(len(p))
+	defer func() { s.total += n }()
+	limit := s.keepHead + s.keepTail
+	if s.keepTail == 0 {
+		p = p[:min(len(p), max(limit-len(s.ring), 0))]
+	}
+	if s.ringAt == 0 && len(s.ring)+len(p) <= limit {
+		if !s.grow(len(s.ring)+len(p), limit) {
+			return false
+		}
+		s.ring = append(s.ring, p...)
+		return true
+	}
+	if s.head == nil && s.keepHead > 0 {
+		// Past keepHead+keepTail: the head is kept apart from now on.
+		if !s.ch.take(int64(s.keepHead)) {
+			return false
+		}
+		s.head = append(make([]byte, 0, s.keepHead), s.ring[:min(len(s.ring), s.keepHead)]...)
+	}
+	if !s.grow(s.keepTail+zSlack, s.keepTail+zSlack) {
+		return false
+	}
+	if len(s.ring)+len(p) > cap(s.ring) {
+		drop := len(s.ring) + len(p) - s.keepTail
+		if drop >= len(s.ring) {
+			p = p[drop-len(s.ring):]
+			s.ring = s.ring[:0]
+		} else {
+			copy(s.ring, s.ring[drop:])
+			s.ring = s.ring[:len(s.ring)-drop]
+		}
+		s.ringAt += int64(drop)
+	}
+	s.ring = append(s.ring, p...)
+	return true
+}
+
+// grow gives the ring room for n bytes (at most limit), charged first.
+func (s *zsink) grow(n, limit int) bool {
+	if n <= cap(s.ring) {
+		return true
+	}
+	c := min(max(2*cap(s.ring), n, zChunk), limit)
+	if !s.ch.take(int64(c)) {
+		return false
+	}
+	r := make([]byte, len(s.ring), c)
+	copy(r, s.ring)
+	s.ch.give(int64(cap(s.ring)))
+	s.ring = r
+	return true
+}
+
+// zresult is a decode's kept output, cut to whole well-formed lines.
+type zresult struct {
+	whole      []byte // everything decoded, when all of it was kept
+	head, tail []byte // else the first and the last bytes kept
+	started    bool   // the input decoded to at least one byte
+	cut        bool   // a bound stopped the decode before the end of its input
+}
+
+// zdecode decodes the frames of b from its start into a sink of keepHead
+// and keepTail bytes, spending w's work. With keepTail 0 it stops once the
+// head is full.
+func zdecode(w *zwork, ch *zcharge, b []byte, keepHead, keepTail int) zresult {
+	if w == nil {
+		w = newZWork(nil)
+	}
+	if !ch.take(zDecoderBytes) {
+		return zresult{cut: true}
+	}
+	defer ch.give(zDecoderBytes)
+	d, err := zstd.NewReader(bytes.NewReader(b),
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(zMaxWindow),
+		zstd.WithDecoderMaxMemory(zMaxWindow))
+	if err != nil {
+		return zresult{cut: true}
+	}
+	defer d.Close()
+	s := &zsink{keepHead: keepHead, keepTail: keepTail, ch: ch}
+	buf := make([]byte, zChunk)
+	var r zresult
+	for idle := 0; idle < 64; {
+		want := w.spend(zChunk)
+		if want == 0 {
+			r.cut = true
+			break
+		}
+		n, err := d.Read(buf[:want])
+		w.refund(want - int64(n))
+		if n > 0 {
+			r.started = true
+			s.write(buf[:n])
+		} else {
+			idle++ // a reader may return nothing now and then; not forever
+		}
+		if s.refused {
+			r.cut = true
+			break
+		}
+		if s.bad || err != nil {
+			break // not the harness's lines, or the end, or a torn frame: kept up to there
+		}
+		if keepTail == 0 && s.total >= int64(keepHead) {
+			break
+		}
+	}
+	// The ring keeps zSlack more than keepTail between compactions.
+	if over := len(s.ring) - s.keepTail; s.keepTail > 0 && over > 0 && (s.ringAt > 0 || len(s.ring) > s.keepHead+s.keepTail) {
+		s.ring = s.ring[over:]
+		s.ringAt += int64(over)
+	}
+	// Cut to the last whole line.
+	if s.ringAt == 0 {
+		r.whole = upToLine(s.ring, s.goodEnd)
+		return r
+	}
+	r.head = upToLine(s.head, s.goodEnd)
+	if end := s.goodEnd - s.ringAt; end > 0 {
+		t := s.ring[:min(end, int64(len(s.ring)))]
+		if i := bytes.IndexByte(t, '\n'); i >= 0 {
+			r.tail = t[i+1:]
+		}
+	}
+	return r
+}
+
+// upToLine is b up to end, or up to its last newline before end.
+func upToLine(b []byte, end int64) []byte {
+	if end <= int64(len(b)) {
+		return b[:end]
+	}
+	return b[:bytes.LastIndexByte(b, '\n')+1]
+}
+
 // unzstd decodes every zstd frame in b (skippable frames skipped), keeping
-// at most max bytes of output. A torn or corrupt frame ends the output where
-// it broke: what came before it is kept.
+// at most max bytes of output, whatever they are. A torn or corrupt frame
+// ends the output where it broke: what came before it is kept. For the
+// first bytes of a log (max small): the decode stops at max.
 func unzstd(b []byte, max int64) []byte {
 	d, err := zstd.NewReader(bytes.NewReader(b),
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(64<<20),
-		zstd.WithDecoderMaxMemory(uint64(max)+(64<<20)))
+		zstd.WithDecoderMaxWindow(zMaxWindow),
+		zstd.WithDecoderMaxMemory(zMaxWindow))
 	if err != nil {
 		return nil
 	}
@@ -143,43 +453,83 @@ func unzstd(b []byte, max int64) []byte {
 	return out.Bytes()
 }
 
-// unzstdTail decodes a window cut from the end of a multi-frame log: it
-// starts at the first frame magic from which the frames decode into JSON
-// lines. A magic number inside compressed data decodes to nothing (or not
-// to a line starting "{"), so the next one is tried.
-func unzstdTail(b []byte, max int64) []byte {
+// ztail decodes a window cut from the end of a multi-frame log: from the
+// first frame magic that decodes at all, the last keep bytes of its JSON
+// lines. A magic number inside compressed data rarely begins a frame that
+// decodes, so the next one is tried; one that decodes to anything but the
+// harness's lines ends the search (nil). cut says a bound stopped it: the
+// tail is then unknown.
+func ztail(w *zwork, ch *zcharge, b []byte, keep int) (out []byte, cut bool) {
 	off := 0
 	for tries := 0; tries < zMaxTries; tries++ {
 		i := bytes.Index(b[off:], zstdMagic)
 		if i < 0 {
-			return nil
+			return nil, false
 		}
-		if out := unzstd(b[off+i:], max); len(out) > 0 && out[0] == '{' {
-			return out
+		r := zdecode(w, ch, b[off+i:], 0, keep)
+		if r.cut {
+			return nil, true
+		}
+		if r.started {
+			if r.whole != nil {
+				return r.whole, false
+			}
+			return r.tail, false
 		}
 		off += i + 1
 	}
-	return nil
+	return nil, false
+}
+
+// unzstdTail is ztail with its own work bound, keeping at most max bytes.
+func unzstdTail(b []byte, max int64) []byte {
+	out, _ := ztail(nil, &zcharge{}, b, int(max))
+	return out
 }
 
 // zwindows is windows for a zstd-compressed JSONL log: the head and tail
 // windows are cut from the compressed file and decoded, so the cost is
-// bounded however long the log is.
-func zwindows(r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte) {
+// bounded however long the log is. The lines are charged to w's pool
+// until done is called. A tail that a bound cut short is empty, not nil
+// (nil means the head holds the whole file), and keep is false: what is
+// derived from the lines is not the file's to keep.
+func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte, done func(), keep bool) {
+	ch := &zcharge{}
+	if w != nil {
+		ch.pool = w.pool
+	}
 	whole, hb, tb := rawWindows(r, rel, head, tail)
 	if whole != nil {
-		return lines(unzstd(whole, zMaxOut)), nil
-	}
-	if hb != nil {
-		out := unzstd(hb, zMaxOut)
-		if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
-			headLines = lines(out[:i+1])
+		d := zdecode(w, ch, whole, zKeep/4, zKeep)
+		switch {
+		case d.whole != nil && !d.cut:
+			return lines(d.whole), nil, ch.done, true
+		case d.whole != nil:
+			return lines(d.whole), [][]byte{}, ch.done, false // the end is unknown
+		case d.cut:
+			return lines(d.head), [][]byte{}, ch.done, false
 		}
+		return lines(d.head), nonNil(lines(d.tail)), ch.done, true
+	}
+	ok := true
+	if hb != nil {
+		d := zdecode(w, ch, hb, zKeep, 0)
+		headLines = lines(d.whole)
+		ok = ok && (!d.cut || d.whole != nil)
 	}
 	if tb != nil {
-		tailLines = lines(unzstdTail(tb, zMaxOut))
+		out, cut := ztail(w, ch, tb, zKeep)
+		tailLines = lines(out)
+		ok = ok && !cut
 	}
-	return headLines, tailLines
+	return headLines, nonNil(tailLines), ch.done, ok
+}
+
+func nonNil(ls [][]byte) [][]byte {
+	if ls == nil {
+		return [][]byte{}
+	}
+	return ls
 }
 
 // zfirstLine decodes only as much of a zstd log as its first line needs.
@@ -188,7 +538,7 @@ func zfirstLine(r *saferoot.Root, rel string) []byte {
 	if err != nil {
 		return nil
 	}
-	out := unzstd(b, 1<<20)
+	out := unzstd(b, smallFile)
 	if i := bytes.IndexByte(out, '\n'); i >= 0 {
 		return out[:i]
 	}

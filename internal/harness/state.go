@@ -383,10 +383,14 @@ func codexTurn(tail [][]byte) turn {
 // codexFill sets a's state and tokens from the rollout rel. child says it
 // is a fork or a sub-agent's, whose history replays its parent's.
 func codexFill(env Env, a *Agent, rel string) {
-	f := fileCached(env.Memo, env.Root, "codex-tail", rel, func() tailFacts {
+	// A decode cut short by a bound is not kept for the file's version.
+	f := cached(env.Memo, env.Root, "codex-tail", rel, false, func() (tailFacts, bool) {
+		keep := true
 		var head, tail [][]byte
 		if strings.HasSuffix(rel, ".zst") {
-			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+			var done func()
+			head, tail, done, keep = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
 		} else {
 			head, tail = windows(env.Root, rel, headWindow, stateTail)
 		}
@@ -400,7 +404,7 @@ func codexFill(env Env, a *Agent, rel string) {
 			child = stringField(head[0], "forked_from_id") != "" || stringField(head[0], "parent_thread_id") != "" ||
 				bytes.Contains(head[0], []byte(`"thread_source":"subagent"`))
 		}
-		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child)}
+		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child)}, keep
 	})
 	f.fill(a, true, time.Time{})
 }
@@ -671,10 +675,14 @@ func dshTurn(evs [][]byte) turn {
 }
 
 func dshFill(env Env, a *Agent, rel string) {
-	f := fileCached(env.Memo, env.Root, "dsh-tail", rel, func() tailFacts {
+	// A decode cut short by a bound is not kept for the file's version.
+	f := cached(env.Memo, env.Root, "dsh-tail", rel, false, func() (tailFacts, bool) {
+		keep := true
 		var head, tail [][]byte
 		if strings.HasSuffix(rel, ".zstd") {
-			head, tail = zwindows(env.Root, rel, zHeadWindow, zTailWindow)
+			var done func()
+			head, tail, done, keep = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
 		} else {
 			head, tail = windows(env.Root, rel, headWindow, tailWindow)
 		}
@@ -684,7 +692,7 @@ func dshFill(env Env, a *Agent, rel string) {
 			all = head
 		}
 		t := dshTurn(all)
-		return tailFacts{turn: t, settled: t, tokens: dshTokens(all, whole)}
+		return tailFacts{turn: t, settled: t, tokens: dshTokens(all, whole)}, keep
 	})
 	f.fill(a, true, time.Time{})
 }

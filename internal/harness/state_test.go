@@ -732,3 +732,36 @@ func TestClaudePendingOneLine(t *testing.T) {
 		t.Errorf("claudePending = %q, want %q", got, want)
 	}
 }
+
+// A transcript of many more messages than maxOpenIDs: the count's state
+// stays bounded and the sums are those of every message (each id's last
+// line), as long as an id's lines are not maxOpenIDs messages apart.
+func TestCountBoundedState(t *testing.T) {
+	var c claudeTokens
+	const n = 5 * maxOpenIDs
+	for i := 0; i < n; i++ {
+		for out := 1; out <= 2; out++ { // a message's lines, its output final on the last
+			c.line([]byte(fmt.Sprintf(`{"type":"assistant","message":{"id":"msg_%d","model":"m","usage":{"input_tokens":1,"output_tokens":%d}}}`, i, out)))
+		}
+	}
+	c.line([]byte(`{"type":"assistant","message":{"model":"m","usage":{"input_tokens":1,"output_tokens":1}}}`))
+	if len(c.byID.m) > maxOpenIDs || len(c.byID.order) > maxOpenIDs {
+		t.Errorf("%d ids kept, want at most %d", len(c.byID.m), maxOpenIDs)
+	}
+	got := c.tokens(true)
+	if *got.Input != n+1 || *got.Output != 2*n+1 {
+		t.Errorf("input %d output %d, want %d and %d", *got.Input, *got.Output, n+1, 2*n+1)
+	}
+	var g geminiTokens
+	for i := 0; i < n; i++ {
+		for _, tok := range []string{`"input":0`, `"input":3,"output":2,"cached":1,"thoughts":1`} {
+			g.line([]byte(fmt.Sprintf(`{"id":"r%d","type":"gemini","tokens":{%s}}`, i, tok)))
+		}
+	}
+	if len(g.byID.m) > maxOpenIDs {
+		t.Errorf("gemini: %d ids kept", len(g.byID.m))
+	}
+	if gt := g.tokens(true); *gt.Input != 2*n || *gt.Output != 3*n || *gt.CacheRead != n {
+		t.Errorf("gemini: %s", gt)
+	}
+}

@@ -322,3 +322,37 @@ func TestMemoGetOnce(t *testing.T) {
 		t.Fatal("a waiter was left blocked by a panicking computation")
 	}
 }
+
+// Listings kept across requests are bounded in bytes, however many big
+// directories there are.
+func TestFileCacheBytes(t *testing.T) {
+	dir := t.TempDir()
+	root := saferoot.New(dir)
+	old := time.Now().Add(-time.Hour)
+	big := make([]saferoot.Entry, 4000) // some 1.2 MB of names
+	for i := range big {
+		big[i] = saferoot.Entry{Name: fmt.Sprintf("%0250d", i)}
+	}
+	fc := NewFileCache()
+	for i := 0; i < 60; i++ {
+		d := fmt.Sprintf("d%d", i)
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(dir, d), old, old); err != nil {
+			t.Fatal(err)
+		}
+		m := NewMemoCache(fc)
+		cached(m, root, "listing", d, true, func() ([]saferoot.Entry, bool) { return big, true })
+		m.Release()
+		fc.mu.Lock()
+		n, b := len(fc.m), fc.bytes
+		fc.mu.Unlock()
+		if b > fileCacheMaxBytes {
+			t.Fatalf("after %d listings: %d kept, %d bytes, past %d", i+1, n, b, fileCacheMaxBytes)
+		}
+		if n == 0 {
+			t.Fatalf("after %d listings: none kept", i+1)
+		}
+	}
+}

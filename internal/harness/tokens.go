@@ -95,6 +95,7 @@ func Count(env Env, a Agent) Tokens {
 	}
 	key, keyed := countKeyOf(a.Harness, st)
 	e, cached := env.Counts.take(key, keyed)
+	defer env.Counts.done(key, keyed)
 	if cached && e.size == size && e.mtime.Equal(st.ModTime()) {
 		env.Counts.put(key, e)
 		return e.t.clone()
@@ -124,6 +125,7 @@ func countedAlready(env Env, a Agent) (Tokens, bool) {
 	}
 	key := countKey{info.Dev, info.Ino, a.Harness}
 	e, ok := env.Counts.take(key, true)
+	defer env.Counts.done(key, true)
 	if !ok {
 		return Tokens{}, false
 	}
@@ -169,10 +171,16 @@ func fingerprint(f *os.File, off int64) []byte {
 // there; anything else is counted afresh. So a count is never older than
 // its file. It is safe for concurrent use and bounded; a nil *Counts
 // keeps nothing.
+//
+// The counts of one file are made one at a time: a Count that finds
+// another counting the same file waits for it (a scan is bounded by
+// scanMax), then goes on from its result as from any earlier one, so
+// concurrent requests share the work instead of each scanning the file.
 type Counts struct {
 	mu    sync.Mutex
 	m     map[countKey]countEntry
 	order []countKey
+	busy  map[countKey]chan struct{} // closed when that file's count is done
 }
 
 type countKey struct {
@@ -202,19 +210,45 @@ func countKeyOf(harness string, st os.FileInfo) (countKey, bool) {
 }
 
 // take removes k's entry and returns it: the running count is the
-// caller's until it puts it back (a concurrent Count of the same file
-// counts afresh).
+// caller's until it puts it back, or says it is done (done). A concurrent
+// take of the same file waits until then.
 func (c *Counts) take(k countKey, ok bool) (countEntry, bool) {
 	if c == nil || !ok {
 		return countEntry{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for {
+		ch, running := c.busy[k]
+		if !running {
+			break
+		}
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+	}
+	if c.busy == nil {
+		c.busy = map[countKey]chan struct{}{}
+	}
+	c.busy[k] = make(chan struct{})
 	e, hit := c.m[k]
 	if hit {
 		delete(c.m, k)
 	}
 	return e, hit
+}
+
+// done ends the caller's count of k (after put, if it keeps one).
+func (c *Counts) done(k countKey, ok bool) {
+	if c == nil || !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, running := c.busy[k]; running {
+		close(ch)
+		delete(c.busy, k)
+	}
 }
 
 func (c *Counts) put(k countKey, e countEntry) {
@@ -352,9 +386,60 @@ type claudeUsageLine struct {
 // final only on the last, so each id counts once, its last line's usage.
 // Sidechain lines (a sub-agent's) and synthetic ones are not the session's.
 type claudeTokens struct {
-	byID   map[string]claudeUsage
-	noID   []claudeUsage
+	byID   lastByID[claudeUsage, *claudeUsage]
+	noID   claudeUsage // the sum of the lines without an id
+	n      int         // lines counted
 	newest *claudeUsage
+}
+
+func (u *claudeUsage) add(v claudeUsage) {
+	u.Input += v.Input
+	u.Output += v.Output
+	u.CacheRead += v.CacheRead
+	u.CacheCreate += v.CacheCreate
+}
+
+// lastByID keeps the last value of each of the latest maxOpenIDs ids; the
+// value of an older id is final (a harness rewrites a record only while
+// writing it: Claude's lines of one message, Gemini's record when its
+// tokens arrive, each within a few records), so it is added to done and
+// forgotten. So a count holds a bounded state (rule 10), however many
+// records a transcript has; an id seen again after maxOpenIDs others would
+// count twice.
+type lastByID[U any, P interface {
+	*U
+	add(U)
+}] struct {
+	m     map[string]U
+	order []string // ids, first seen first
+	done  U
+}
+
+const maxOpenIDs = 1024
+
+func (l *lastByID[U, P]) put(id string, u U) {
+	if l.m == nil {
+		l.m = map[string]U{}
+	}
+	if _, ok := l.m[id]; !ok {
+		l.order = append(l.order, id)
+	}
+	l.m[id] = u
+	if len(l.order) > maxOpenIDs {
+		old := l.order[0]
+		P(&l.done).add(l.m[old])
+		delete(l.m, old)
+		l.order = l.order[1:]
+	}
+}
+
+// sum is done plus the value of every id kept.
+func (l *lastByID[U, P]) sum() U {
+	s := l.done
+	for _, u := range l.m {
+		P(&s).add(u)
+	}
+	return s
 }
 
 func (c *claudeTokens) line(ln []byte) {
@@ -371,14 +456,12 @@ func (c *claudeTokens) line(ln []byte) {
 		id, u = l.Message.ID, *l.Message.Usage
 	}
 	c.newest = &u
+	c.n++
 	if id == "" {
-		c.noID = append(c.noID, u)
+		c.noID.add(u)
 		return
 	}
-	if c.byID == nil {
-		c.byID = map[string]claudeUsage{}
-	}
-	c.byID[id] = u
+	c.byID.put(id, u)
 }
 
 // claudeUsageFast reads a main-chain assistant line's message id and usage
@@ -443,22 +526,11 @@ func (c *claudeTokens) tokens(whole bool) Tokens {
 	if c.newest != nil {
 		t.Context = i64(c.newest.Input + c.newest.CacheRead + c.newest.CacheCreate)
 	}
-	if !whole || (len(c.byID) == 0 && len(c.noID) == 0) {
+	if !whole || c.n == 0 {
 		return t
 	}
-	var sum claudeUsage
-	add := func(u claudeUsage) {
-		sum.Input += u.Input
-		sum.Output += u.Output
-		sum.CacheRead += u.CacheRead
-		sum.CacheCreate += u.CacheCreate
-	}
-	for _, u := range c.byID {
-		add(u)
-	}
-	for _, u := range c.noID {
-		add(u)
-	}
+	sum := c.byID.sum()
+	sum.add(c.noID)
 	t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(sum.Input), i64(sum.Output), i64(sum.CacheRead), i64(sum.CacheCreate)
 	return t
 }
@@ -622,8 +694,7 @@ func (p *piTokens) tokens(whole bool) Tokens {
 // record id (a record is appended again when its tokens arrive). input
 // includes the cached part; thoughts are output.
 type geminiTokens struct {
-	byID   map[string]geminiUsage
-	order  []string
+	byID   lastByID[geminiUsage, *geminiUsage]
 	newest *geminiUsage
 }
 
@@ -632,6 +703,13 @@ type geminiUsage struct {
 	Output   int64 `json:"output"`
 	Cached   int64 `json:"cached"`
 	Thoughts int64 `json:"thoughts"`
+}
+
+func (u *geminiUsage) add(v geminiUsage) {
+	u.Input += v.Input
+	u.Output += v.Output
+	u.Cached += v.Cached
+	u.Thoughts += v.Thoughts
 }
 
 func (g *geminiTokens) line(ln []byte) {
@@ -646,13 +724,7 @@ func (g *geminiTokens) line(ln []byte) {
 	if json.Unmarshal(ln, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
 		return
 	}
-	if g.byID == nil {
-		g.byID = map[string]geminiUsage{}
-	}
-	if _, ok := g.byID[l.ID]; !ok {
-		g.order = append(g.order, l.ID)
-	}
-	g.byID[l.ID] = *l.Tokens
+	g.byID.put(l.ID, *l.Tokens)
 	u := *l.Tokens
 	g.newest = &u
 }
@@ -663,14 +735,8 @@ func (g *geminiTokens) tokens(whole bool) Tokens {
 	}
 	t := Tokens{Context: i64(g.newest.Input)}
 	if whole {
-		var in, out, cr int64
-		for _, id := range g.order {
-			u := g.byID[id]
-			in += u.Input - u.Cached
-			cr += u.Cached
-			out += u.Output + u.Thoughts
-		}
-		t.Input, t.Output, t.CacheRead = i64(in), i64(out), i64(cr)
+		u := g.byID.sum()
+		t.Input, t.Output, t.CacheRead = i64(u.Input-u.Cached), i64(u.Output+u.Thoughts), i64(u.Cached)
 	}
 	return t
 }
