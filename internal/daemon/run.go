@@ -13,6 +13,7 @@ import (
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
@@ -37,6 +38,10 @@ type Config struct {
 	// after that long with no request in flight and no frame (0: the
 	// default, DefaultIdleTimeout; negative: never).
 	IdleTimeout time.Duration
+	// MaxBytes is the daemon's byte ceiling (0: DefaultMaxBytes), and
+	// MaxBytesPerUID each other subject's below it (0:
+	// DefaultMaxBytesPerUID): see budget.go.
+	MaxBytes, MaxBytesPerUID int64
 
 	// CrossMounts names the roots whose --root asked for mounts beneath
 	// them to be served (NAME=PATH,xdev); no other root crosses a mount.
@@ -203,6 +208,14 @@ func Run(ctx context.Context, cfg Config) error {
 		defer helper.Close()
 		procs.SetGuarded(helper)
 	}
+	// The daemon's pool of bytes, the root of every connection's
+	// (budget.go); work shared by all peers is charged to it too.
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	bytes := budget.New("the daemon", maxBytes)
+	setMemoryLimit(maxBytes)
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
@@ -250,6 +263,9 @@ func Run(ctx context.Context, cfg Config) error {
 		IdleTimeout: cfg.IdleTimeout,
 		MaxMsize:    cfg.MaxMsize,
 		Logf:        cfg.Logf,
+
+		Budget:         bytes,
+		MaxBytesPerUID: cfg.MaxBytesPerUID,
 	}
 	if u, err := user.Current(); err == nil {
 		s.Owner = u.Username
