@@ -602,6 +602,9 @@ func (t *tunlinkat) handle(cs *connState) message {
 		// since we always acquire deeper in the hierarchy, we know
 		// that we are free of lock cycles.
 		childPathNode := ref.pathNode.pathNodeFor(t.Name)
+		// Dropped again unless a fid holds it: a refused unlink of any
+		// name must not leave a node behind.
+		defer ref.pathNode.pruneChild(t.Name)
 		childPathNode.opMu.Lock()
 		defer childPathNode.opMu.Unlock()
 
@@ -1352,13 +1355,12 @@ func doWalk(cs *connState, ref *fidRef, names []string, getattr bool) (qids []QI
 			// anonymous. They exist in the tree for tracking
 			// purposes.
 			newRef := &fidRef{
-				server:   cs.server,
-				parent:   walkRef,
-				file:     sf,
-				mode:     attr.Mode.FileType(),
-				pathNode: walkRef.pathNode.pathNodeFor(names[i]),
+				server: cs.server,
+				parent: walkRef,
+				file:   sf,
+				mode:   attr.Mode.FileType(),
 			}
-			walkRef.pathNode.addChild(newRef, names[i])
+			newRef.pathNode = walkRef.pathNode.addChildNode(newRef, names[i])
 			// We allow our walk reference to become the new parent
 			// reference here and so we don't IncRef. Instead, just
 			// set walkRef to the newRef above and acquire a new
