@@ -124,16 +124,18 @@ func (l *listing) fill(b *tree.Batches) {
 // grow makes room for enc bytes more in wenc and at entries more in wat,
 // charging the bigger arrays before they are made (and letting the old
 // ones' charge go: a reply may still be writing from the old enc, for
-// as long as one write takes). Growth doubles, as append's does.
+// as long as one write takes). Growth doubles up to 1 MiB and adds a
+// quarter beyond, as append's does, so that what is charged stays near
+// what the listing needs.
 func (l *listing) grow(enc, at int) error {
 	var more int64
 	newEnc, newAt := cap(l.wenc), cap(l.wat)
 	if len(l.wenc)+enc > newEnc {
-		newEnc = max(2*newEnc, len(l.wenc)+enc, 4096)
+		newEnc = max(growCap(newEnc), len(l.wenc)+enc, 4096)
 		more += int64(newEnc - cap(l.wenc))
 	}
 	if len(l.wat)+at > newAt {
-		newAt = max(2*newAt, len(l.wat)+at, 256)
+		newAt = max(growCap(newAt*4)/4, len(l.wat)+at, 256)
 		more += 4 * int64(newAt-cap(l.wat))
 	}
 	if more == 0 {
@@ -154,6 +156,13 @@ func (l *listing) grow(enc, at int) error {
 		l.wat = a
 	}
 	return nil
+}
+
+func growCap(c int) int {
+	if c < 1<<20 {
+		return 2 * c
+	}
+	return c + c/4
 }
 
 // unchargeWriter releases what a listing that was never published
