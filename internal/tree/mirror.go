@@ -129,19 +129,30 @@ func (m *mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
 }
 
 // visibleSubdirs counts the subdirectories of rel a listing shows: none if
-// it cannot be listed (a listing would fail the same way).
+// it cannot be listed (a listing would fail the same way). It counts as
+// the directory is read, batch by batch, and keeps no name: every stat of
+// a grantee's directory counts, and reading a directory of 50,000 long
+// names whole held 15 MB per stat, charged to no one.
 func visibleSubdirs(root *saferoot.Root, rel string) uint64 {
-	ents, err := root.ReadDir(rel)
+	r, err := root.OpenDir(rel)
 	if err != nil {
 		return 0
 	}
+	defer r.Close()
 	var n uint64
-	for _, e := range ents {
-		if e.Dir {
-			n++
+	for {
+		more, err := r.Next(func(_ []byte, dir bool, _ uint64) {
+			if dir {
+				n++
+			}
+		})
+		if err != nil {
+			return 0
+		}
+		if !more {
+			return n
 		}
 	}
-	return n
 }
 
 func hostAttr(info saferoot.Info) Attr {
