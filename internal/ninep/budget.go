@@ -1,6 +1,7 @@
 package ninep
 
 import (
+	"sort"
 	"unsafe"
 
 	"sync/atomic"
@@ -116,4 +117,68 @@ func listCost(ents []tree.Entry) int64 {
 		n += int64(len(e.Name))
 	}
 	return n
+}
+
+// listCharged is d's entries, sorted by name as tree.Dir.List returns
+// them, charged to bytes as they are read (listCost's measure) and
+// refused (ENOMEM) once they do not fit, before the whole directory is
+// held: a mirrored directory is read batch by batch. The caller releases
+// the charge, which is listCost of the result.
+func listCharged(d tree.Dir, bytes *charger) ([]tree.Entry, error) {
+	b, ok, err := tree.OpenBatches(d)
+	if !ok {
+		ents, err := d.List()
+		if err != nil {
+			return nil, err
+		}
+		if err := bytes.charge(listCost(ents), "a directory listing"); err != nil {
+			return nil, err
+		}
+		return ents, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	var (
+		ents    []tree.Entry
+		charged int64 // what the entries and the slice's capacity cost
+		werr    error
+	)
+	entry := int64(unsafe.Sizeof(tree.Entry{}))
+	for {
+		more, err := b.Next(func(name []byte, dir bool, path uint64) {
+			if werr != nil {
+				return
+			}
+			// The name, and the slice's growth before it is made.
+			need := int64(len(name))
+			if len(ents) == cap(ents) {
+				need += entry * int64(2*max(cap(ents), 64)-cap(ents))
+			}
+			if werr = bytes.charge(need, "a directory listing"); werr != nil {
+				return
+			}
+			charged += need
+			if len(ents) == cap(ents) {
+				grown := make([]tree.Entry, len(ents), 2*max(cap(ents), 64))
+				copy(grown, ents)
+				ents = grown
+			}
+			ents = append(ents, tree.Entry{Name: string(name), Dir: dir, Path: path})
+		})
+		if err == nil {
+			err = werr
+		}
+		if err != nil {
+			bytes.release(charged)
+			return nil, err
+		}
+		if !more {
+			break
+		}
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name < ents[j].Name })
+	// charged is listCost(ents), which the caller releases.
+	return ents, nil
 }

@@ -301,7 +301,8 @@ func TestBudgetWire(t *testing.T) {
 		// A walk beyond the pool is refused as a fid.
 		var more []*plan9client.Fid
 		for {
-			f, err := fsys.Open("pid", 0)
+			// A directory's open holds no handle: only the fid.
+			f, err := fsys.Open("dsh", 0)
 			if err != nil {
 				if !strings.Contains(err.Error(), errTooManyFids) {
 					t.Fatalf("a fid beyond the pool: %v, want %q", err, errTooManyFids)
@@ -330,4 +331,32 @@ func mustDir(t *testing.T, root tree.Dir, names ...string) tree.Dir {
 		}
 	}
 	return n.(tree.Dir)
+}
+
+// A 9P2000 listing is charged as it is read: exactly listCost of what it
+// keeps, the same entries List returns, and nothing once it is refused.
+func TestListCharged(t *testing.T) {
+	root := budgetTree(t, 3000)
+	d := mustDir(t, root, "dsh", "big")
+	pool := budget.New("test connection", 1<<30)
+	ents, err := listCharged(d, newCharger(pool, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.Used() != listCost(ents) {
+		t.Fatalf("charged %d, listCost %d", pool.Used(), listCost(ents))
+	}
+	want, _ := d.List()
+	if len(want) != len(ents) {
+		t.Fatalf("%d entries, List has %d", len(ents), len(want))
+	}
+	for i := range want {
+		if want[i] != ents[i] {
+			t.Fatalf("entry %d: %+v, List has %+v", i, ents[i], want[i])
+		}
+	}
+	small := budget.New("small", listCost(ents)/2)
+	if _, err := listCharged(d, newCharger(small, nil)); !errs.Is(err, errs.NoMem) || small.Used() != 0 {
+		t.Fatalf("a listing twice the pool: %v, %d bytes left charged", err, small.Used())
+	}
 }

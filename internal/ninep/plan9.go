@@ -206,16 +206,17 @@ func newPlan9(conn context.Context, bounds *bounds9, bytes *charger, root tree.D
 				// The listing is snapshotted at offset 0 and served from
 				// the snapshot after, as on the 9P2000.L side.
 				if off == 0 || s.snap == nil {
-					// The snapshot is charged with the fid (at
-					// listCost), and replaced, or dropped at clunk,
-					// with its charge.
-					snap, err := d.List()
+					// The snapshot is charged as it is read, and then
+					// with the fid (at listCost); it is replaced, or
+					// dropped at clunk, with its charge.
+					snap, err := listCharged(d, bytes)
 					if err != nil {
 						return 0, plan9Err(err)
 					}
-					if err := s.rechargeLocked(bytes, openCost(s.h)+listCost(snap)); err != nil {
-						return 0, plan9Err(err)
-					}
+					// Now the fid's: its charge counts the new
+					// snapshot, and lets go of the one it replaces.
+					s.charged += listCost(snap)
+					s.rechargeLocked(bytes, openCost(s.h)+listCost(snap))
 					s.snap = snap
 				}
 				return fid.ReadDir(data, off, func(i int, dir *plan9.Dir) bool {
