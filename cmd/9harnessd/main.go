@@ -87,8 +87,8 @@ Flags:
                     hold all but %[16]s of it
   --max-bytes-per-uid SIZE
                     hold at most SIZE bytes for each uid but the owner's
-                    (the owner's uid inside a sandbox counts as another)
-                    (default %[17]s)
+                    (the owner's uid inside a sandbox counts as another),
+                    and for each connection (default %[17]s)
   --msize BYTES     largest 9P message size granted, 4096..4194304
                     (default %[4]d)
   --allow-uid USER  also let USER (a name or uid) read the tree (repeatable)

@@ -16,14 +16,15 @@ import (
 //
 //	daemon (--max-bytes)
 //	├── owner (the daemon's uid, unsandboxed): no ceiling of its own
-//	│   └── connection, ...
+//	│   └── connection (--max-bytes-per-uid each), ...
 //	└── others: all but DefaultOwnerBytes of the daemon's
 //	    ├── uid N, or uid N sandboxed (--max-bytes-per-uid each)
 //	    │   └── connection, ...
 //	    └── ...
 //
 // so no other uid, nor all of them together, can take the bytes the owner
-// needs, as with connection slots.
+// needs, as with connection slots; and no one connection of the owner's
+// (a runaway script) can take what its other connections need.
 const (
 	// DefaultMaxBytes is the daemon's ceiling: half the unit's
 	// MemoryMax= (512M), which leaves the rest to what is not charged
@@ -101,7 +102,7 @@ func (p *pools) connPool(uid uint32, owner bool, logf Logf) (*budget.Pool, func(
 	}
 	sp.conns++
 	p.mu.Unlock()
-	c := sp.pool.Child(fmt.Sprintf("a connection of %s", sp.pool.Name()), 0)
+	c := sp.pool.Child(fmt.Sprintf("a connection of %s", sp.pool.Name()), p.perUID)
 	return c, func() {
 		if u := c.Used(); u > 0 && logf != nil {
 			// Not released by force: whatever still holds it (a
