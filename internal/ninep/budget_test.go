@@ -157,8 +157,7 @@ func TestBudgetListingClunkedEarly(t *testing.T) {
 }
 
 // Walked names are charged per fid and refused EMFILE beyond the pool;
-// an open generated file is charged its snapshot; a read its buffer,
-// while it runs.
+// an open generated file is charged its snapshot.
 func TestBudgetFidsAndHandles(t *testing.T) {
 	root := budgetTree(t, 1)
 	pool := budget.New("test connection", 1<<20)
@@ -185,10 +184,6 @@ func TestBudgetFidsAndHandles(t *testing.T) {
 	}
 	if pool.Used() != before {
 		t.Fatalf("a read left %d bytes charged", pool.Used()-before)
-	}
-	// A read whose buffer does not fit is refused.
-	if _, err := f.ReadAt(make([]byte, 2<<20), 0); Errno(err) != linux.ENOMEM {
-		t.Fatalf("a read of 2 MiB in a pool of 1 MiB: %v, want ENOMEM", err)
 	}
 	f.Close()
 	// Clones until the pool is full: the next is EMFILE.
@@ -359,4 +354,29 @@ func TestListCharged(t *testing.T) {
 	if _, err := listCharged(d, newCharger(small, nil)); !errs.Is(err, errs.NoMem) || small.Used() != 0 {
 		t.Fatalf("a listing twice the pool: %v, %d bytes left charged", err, small.Used())
 	}
+}
+
+// A Tread's buffer is charged from before the read until its reply is
+// written: one that does not fit is ENOMEM, one that does leaves nothing
+// charged once answered.
+func TestBudgetReadBufferWire(t *testing.T) {
+	const limit = 60 << 10 // below what msize allows a Tread
+	pool := budget.New("test connection", limit)
+	cfg := testConn(t)
+	cfg.Budget = pool
+	cli, done := lSession(t, cfg, 1<<16)
+	cli.Write(frame(proto.Twalk, 1, u32(0), u32(1), u16(1), str("pid")))
+	lExpect(t, cli, proto.Rwalk, 1)
+	cli.Write(frame(proto.Tlopen, 2, u32(1), u32(0)))
+	lExpect(t, cli, proto.Rlopen, 2)
+	before := pool.Used()
+	room := uint32(limit - before)
+	cli.Write(frame(proto.Tread, 3, u32(1), u64(0), u32(room+1)))
+	lExpectErr(t, cli, 3, linux.ENOMEM)
+	cli.Write(frame(proto.Tread, 4, u32(1), u64(0), u32(room)))
+	lExpect(t, cli, proto.Rread, 4)
+	eventually(t, "the read's buffer given back", func() bool { return pool.Used() == before })
+	cli.Close()
+	<-done
+	eventually(t, "the pool back to 0", func() bool { return pool.Used() == 0 })
 }

@@ -245,13 +245,8 @@ func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		return 0, linux.EBADF
 	}
-	// The buffer p (the fork's, sized by the Tread's count) is charged
-	// while the read runs: a read that waits for an event holds it as
-	// long as nothing happens.
-	if err := f.a.bytes.charge(int64(len(p)), "a read buffer"); err != nil {
-		return 0, Errno(err)
-	}
-	defer f.a.bytes.release(int64(len(p)))
+	// The buffer p is the p9 fork's, charged by it from before this
+	// read until its reply is written (serveL, WithReadBuffers).
 	var n int
 	var err error
 	if ctx != nil {

@@ -44,6 +44,7 @@ const (
 // read put back in front of the connection. Replies are written to c
 // itself, so that the fork can splice file data to the socket.
 func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
+	bytes := newCharger(cfg.Budget, cfg.Logf)
 	opts := []p9.ServerOpt{
 		// diod's libnpclient (diodls, diodcat) takes only success or
 		// ENOENT as "no authentication required".
@@ -52,6 +53,9 @@ func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
 		p9.WithoutXattrs(),
 		p9.WithMaxRequests(lRequests),
 		p9.WithMaxBlockingReads(lBlockingReads),
+		// A Tread's buffer is charged from before the read until its
+		// reply is written (or, waiting for an event, while it waits).
+		p9.WithReadBuffers(func(n int64) error { return bytes.charge(n, "a read buffer") }, bytes.release),
 		p9.WithReadTimeout(lReadTimeout),
 		p9.WithWriteTimeout(lWriteTimeout),
 		p9.WithContext(ctx),
@@ -66,7 +70,7 @@ func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
 	// name is charged to the connection's budget (budget.go), and one
 	// that does not fit is refused EMFILE.
 	a := &Attacher{Root: cfg.Root, UID: cfg.UID, GID: cfg.GID, Writer: cfg.Writer, Ctx: cfg.WriteCtx,
-		listers: make(chan struct{}, lListers), bytes: newCharger(cfg.Budget, cfg.Logf)}
+		listers: make(chan struct{}, lListers), bytes: bytes}
 	p9.NewServer(a, opts...).Handle(&prefixed{Conn: c, first: first}, c)
 }
 
