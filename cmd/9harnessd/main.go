@@ -432,6 +432,9 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	if maxBytes < 16<<20 {
 		return nil, usageError{fmt.Errorf("--max-bytes %s: must be at least 16M", maxBytes)}
 	}
+	if !fs.Changed("max-bytes-per-uid") {
+		maxBytesPerUID = min(maxBytesPerUID, maxBytes)
+	}
 	if maxBytesPerUID > maxBytes {
 		return nil, usageError{fmt.Errorf("--max-bytes-per-uid %s: must not be above --max-bytes (%s)", maxBytesPerUID, maxBytes)}
 	}
