@@ -62,8 +62,8 @@ func mirrorFrom(n mirrorNode, info saferoot.Info, w want) (Node, error) {
 //
 // A node looked up in a mirrored directory keeps its parent and its own
 // name, not its whole path: the 9P server keeps every node of a walk, and
-// a path string per node made a walk's cost grow with the square of its
-// depth (16 names of 250 bytes: 30 KiB of paths per fid). The path is
+// a path string per node would make a fid's cost grow with the square of
+// its depth (16 names of 250 bytes: 30 KiB of paths per fid). The path is
 // joined when a call needs it, the allocation of one host call's path.
 type mirrorNode struct {
 	root *saferoot.Root
@@ -132,7 +132,7 @@ func (m *mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
 // it cannot be listed (a listing would fail the same way). It counts as
 // the directory is read, batch by batch, and keeps no name: every stat of
 // a grantee's directory counts, and reading a directory of 50,000 long
-// names whole held 15 MB per stat, charged to no one.
+// names whole would hold 15 MB per stat, charged to no one.
 func visibleSubdirs(root *saferoot.Root, rel string) uint64 {
 	r, err := root.OpenDir(rel)
 	if err != nil {

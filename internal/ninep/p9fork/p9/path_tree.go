@@ -176,10 +176,10 @@ func (p *pathNode) addChildNode(ref *fidRef, name string) *pathNode {
 // pruneChild drops the path node for name if no fid references it. A
 // node is referenced by the fids walked to it, and every fid below it
 // holds one of those as its parent; so with none, nothing refers to the
-// node or to any node below it. Without this, a node for every name
-// ever walked (or named by a Tunlinkat, refused or not) stayed until the
-// connection ended: about 450 bytes and the name, per name, which no
-// bound on fids or requests counted.
+// node or to any node below it. Unpruned, a node for every name ever
+// walked (or named by a Tunlinkat, refused or not) would stay until the
+// connection ends: about 480 bytes and the name, per name, which no
+// bound on fids or requests counts.
 func (p *pathNode) pruneChild(name string) {
 	p.childMu.Lock()
 	if len(p.childRefs[name]) == 0 {

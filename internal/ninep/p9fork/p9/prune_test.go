@@ -36,8 +36,8 @@ const tTunlinkat = 76
 
 // A connection keeps no path node for a name no fid holds: walking to
 // many names one after the other (each fid clunked), and asking to
-// unlink many names, leaves the heap where it was. Before patch 60 each
-// name left about 450 bytes and itself until the connection ended.
+// unlink many names, leaves the heap where it was. Unpruned, each name
+// would leave about 480 bytes and itself until the connection ends.
 func TestPathNodesPruned(t *testing.T) {
 	r := serve(t, &anyDir{})
 	r.session(1 << 16)
