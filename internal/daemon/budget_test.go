@@ -128,3 +128,69 @@ func TestOwnerReserveBytes(t *testing.T) {
 		t.Fatalf("%d subject pools left after every connection ended", len(p.subjects))
 	}
 }
+
+// ServeConn charges a connection's bytes to its subject's pool below the
+// daemon's: an owner's listing shows in the daemon's pool while it is
+// held, and the pool is empty again, the subject's pool dropped, once the
+// connection has ended.
+func TestServeConnCharges(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, "big"), 0o755)
+	for i := range 500 {
+		f, err := os.Create(filepath.Join(home, "big", fmt.Sprintf("%s-%04d", strings.Repeat("s", 100), i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	root := tree.New(tree.Config{Roots: map[string]*saferoot.Root{"dsh": saferoot.New(home)}, PID: 1, Start: time.Now()})
+	s := &Server{Root: root, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), ProcRoot: "/proc", Budget: budget.New("the daemon", 64<<20)}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) net.Conn {
+		f := os.NewFile(uintptr(fd), "")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	srv, cli := conn(fds[0]), conn(fds[1])
+	done := make(chan struct{})
+	go func() { defer close(done); s.ServeConn(t.Context(), srv) }()
+	sess, err := p9client.New(cli, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := sess.Root().Walk([]string{"dsh", "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Open(p9client.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Readdir(0, 8192); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Pool().Used(); u < 500*100 {
+		t.Fatalf("the daemon's pool holds %d bytes with a listing of 500 names of 105 bytes open", u)
+	}
+	sess.Close()
+	<-done
+	// A listing still being read in the background gives its bytes back
+	// when its reader stops.
+	for deadline := time.Now().Add(10 * time.Second); s.Pool().Used() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's pool holds %d bytes 10 s after the connection ended", s.Pool().Used())
+		}
+	}
+	s.pools.mu.Lock()
+	n := len(s.pools.subjects)
+	s.pools.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d subject pools left after the connection ended", n)
+	}
+}
