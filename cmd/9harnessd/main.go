@@ -80,6 +80,15 @@ Flags:
   --idle-timeout DURATION
                     close a connection of another uid after DURATION with
                     no request in flight (default %[14]s; 0: never)
+  --max-bytes SIZE  hold at most SIZE bytes for all peers together:
+                    listings, walked names, open snapshots, read buffers
+                    (default %[15]s; K, M, G suffixes); beyond it a
+                    request gets ENOMEM, a walk EMFILE. Other uids may
+                    hold all but %[16]s of it
+  --max-bytes-per-uid SIZE
+                    hold at most SIZE bytes for each uid but the owner's
+                    (the owner's uid inside a sandbox counts as another),
+                    and for each connection (default %[17]s)
   --msize BYTES     largest 9P message size granted, 4096..4194304
                     (default %[4]d)
   --allow-uid USER  also let USER (a name or uid) read the tree (repeatable)
@@ -151,7 +160,8 @@ func helpText() string {
 	dirs.WriteString(line + "\n  /skills/          the skills of the harnesses that have them")
 	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String(),
 		harness.Verified("claude"), harness.Verified("codex"), harness.Verified("pi"), harness.Verified("gemini"), harness.Verified("opencode"),
-		daemon.DefaultOwnerReserve, daemon.DefaultMaxConnsPerUID, strings.TrimSuffix(daemon.DefaultIdleTimeout.String(), "0s"))
+		daemon.DefaultOwnerReserve, daemon.DefaultMaxConnsPerUID, strings.TrimSuffix(daemon.DefaultIdleTimeout.String(), "0s"),
+		byteSize(daemon.DefaultMaxBytes), byteSize(daemon.DefaultOwnerBytes), byteSize(daemon.DefaultMaxBytesPerUID))
 }
 
 // rootFlags collects --root NAME=PATH.
@@ -189,6 +199,46 @@ func (r rootFlags) Set(v string) error {
 		abs += ",xdev" // split off again in parse
 	}
 	r[name] = abs
+	return nil
+}
+
+// byteSize is a flag's number of bytes, with an optional K, M or G suffix
+// (powers of 1024, as systemd's MemoryMax= reads them).
+type byteSize int64
+
+func (b byteSize) String() string {
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if b != 0 && int64(b)%u.n == 0 {
+			return strconv.FormatInt(int64(b)/u.n, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+func (b *byteSize) Type() string { return "SIZE" }
+
+func (b *byteSize) Set(v string) error {
+	mult := int64(1)
+	num := strings.TrimRight(v, "KkMmGg")
+	switch strings.ToUpper(v[len(num):]) {
+	case "":
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	default:
+		return errors.New("want a number of bytes, with an optional K, M or G")
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return errors.New("want a positive number of bytes, with an optional K, M or G")
+	}
+	*b = byteSize(n * mult)
 	return nil
 }
 
@@ -325,6 +375,9 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	fs.Var(roots, "root", "")
 	maxConns := fs.Int("max-conns", daemon.DefaultMaxConns, "")
 	idleTimeout := fs.Duration("idle-timeout", daemon.DefaultIdleTimeout, "")
+	maxBytes, maxBytesPerUID := byteSize(daemon.DefaultMaxBytes), byteSize(daemon.DefaultMaxBytesPerUID)
+	fs.Var(&maxBytes, "max-bytes", "")
+	fs.Var(&maxBytesPerUID, "max-bytes-per-uid", "")
 	msize := fs.Uint("msize", daemon.DefaultMaxMsize, "")
 	var allowUIDs, allowGroups []string
 	fs.StringArrayVar(&allowUIDs, "allow-uid", nil, "")
@@ -376,6 +429,15 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 	if *maxConns < 1 {
 		return nil, usageError{fmt.Errorf("--max-conns %d: must be at least 1", *maxConns)}
 	}
+	if maxBytes < 16<<20 {
+		return nil, usageError{fmt.Errorf("--max-bytes %s: must be at least 16M", maxBytes)}
+	}
+	if !fs.Changed("max-bytes-per-uid") {
+		maxBytesPerUID = min(maxBytesPerUID, maxBytes)
+	}
+	if maxBytesPerUID > maxBytes {
+		return nil, usageError{fmt.Errorf("--max-bytes-per-uid %s: must not be above --max-bytes (%s)", maxBytesPerUID, maxBytes)}
+	}
 	if *idleTimeout < 0 {
 		return nil, usageError{fmt.Errorf("--idle-timeout %v: must not be negative", *idleTimeout)}
 	}
@@ -408,8 +470,11 @@ func parse(args []string, stdout io.Writer) (*daemon.Config, error) {
 		Roots:       all,
 		MaxConns:    *maxConns,
 		IdleTimeout: *idleTimeout,
-		MaxMsize:    uint32(*msize),
-		Logf:        logf,
+
+		MaxBytes:       int64(maxBytes),
+		MaxBytesPerUID: int64(maxBytesPerUID),
+		MaxMsize:       uint32(*msize),
+		Logf:           logf,
 
 		AllowUIDs:   uids,
 		AllowGroups: gids,

@@ -36,6 +36,9 @@ func TestRunStatus(t *testing.T) {
 		{[]string{"--root", "nosuch=/x"}, 2, "", "9harnessd: --root nosuch=/x: unknown harness \"nosuch\" (known: " + strings.Join(harness.Names(), ", ") + ") (try '9harnessd --help')\n"},
 		{[]string{"--idle-timeout", "-1s"}, 2, "", "9harnessd: --idle-timeout -1s: must not be negative (try '9harnessd --help')\n"},
 		{[]string{"extra"}, 2, "", "9harnessd: unexpected argument \"extra\" (try '9harnessd --help')\n"},
+		{[]string{"--max-bytes", "8M"}, 2, "", "9harnessd: --max-bytes 8M: must be at least 16M (try '9harnessd --help')\n"},
+		{[]string{"--max-bytes", "1X"}, 2, "", "9harnessd: --max-bytes 1X: want a positive number of bytes, with an optional K, M or G (try '9harnessd --help')\n"},
+		{[]string{"--max-bytes", "32M", "--max-bytes-per-uid", "64M"}, 2, "", "9harnessd: --max-bytes-per-uid 64M: must not be above --max-bytes (32M) (try '9harnessd --help')\n"},
 		{[]string{"--unix", "/a", "--fd", "3"}, 2, "", "9harnessd: --unix, --name and --fd are alternatives: give at most one (try '9harnessd --help')\n"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -63,6 +66,28 @@ func TestParseIdleTimeout(t *testing.T) {
 		}
 		if cfg.IdleTimeout != tc.want {
 			t.Errorf("%q: IdleTimeout %v, want %v", tc.args, cfg.IdleTimeout, tc.want)
+		}
+	}
+}
+
+// TestParseMaxBytes: the byte ceilings reach the Config; a --max-bytes
+// below the default per-uid ceiling lowers that default with it.
+func TestParseMaxBytes(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		bytes, uid int64
+	}{
+		{nil, daemon.DefaultMaxBytes, daemon.DefaultMaxBytesPerUID},
+		{[]string{"--max-bytes", "1G", "--max-bytes-per-uid", "100M"}, 1 << 30, 100 << 20},
+		{[]string{"--max-bytes", "32m"}, 32 << 20, 32 << 20},
+		{[]string{"--max-bytes", "20971520"}, 20 << 20, 20 << 20},
+	} {
+		cfg, err := parse(append(tc.args, "--root", "claude=/nonexistent"), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if cfg.MaxBytes != tc.bytes || cfg.MaxBytesPerUID != tc.uid {
+			t.Errorf("%q: MaxBytes %d, MaxBytesPerUID %d; want %d, %d", tc.args, cfg.MaxBytes, cfg.MaxBytesPerUID, tc.bytes, tc.uid)
 		}
 	}
 }

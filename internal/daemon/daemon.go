@@ -14,6 +14,7 @@ import (
 
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/ninep"
 	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/prochelper"
@@ -101,6 +102,13 @@ type Server struct {
 	// overflow uid, so a grant could not tell them apart. It is asked only
 	// for such peers; the daemon's own uid is the one uid mapped inside.
 	PeerCreds func(net.Conn) (prochelper.Cred, error)
+	// Budget is the daemon's pool of bytes (budget.go): nil, one of
+	// DefaultMaxBytes. MaxBytesPerUID is each other subject's ceiling
+	// below it (0: DefaultMaxBytesPerUID).
+	Budget         *budget.Pool
+	MaxBytesPerUID int64
+	poolsOnce      sync.Once
+	pools          *pools
 
 	mu     sync.Mutex
 	idle   time.Time // when the last connection closed (zero while one is open)
@@ -204,6 +212,11 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	if !owner {
 		cfg.IdleTimeout = s.idleTimeout()
 	}
+	// The bytes the peer makes the daemon hold are charged to a pool of
+	// the connection's own, below its subject's (budget.go).
+	pool, drop := s.budgets().connPool(p.UID, owner, s.Logf)
+	defer drop()
+	cfg.Budget = pool
 	if err := ninep.Serve(ctx, c, cfg); err != nil {
 		s.logf("closed connection from %v: %v", p, err)
 	}

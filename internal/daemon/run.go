@@ -38,6 +38,10 @@ type Config struct {
 	// after that long with no request in flight and no frame (0: the
 	// default, DefaultIdleTimeout; negative: never).
 	IdleTimeout time.Duration
+	// MaxBytes is the daemon's byte ceiling (0: DefaultMaxBytes), and
+	// MaxBytesPerUID each other subject's below it (0:
+	// DefaultMaxBytesPerUID): see budget.go.
+	MaxBytes, MaxBytesPerUID int64
 
 	// CrossMounts names the roots whose --root asked for mounts beneath
 	// them to be served (NAME=PATH,xdev); no other root crosses a mount.
@@ -204,11 +208,20 @@ func Run(ctx context.Context, cfg Config) error {
 		defer helper.Close()
 		procs.SetGuarded(helper)
 	}
+	// The daemon's pool of bytes, the root of every connection's
+	// (budget.go); work shared by all peers is charged to it too.
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	bytes := budget.New("the daemon", maxBytes)
+	setMemoryLimit(maxBytes)
+	pools := newPools(bytes, cfg.MaxBytesPerUID, uint32(os.Getuid()))
 	home, _ := os.UserHomeDir()
 	envs := make(map[string]harness.Env, len(roots))
-	// Shared work (database snapshots, decoded logs) is charged to the
-	// daemon's pool.
-	pool := budget.New("daemon", 256<<20)
+	// Work shared by all peers (database snapshots, decoded logs) is
+	// charged below the daemon's pool, outside the owner's reserve.
+	pool := pools.shared
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
 	dbs := &dbsnap.Cache{Budget: pool}  // one snapshot per database, shared by every harness's Env
 	counts := &harness.Counts{}         // the tokens read whole from each unchanged transcript
@@ -255,6 +268,10 @@ func Run(ctx context.Context, cfg Config) error {
 		IdleTimeout: cfg.IdleTimeout,
 		MaxMsize:    cfg.MaxMsize,
 		Logf:        cfg.Logf,
+
+		Budget:         bytes,
+		MaxBytesPerUID: cfg.MaxBytesPerUID,
+		pools:          pools,
 	}
 	if u, err := user.Current(); err == nil {
 		s.Owner = u.Username

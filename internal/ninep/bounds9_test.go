@@ -184,7 +184,7 @@ func TestGate9FidBound(t *testing.T) {
 		defer cancel()
 		g := newGate9(rctx, newReplay(first, srv, cancel), srv, 8192, newBounds9(4, 1))
 		g.maxFids = 3
-		newPlan9(rctx, g.bounds, cfg.Root, "u", 8192, tree.Writer{}, nil).Serve(g, g)
+		newPlan9(rctx, g.bounds, nil, cfg.Root, "u", 8192, tree.Writer{}, nil).Serve(g, g)
 	}()
 	defer func() { cli.Close(); <-done }()
 	cli.SetDeadline(time.Now().Add(10 * time.Second))

@@ -34,11 +34,17 @@ type Attacher struct {
 	// listers holds a slot for each listing read in the background (see
 	// lListers); nil: none is, every listing is read whole.
 	listers chan struct{}
+	// bytes charges what the connection's fids, listings, handles and
+	// reads hold to its pool (budget.go); nil charges nothing.
+	bytes *charger
 }
 
 // Attach implements p9.Attacher.
 func (a *Attacher) Attach() (p9.File, error) {
-	return &file{a: a, node: a.Root}, nil
+	if err := a.bytes.charge(fileCost, "a fid"); err != nil {
+		return nil, linux.EMFILE
+	}
+	return &file{a: a, node: a.Root, charged: fileCost}, nil
 }
 
 // QuickAttach implements p9.QuickAttacher: a Tattach of the root is
@@ -56,12 +62,17 @@ type file struct {
 
 	a    *Attacher
 	node tree.Node
-	up   []tree.Node // ancestors, root first; the root's ".." is the root
+	up   *ancestor // nearest first; the root's ".." is the root
+	here int64     // what node holds: walkCost of its name, 0 for the root
+	// charged is what the walk that made this file charged (walkCost),
+	// released by Close.
+	charged int64
 
-	mu   sync.Mutex
-	h    tree.Handle // set by Open on a file
-	snap *listing    // the listing served by Readdir, taken at offset 0
-	open bool
+	mu       sync.Mutex
+	h        tree.Handle // set by Open on a file
+	hcharged int64       // what h holds (openCost), charged by Open
+	snap     *listing    // the listing served by Readdir, taken at offset 0
+	open     bool
 	// reason, once a write on this fid has failed, is what a read of the
 	// fid returns instead of the file (reason.go).
 	reason []byte
@@ -74,14 +85,25 @@ var (
 )
 
 func (f *file) clone() *file {
-	return &file{a: f.a, node: f.node, up: f.up}
+	return &file{a: f.a, node: f.node, up: f.up, here: f.here}
+}
+
+// walked charges nf, walked from f by names, to the connection: a fid
+// that does not fit is refused EMFILE, as a fid beyond a count would be.
+func (f *file) walked(nf *file, names []string) error {
+	n := walkCost(names)
+	if err := f.a.bytes.charge(n, "a fid"); err != nil {
+		return linux.EMFILE
+	}
+	nf.charged = n
+	return nil
 }
 
 // step walks one name from f in place and reports what it reached.
 func (f *file) step(name string) (tree.Attr, error) {
 	if name == ".." {
-		if n := len(f.up); n > 0 {
-			f.node, f.up = f.up[n-1], f.up[:n-1:n-1]
+		if f.up != nil {
+			f.node, f.here, f.up = f.up.node, f.up.here, f.up.up
 		}
 		return f.node.Attr()
 	}
@@ -93,8 +115,8 @@ func (f *file) step(name string) (tree.Attr, error) {
 	if err != nil {
 		return tree.Attr{}, err
 	}
-	f.up = append(f.up[:len(f.up):len(f.up)], f.node)
-	f.node = n
+	f.up = &ancestor{node: f.node, here: f.here, up: f.up, total: f.here + f.up.chain()}
+	f.node, f.here = n, walkCost([]string{name})
 	return a, nil
 }
 
@@ -108,6 +130,9 @@ func (f *file) Walk(names []string) ([]p9.QID, p9.File, error) {
 			return nil, nil, Errno(err)
 		}
 		qids = append(qids, qidOf(a))
+	}
+	if err := f.walked(nf, names); err != nil {
+		return nil, nil, err
 	}
 	return qids, nf, nil
 }
@@ -131,6 +156,9 @@ func (f *file) WalkGetAttr(names []string) ([]p9.QID, p9.File, p9.AttrMask, p9.A
 		if a, err = nf.node.Attr(); err != nil {
 			return nil, nil, p9.AttrMask{}, p9.Attr{}, Errno(err)
 		}
+	}
+	if err := f.walked(nf, names); err != nil {
+		return nil, nil, p9.AttrMask{}, p9.Attr{}, err
 	}
 	return qids, nf, attrMask, f.a.attr(a), nil
 }
@@ -159,15 +187,21 @@ func (f *file) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if err != nil {
 		return p9.QID{}, 0, Errno(err)
 	}
+	held := openCost(h)
+	if err := f.a.bytes.charge(held, "an open file's snapshot"); err != nil {
+		h.Close()
+		return p9.QID{}, 0, Errno(err)
+	}
 	a, err := f.node.Attr()
 	if err != nil {
 		if h != nil {
 			h.Close()
 		}
+		f.a.bytes.release(held)
 		return p9.QID{}, 0, Errno(err)
 	}
 	f.mu.Lock()
-	f.h = h
+	f.h, f.hcharged = h, held
 	f.open = true
 	f.mu.Unlock()
 	return qidOf(a), 0, nil
@@ -211,6 +245,8 @@ func (f *file) read(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		return 0, linux.EBADF
 	}
+	// The buffer p is the p9 fork's, charged by it from before this
+	// read until its reply is written (serveL, WithReadBuffers).
 	var n int
 	var err error
 	if ctx != nil {
@@ -286,7 +322,7 @@ func (f *file) ReaddirWire(offset uint64, count uint32) ([]byte, error) {
 		return nil, linux.EBADF
 	}
 	if offset == 0 || f.snap == nil {
-		l, err := listDir(d, f.a.listers)
+		l, err := listDir(d, f.a.listers, f.a.bytes)
 		if err != nil {
 			f.mu.Unlock()
 			return nil, Errno(err)
@@ -339,6 +375,8 @@ func (f *file) Close() error {
 		f.snap.close()
 	}
 	f.h, f.snap = nil, nil
+	f.a.bytes.release(f.charged + f.hcharged)
+	f.charged, f.hcharged = 0, 0
 	f.mu.Unlock()
 	if h != nil {
 		return h.Close()

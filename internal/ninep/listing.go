@@ -31,6 +31,16 @@ type listing struct {
 	// The writer's own: enc and at as they grow, published by publish.
 	wenc []byte
 	wat  []uint32
+
+	// The listing's bytes (the capacity of wenc and wat) are charged to
+	// bytes as they grow, before they are allocated; werr is the charge
+	// the writer was refused, which ends the listing. charged is the
+	// writer's until the listing is done, and released once when it is
+	// both done and closed (released).
+	bytes    *charger
+	charged  int64
+	werr     error
+	released bool
 }
 
 // direntSize is the encoded size of one entry without its name: qid[13]
@@ -55,8 +65,8 @@ const lListers = 2
 // listDir lists d. A directory that fits one read is listed whole, sorted,
 // before listDir returns; a bigger one goes on being read in the
 // background, when a slot in listers (the connection's) is free.
-func listDir(d tree.Dir, listers chan struct{}) (*listing, error) {
-	l := &listing{}
+func listDir(d tree.Dir, listers chan struct{}, bytes *charger) (*listing, error) {
+	l := &listing{bytes: bytes}
 	l.grew.L = &l.mu
 	b, ok, err := tree.OpenBatches(d)
 	if !ok {
@@ -66,13 +76,19 @@ func listDir(d tree.Dir, listers chan struct{}) (*listing, error) {
 		return nil, err
 	}
 	if h := b.Hint(); h > 0 {
-		l.wenc = make([]byte, 0, h*(direntSize+8))
-		l.wat = make([]uint32, 0, h)
+		if l.werr = l.grow(h*(direntSize+8), h); l.werr != nil {
+			b.Close()
+			return nil, l.werr
+		}
 	}
 	more, err := b.Next(l.add)
+	if err == nil {
+		err = l.werr
+	}
 	if err != nil || !more {
 		b.Close()
 		if err != nil {
+			l.unchargeWriter()
 			return nil, err
 		}
 		l.publish(true, nil)
@@ -96,10 +112,64 @@ func (l *listing) fill(b *tree.Batches) {
 	defer b.Close()
 	for {
 		more, err := b.Next(l.add)
+		if err == nil {
+			err = l.werr
+		}
 		if !l.publish(!more || err != nil, err) {
 			return
 		}
 	}
+}
+
+// grow makes room for enc bytes more in wenc and at entries more in wat,
+// charging the bigger arrays before they are made (and letting the old
+// ones' charge go: a reply may still be writing from the old enc, for
+// as long as one write takes). Growth doubles up to 1 MiB and adds a
+// quarter beyond, as append's does, so that what is charged stays near
+// what the listing needs.
+func (l *listing) grow(enc, at int) error {
+	var more int64
+	newEnc, newAt := cap(l.wenc), cap(l.wat)
+	if len(l.wenc)+enc > newEnc {
+		newEnc = max(growCap(newEnc), len(l.wenc)+enc, 4096)
+		more += int64(newEnc - cap(l.wenc))
+	}
+	if len(l.wat)+at > newAt {
+		newAt = max(growCap(newAt*4)/4, len(l.wat)+at, 256)
+		more += 4 * int64(newAt-cap(l.wat))
+	}
+	if more == 0 {
+		return nil
+	}
+	if err := l.bytes.charge(more, "a directory listing"); err != nil {
+		return err
+	}
+	l.charged += more
+	if newEnc != cap(l.wenc) {
+		b := make([]byte, len(l.wenc), newEnc)
+		copy(b, l.wenc)
+		l.wenc = b
+	}
+	if newAt != cap(l.wat) {
+		a := make([]uint32, len(l.wat), newAt)
+		copy(a, l.wat)
+		l.wat = a
+	}
+	return nil
+}
+
+func growCap(c int) int {
+	if c < 1<<20 {
+		return 2 * c
+	}
+	return c + c/4
+}
+
+// unchargeWriter releases what a listing that was never published
+// charged.
+func (l *listing) unchargeWriter() {
+	l.bytes.release(l.charged)
+	l.charged = 0
 }
 
 // publish makes what was added visible to replies, and ends the listing if
@@ -112,6 +182,7 @@ func (l *listing) publish(end bool, err error) bool {
 		// it is answered.
 		l.done, l.err = true, err
 	}
+	l.releaseLocked()
 	goOn := !l.done
 	l.mu.Unlock()
 	l.grew.Broadcast()
@@ -122,7 +193,18 @@ func (l *listing) publish(end bool, err error) bool {
 func (l *listing) close() {
 	l.mu.Lock()
 	l.stop = true
+	l.releaseLocked()
 	l.mu.Unlock()
+}
+
+// releaseLocked gives back the listing's charge once it is both done
+// (the writer charges no more) and closed (no reply is cut from it any
+// more). Called with l.mu held.
+func (l *listing) releaseLocked() {
+	if l.done && l.stop && !l.released {
+		l.released = true
+		l.bytes.release(l.charged)
+	}
 }
 
 // listAll lists a directory that is not read in batches, whole.
@@ -135,7 +217,9 @@ func listAll(l *listing, d tree.Dir) (*listing, error) {
 	for _, e := range ents {
 		size += direntSize + len(e.Name)
 	}
-	l.wenc, l.wat = make([]byte, 0, size), make([]uint32, 0, len(ents))
+	if err := l.grow(size, len(ents)); err != nil {
+		return nil, err
+	}
 	for _, e := range ents {
 		addEntry(l, e.Name, e.Dir, e.Path)
 	}
@@ -143,7 +227,16 @@ func listAll(l *listing, d tree.Dir) (*listing, error) {
 	return l, nil
 }
 
-func (l *listing) add(name []byte, dir bool, path uint64) { addEntry(l, name, dir, path) }
+// add adds an entry the directory's reader found, unless the listing was
+// refused its bytes.
+func (l *listing) add(name []byte, dir bool, path uint64) {
+	if l.werr != nil {
+		return
+	}
+	if l.werr = l.grow(direntSize+len(name), 1); l.werr == nil {
+		addEntry(l, name, dir, path)
+	}
+}
 
 // addEntry encodes the next entry at the end of l's writer's buffers.
 func addEntry[N string | []byte](l *listing, name N, dir bool, path uint64) {

@@ -51,9 +51,13 @@ type p9state struct {
 	mu   sync.Mutex
 	name string
 	node tree.Node
-	up   []tree.Node
-	h    tree.Handle
-	snap []tree.Entry
+	up   *ancestor
+	here int64 // as file.here
+	// charged is what the fid holds, charged to the connection:
+	// fileCost, its chain of nodes, and its open handle.
+	charged int64
+	h       tree.Handle
+	snap    []tree.Entry
 	// reason, once a write on this fid has failed, is what a read of the
 	// fid returns instead of the file (reason.go).
 	reason []byte
@@ -80,7 +84,26 @@ var errNotReady = errors.New("fid not ready: its walk has not completed")
 // refusals. It uses srv9p with Tree == nil: srv9p's Tree stores stats and
 // cannot drop entries, which a live tree needs. One server per connection.
 func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
-	return newPlan9(context.Background(), nil, root, owner, msize, writer, wctx)
+	return newPlan9(context.Background(), nil, newCharger(nil, nil), root, owner, msize, writer, wctx)
+}
+
+// errNoFid refuses a fid the connection's budget has no room for, in
+// the spelling clients map to EMFILE.
+var errNoFid = errors.New(errTooManyFids)
+
+// rechargeLocked charges or releases what s holds now beyond what it has
+// charged: its fid, its chain of nodes, its handle. Called with s.mu held.
+func (s *p9state) rechargeLocked(bytes *charger, hcost int64) error {
+	want := fileCost + s.here + s.up.chain() + hcost
+	if d := want - s.charged; d > 0 {
+		if err := bytes.charge(d, "a fid"); err != nil {
+			return err
+		}
+	} else {
+		bytes.release(-d)
+	}
+	s.charged = want
+	return nil
 }
 
 // newPlan9 is NewPlan9 for a connection whose end cancels conn and whose
@@ -88,7 +111,7 @@ func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wct
 // a Tflush naming it cancels (and writes the Rflush after the request's
 // reply), but derives it from context.Background(): a blocking read is
 // also handed conn, so that a client hanging up releases it.
-func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
+func newPlan9(conn context.Context, bounds *bounds9, bytes *charger, root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
 	return recovering(&srv9p.Server{
 		Msize: msize,
 		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
@@ -99,7 +122,10 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 			if err != nil {
 				return plan9.Qid{}, plan9Err(err)
 			}
-			fid.SetAux(&p9state{name: "/", node: root})
+			if err := bytes.charge(fileCost, "a fid"); err != nil {
+				return plan9.Qid{}, errNoFid
+			}
+			fid.SetAux(&p9state{name: "/", node: root, charged: fileCost})
 			return qid9(a), nil
 		},
 		Walk: func(ctx context.Context, fid, newfid *srv9p.Fid, names []string) ([]plan9.Qid, error) {
@@ -111,7 +137,11 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 					}
 					s.mu.Lock()
 					defer s.mu.Unlock()
-					nw.SetAux(&p9state{name: s.name, node: s.node, up: s.up})
+					ns := &p9state{name: s.name, node: s.node, up: s.up, here: s.here}
+					if err := ns.rechargeLocked(bytes, 0); err != nil {
+						return errNoFid
+					}
+					nw.SetAux(ns)
 					return nil
 				},
 				func(f *srv9p.Fid, name string) (plan9.Qid, error) {
@@ -121,15 +151,20 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 					}
 					s.mu.Lock()
 					defer s.mu.Unlock()
-					w := file{node: s.node, up: s.up}
+					w := file{node: s.node, up: s.up, here: s.here}
 					a, err := w.step(name)
 					if err != nil {
 						return plan9.Qid{}, plan9Err(err)
 					}
-					s.node, s.up = w.node, w.up
+					node, up, here := s.node, s.up, s.here
+					s.node, s.up, s.here = w.node, w.up, w.here
+					if err := s.rechargeLocked(bytes, openCost(s.h)); err != nil {
+						s.node, s.up, s.here = node, up, here
+						return plan9.Qid{}, errNoFid
+					}
 					if name != ".." {
 						s.name = name
-					} else if len(s.up) == 0 {
+					} else if s.up == nil {
 						s.name = "/"
 					}
 					return qid9(a), nil
@@ -153,6 +188,10 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 			if err != nil {
 				return plan9Err(err)
 			}
+			if err := s.rechargeLocked(bytes, openCost(h)); err != nil {
+				h.Close()
+				return plan9Err(err)
+			}
 			s.h = h
 			return nil
 		},
@@ -167,10 +206,17 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 				// The listing is snapshotted at offset 0 and served from
 				// the snapshot after, as on the 9P2000.L side.
 				if off == 0 || s.snap == nil {
-					snap, err := d.List()
+					// The snapshot is charged as it is read, and then
+					// with the fid (at listCost); it is replaced, or
+					// dropped at clunk, with its charge.
+					snap, err := listCharged(d, bytes)
 					if err != nil {
 						return 0, plan9Err(err)
 					}
+					// Now the fid's: its charge counts the new
+					// snapshot, and lets go of the one it replaces.
+					s.charged += listCost(snap)
+					s.rechargeLocked(bytes, openCost(s.h)+listCost(snap))
 					s.snap = snap
 				}
 				return fid.ReadDir(data, off, func(i int, dir *plan9.Dir) bool {
@@ -217,6 +263,12 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 				}
 				defer done()
 			}
+			// data (srv9p's, sized by the Tread's count) is charged
+			// while the read runs, as on the 9P2000.L side.
+			if err := bytes.charge(int64(len(data)), "a read buffer"); err != nil {
+				return 0, plan9Err(err)
+			}
+			defer bytes.release(int64(len(data)))
 			n, err := readHandle(ctx, conn, h, data, off)
 			if n > 0 || err == nil || errors.Is(err, io.EOF) {
 				return n, nil
@@ -276,6 +328,8 @@ func newPlan9(conn context.Context, bounds *bounds9, root tree.Dir, owner string
 			s.mu.Lock()
 			h := s.h
 			s.h, s.snap = nil, nil
+			bytes.release(s.charged)
+			s.charged = 0
 			s.mu.Unlock()
 			if h != nil {
 				h.Close()

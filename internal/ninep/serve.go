@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/ninep/proto"
 	"github.com/9harness/9harness/internal/tree"
 )
@@ -50,8 +51,14 @@ type Conn struct {
 	// request in flight and no message for that long. The daemon sets it
 	// for peers other than the owner, so slots they hold unused come back.
 	IdleTimeout time.Duration
-	// Logf, if not nil, receives why a 9P2000.L connection was ended.
+	// Logf, if not nil, receives why a 9P2000.L connection was ended,
+	// and the first charge the connection's budget refused.
 	Logf func(format string, args ...any)
+	// Budget is the connection's pool of bytes (package budget): every
+	// fid, listing, open snapshot and read buffer the peer makes the
+	// daemon hold is charged to it while held. The daemon makes it below
+	// the peer's uid's pool; nil: a pool of DefaultConnBytes of its own.
+	Budget *budget.Pool
 }
 
 // ErrFirst is a connection whose first message is not a Tversion Serve
@@ -113,5 +120,5 @@ func serve2000Bounded(ctx context.Context, c net.Conn, first []byte, cfg Conn, b
 	// The idle timeout is armed by the Rversion, when nothing is in
 	// flight, and disarmed by each request until it is answered.
 	g.idle, g.conn = cfg.IdleTimeout, c
-	newPlan9(rctx, b, cfg.Root, cfg.Owner, cfg.MaxMsize, cfg.Writer, cfg.WriteCtx).Serve(g, g)
+	newPlan9(rctx, b, newCharger(cfg.Budget, cfg.Logf), cfg.Root, cfg.Owner, cfg.MaxMsize, cfg.Writer, cfg.WriteCtx).Serve(g, g)
 }

@@ -32,13 +32,6 @@ const (
 	// gateBlockingReads, for the same reasons (1,000 blocked readers
 	// across the connection cap, 16 msize of buffers at most).
 	lBlockingReads = 16
-	// lFids bounds the fids of one connection (EMFILE beyond it). Each
-	// holds a File and its walk's parents until clunked, about a
-	// kilobyte: 8192 is 8 MiB at most, far above what a client holds (a
-	// kernel mount keeps one per open file and per cached dentry, and
-	// the tree has hundreds of nodes, not thousands), and far below the
-	// 200,000 a Twalk loop made (1.65 GB).
-	lFids = 8192
 	// lReadTimeout bounds the rest of a frame once its first byte has
 	// arrived: a peer that sends half a frame and stalls is dropped. Any
 	// frame crosses a unix socket in far less; 30 s forgives a stopped
@@ -54,15 +47,18 @@ const (
 // read put back in front of the connection. Replies are written to c
 // itself, so that the fork can splice file data to the socket.
 func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
+	bytes := newCharger(cfg.Budget, cfg.Logf)
 	opts := []p9.ServerOpt{
 		// diod's libnpclient (diodls, diodcat) takes only success or
 		// ENOENT as "no authentication required".
 		p9.WithAuthError(linux.ENOENT),
 		p9.WithMaxMessageSize(cfg.MaxMsize),
 		p9.WithoutXattrs(),
-		p9.WithMaxFIDs(lFids),
 		p9.WithMaxRequests(lRequests),
 		p9.WithMaxBlockingReads(lBlockingReads),
+		// A Tread's buffer is charged from before the read until its
+		// reply is written (or, waiting for an event, while it waits).
+		p9.WithReadBuffers(func(n int64) error { return bytes.charge(n, "a read buffer") }, bytes.release),
 		p9.WithReadTimeout(lReadTimeout),
 		p9.WithWriteTimeout(lWriteTimeout),
 		p9.WithContext(ctx),
@@ -73,8 +69,11 @@ func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
 	if cfg.Logf != nil {
 		opts = append(opts, p9.WithServerLogger(endLogger(cfg.Logf)))
 	}
+	// The fids are bounded by their bytes, not their number: each walked
+	// name is charged to the connection's budget (budget.go), and one
+	// that does not fit is refused EMFILE.
 	a := &Attacher{Root: cfg.Root, UID: cfg.UID, GID: cfg.GID, Writer: cfg.Writer, Ctx: cfg.WriteCtx,
-		listers: make(chan struct{}, lListers)}
+		listers: make(chan struct{}, lListers), bytes: bytes}
 	p9.NewServer(a, opts...).Handle(&prefixed{Conn: c, first: first}, c)
 }
 

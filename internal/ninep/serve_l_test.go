@@ -10,6 +10,7 @@ import (
 
 	"github.com/hugelgupf/p9/linux"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/ninep/proto"
 )
 
@@ -188,15 +189,19 @@ func TestServeLXattrRefused(t *testing.T) {
 	lExpectErr(t, cli, 4, linux.EOPNOTSUPP)
 }
 
-// A connection holds at most lFids fids: the next Twalk gets EMFILE, and
-// a clunk makes room.
+// A connection's fids are bounded by their bytes: once its pool is full
+// the next Twalk gets EMFILE, a clunk makes room, and the connection's
+// end gives every byte back.
 func TestServeLFidBound(t *testing.T) {
-	cli, _ := lSession(t, testConn(t), 1<<16)
+	const fids = 1000
+	cfg := testConn(t)
+	cfg.Budget = budget.New("test connection", fids*fileCost)
+	cli, done := lSession(t, cfg, 1<<16)
 	// Pipelined in batches: the replies of one batch fit the socket
-	// buffers, so neither side waits on the other.
+	// buffers, so neither side waits on the other. The attach holds one.
 	const batch = 256
-	for next := 1; next < lFids; {
-		n := min(batch, lFids-next)
+	for next := 1; next < fids; {
+		n := min(batch, fids-next)
 		var b []byte
 		for i := range n {
 			b = append(b, frame(proto.Twalk, uint16(i), u32(0), u32(uint32(next+i)), u16(0))...)
@@ -209,12 +214,20 @@ func TestServeLFidBound(t *testing.T) {
 		}
 		next += n
 	}
-	cli.Write(frame(proto.Twalk, 1, u32(0), u32(lFids), u16(0)))
+	if u := cfg.Budget.Used(); u != fids*fileCost {
+		t.Fatalf("%d fids charged %d bytes, want %d", fids, u, fids*fileCost)
+	}
+	cli.Write(frame(proto.Twalk, 1, u32(0), u32(fids), u16(0)))
 	lExpectErr(t, cli, 1, linux.EMFILE)
 	cli.Write(frame(proto.Tclunk, 2, u32(7)))
 	lExpect(t, cli, proto.Rclunk, 2)
-	cli.Write(frame(proto.Twalk, 3, u32(0), u32(lFids), u16(0)))
+	cli.Write(frame(proto.Twalk, 3, u32(0), u32(fids), u16(0)))
 	lExpect(t, cli, proto.Rwalk, 3)
+	cli.Close()
+	<-done
+	if u := cfg.Budget.Used(); u != 0 {
+		t.Fatalf("the connection ended holding %d bytes of its pool", u)
+	}
 }
 
 // A Tversion in mid-session resets it: the old fids are gone.

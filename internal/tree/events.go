@@ -470,6 +470,15 @@ type eventReader struct {
 
 var _ Handle = (*eventReader)(nil)
 
+// eventsLineMax bounds a line's bytes: its time, harness, pid and event,
+// and a WHAT of at most eventsWhat.
+const eventsLineMax = 96 + eventsWhat
+
+// held is what a reader may come to hold: its queue full of the longest
+// lines. Lines are shared by every reader they are posted to, so this is
+// a bound, not a count.
+func (r *eventReader) held() int64 { return eventsBuffer * eventsLineMax }
+
 func (r *eventReader) push(line []byte) {
 	r.mu.Lock()
 	if r.closed {

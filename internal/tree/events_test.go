@@ -254,3 +254,22 @@ func TestEventsMoved(t *testing.T) {
 		t.Fatalf("line %q", l[0])
 	}
 }
+
+// An events reader holds at most its queue full of the longest lines:
+// Held reports that bound, which the adapters charge while it is open,
+// and no line is longer than eventsLineMax.
+func TestEventsHeldBound(t *testing.T) {
+	r, _ := tableFixture(t, 1, nil)
+	h := openEvents(t, r)
+	defer h.Close()
+	if got := Held(h); got != eventsBuffer*eventsLineMax {
+		t.Fatalf("Held %d, want %d", got, eventsBuffer*eventsLineMax)
+	}
+	l := eventLine(time.Now(), "opencode", 1<<31-1, EventAppear, strings.Repeat("\u00e9", 400))
+	if len(l) > eventsLineMax {
+		t.Fatalf("a line of %d bytes, above eventsLineMax (%d)", len(l), eventsLineMax)
+	}
+	if got := Held(snapshot{bytesReader([]byte("12345"))}); got != 5 {
+		t.Fatalf("a snapshot of 5 bytes: Held %d", got)
+	}
+}

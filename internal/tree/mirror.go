@@ -32,12 +32,18 @@ func mirror(root *saferoot.Root, rel string, w want) (Node, error) {
 // 2 plus its visible subdirectories (the real count tells how many excluded
 // ones there are).
 func mirrorAs(root *saferoot.Root, rel string, w want, grantee bool) (Node, error) {
-	const op = "tree.mirror"
 	info, err := root.Stat(rel)
 	if err != nil {
 		return nil, err
 	}
-	n := mirrorNode{root: root, rel: rel, grantee: grantee}
+	return mirrorFrom(mirrorNode{root: root, name: rel, grantee: grantee}, info, w)
+}
+
+// mirrorFrom makes n, which a stat of its path found as info, a node of
+// the wanted kind.
+func mirrorFrom(n mirrorNode, info saferoot.Info, w want) (Node, error) {
+	const op = "tree.mirror"
+	var err error
 	if n.found, err = n.attrOf(info); err != nil {
 		return nil, err
 	}
@@ -47,15 +53,22 @@ func mirrorAs(root *saferoot.Root, rel string, w want, grantee bool) (Node, erro
 	case !info.Dir && w != wantDir:
 		return &mirrorFile{n}, nil
 	}
-	return nil, errs.E(op, errs.NotExist, rel, nil)
+	return nil, errs.E(op, errs.NotExist, n.rel(), nil)
 }
 
 // mirrorNode is a remembered (root, rel) pair. It owns no OS resource: the
 // 9P server keeps every intermediate node of a walk alive until the fid is
 // clunked, so holding an fd here would pin one per path component.
+//
+// A node looked up in a mirrored directory keeps its parent and its own
+// name, not its whole path: the 9P server keeps every node of a walk, and
+// a path string per node would make a fid's cost grow with the square of
+// its depth (16 names of 250 bytes: 30 KiB of paths per fid). The path is
+// joined when a call needs it, the allocation of one host call's path.
 type mirrorNode struct {
 	root *saferoot.Root
-	rel  string
+	up   *mirrorNode // the directory it was looked up in; nil: name is the whole rel
+	name string
 	// found is what the stat that made this node saw. Only LookupAttr
 	// reads it, right after the lookup; Attr always stats anew.
 	found   Attr
@@ -64,8 +77,35 @@ type mirrorNode struct {
 
 func (m mirrorNode) lookupAttr() Attr { return m.found }
 
-func (m mirrorNode) Attr() (Attr, error) {
-	info, err := m.root.Stat(m.rel)
+// rel is the node's path under its root.
+func (m *mirrorNode) rel() string {
+	if m.up == nil {
+		return m.name
+	}
+	n := len(m.name)
+	for p := m.up; p != nil; p = p.up {
+		if p.name != "" {
+			n += len(p.name) + 1
+		}
+	}
+	b := make([]byte, n)
+	i := n
+	for p := m; p != nil; p = p.up {
+		if p.name == "" {
+			continue
+		}
+		if i < n {
+			i--
+			b[i] = '/'
+		}
+		i -= len(p.name)
+		copy(b[i:], p.name)
+	}
+	return string(b[i:])
+}
+
+func (m *mirrorNode) Attr() (Attr, error) {
+	info, err := m.root.Stat(m.rel())
 	if err != nil {
 		return Attr{}, err
 	}
@@ -73,35 +113,46 @@ func (m mirrorNode) Attr() (Attr, error) {
 }
 
 // attrOf is the attributes of info as m's viewer sees them.
-func (m mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
+func (m *mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
 	a := hostAttr(info)
 	if !m.grantee {
 		return a, nil
 	}
 	if !info.Dir {
 		if info.Nlink > 1 {
-			return Attr{}, errs.E("tree.mirror", errs.NotExist, m.rel, nil)
+			return Attr{}, errs.E("tree.mirror", errs.NotExist, m.rel(), nil)
 		}
 		return a, nil
 	}
-	a.Nlink = 2 + visibleSubdirs(m.root, m.rel)
+	a.Nlink = 2 + visibleSubdirs(m.root, m.rel())
 	return a, nil
 }
 
 // visibleSubdirs counts the subdirectories of rel a listing shows: none if
-// it cannot be listed (a listing would fail the same way).
+// it cannot be listed (a listing would fail the same way). It counts as
+// the directory is read, batch by batch, and keeps no name: every stat of
+// a grantee's directory counts, and reading a directory of 50,000 long
+// names whole would hold 15 MB per stat, charged to no one.
 func visibleSubdirs(root *saferoot.Root, rel string) uint64 {
-	ents, err := root.ReadDir(rel)
+	r, err := root.OpenDir(rel)
 	if err != nil {
 		return 0
 	}
+	defer r.Close()
 	var n uint64
-	for _, e := range ents {
-		if e.Dir {
-			n++
+	for {
+		more, err := r.Next(func(_ []byte, dir bool, _ uint64) {
+			if dir {
+				n++
+			}
+		})
+		if err != nil {
+			return 0
+		}
+		if !more {
+			return n
 		}
 	}
-	return n
 }
 
 func hostAttr(info saferoot.Info) Attr {
@@ -134,14 +185,15 @@ func (d *mirrorDir) Lookup(name string) (Node, error) {
 	if err := saferoot.ValidName(name); err != nil {
 		return nil, err
 	}
-	rel := name
-	if d.rel != "" {
-		rel = d.rel + "/" + name
-	}
+	rel := join1(d.rel(), name)
 	if err := d.root.CheckRel(rel); err != nil {
 		return nil, err
 	}
-	return mirrorAs(d.root, rel, wantAny, d.grantee)
+	info, err := d.root.Stat(rel)
+	if err != nil {
+		return nil, err
+	}
+	return mirrorFrom(mirrorNode{root: d.root, up: &d.mirrorNode, name: name, grantee: d.grantee}, info, wantAny)
 }
 
 // List implements Dir. Entries come from getdents with no stat per entry;
@@ -157,7 +209,7 @@ func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
 	if d.grantee {
 		return granteeList(d, f)
 	}
-	return saferoot.ReadDirFunc(d.root, d.rel, func(dev uint64, e saferoot.Entry) T {
+	return saferoot.ReadDirFunc(d.root, d.rel(), func(dev uint64, e saferoot.Entry) T {
 		return f(Entry{Name: e.Name, Dir: e.Dir, Path: HostPath(dev, e.Ino)})
 	})
 }
@@ -165,29 +217,50 @@ func mirrorListAs[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
 // Batches lists a mirrored directory batch by batch, as it is read (see
 // saferoot.DirReader: one sorted batch for a directory that fits one read,
 // the filesystem's order for a bigger one). Entries are List's, with the
-// same Paths.
-type Batches struct{ r *saferoot.DirReader }
+// same Paths; a grantee's are granteeList's, each file stat'ed as it
+// passes, so that a big directory is never held whole to be filtered.
+type Batches struct {
+	r       *saferoot.DirReader
+	root    *saferoot.Root
+	rel     string
+	grantee bool
+	name    []byte // join1(rel, name) of the entry being stat'ed
+}
 
 // OpenBatches opens d for a listing by batches. ok is false for a directory
-// that cannot (not a mirror, or a grantee's view, whose entries are stat'ed
-// one by one): the caller uses List.
+// that cannot (not a mirror): the caller uses List.
 func OpenBatches(d Dir) (b *Batches, ok bool, err error) {
 	m, isMirror := d.(*mirrorDir)
-	if !isMirror || m.grantee {
+	if !isMirror {
 		return nil, false, nil
 	}
-	r, err := m.root.OpenDir(m.rel)
+	rel := m.rel()
+	r, err := m.root.OpenDir(rel)
 	if err != nil {
 		return nil, true, err
 	}
-	return &Batches{r}, true, nil
+	return &Batches{r: r, root: m.root, rel: rel, grantee: m.grantee}, true, nil
 }
 
 // Next passes the next batch's entries to each, a name valid only during
 // the call, and reports whether more may follow (saferoot.DirReader.Next).
 func (b *Batches) Next(each func(name []byte, dir bool, path uint64)) (bool, error) {
 	dev := b.r.Dev()
-	return b.r.Next(func(name []byte, dir bool, ino uint64) { each(name, dir, HostPath(dev, ino)) })
+	if !b.grantee {
+		return b.r.Next(func(name []byte, dir bool, ino uint64) { each(name, dir, HostPath(dev, ino)) })
+	}
+	return b.r.Next(func(name []byte, dir bool, ino uint64) {
+		b.name = append(b.name[:0], b.rel...)
+		if b.rel != "" {
+			b.name = append(b.name, '/')
+		}
+		b.name = append(b.name, name...)
+		info, err := b.root.Stat(string(b.name))
+		if err != nil || info.Dir != dir || (!info.Dir && info.Nlink > 1) {
+			return
+		}
+		each(name, dir, HostPath(info.Dev, info.Ino))
+	})
 }
 
 // Hint is about how many entries the directory holds.
@@ -200,13 +273,14 @@ func (b *Batches) Close() { b.r.Close() }
 // stat of it, made now, finds one link (see mirrorAs). A file that vanished
 // meanwhile is left out, as a listing made a moment later would.
 func granteeList[T any](d *mirrorDir, f func(Entry) T) ([]T, error) {
-	ents, err := d.root.ReadDir(d.rel)
+	rel := d.rel()
+	ents, err := d.root.ReadDir(rel)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]T, 0, len(ents))
 	for _, e := range ents {
-		info, err := d.root.Stat(join1(d.rel, e.Name))
+		info, err := d.root.Stat(join1(rel, e.Name))
 		if err != nil || info.Dir != e.Dir || (!info.Dir && info.Nlink > 1) {
 			continue
 		}
@@ -228,7 +302,8 @@ type mirrorFile struct{ mirrorNode }
 // Open implements File: every ReadAt of the handle is a pread of the live
 // host file, so a transcript that grows is longer on the next read.
 func (f *mirrorFile) Open() (Handle, error) {
-	fh, err := f.root.Open(f.rel)
+	rel := f.rel()
+	fh, err := f.root.Open(rel)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +313,7 @@ func (f *mirrorFile) Open() (Handle, error) {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(fh.Fd()), &st); err != nil || st.Nlink > 1 {
 			fh.Close()
-			return nil, errs.E("tree.Open", errs.NotExist, f.rel, err)
+			return nil, errs.E("tree.Open", errs.NotExist, rel, err)
 		}
 	}
 	return hostHandle{fh}, nil

@@ -106,6 +106,19 @@ func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func (snapshot) Close() error { return nil }
 
+func (s snapshot) held() int64 { return s.Size() }
+
+// Held is about how many bytes the open handle h holds in memory: a
+// generated file's snapshot, an events reader's queue at its bound; 0 for
+// a handle whose reads go to the host. The wire adapters charge it to the
+// connection's byte budget for as long as h is open.
+func Held(h Handle) int64 {
+	if s, ok := h.(interface{ held() int64 }); ok {
+		return s.held()
+	}
+	return 0
+}
+
 func join(dir, name string) string {
 	if dir == "/" {
 		return "/" + name

@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"sync"
 	"syscall"
+
+	"github.com/hugelgupf/p9/linux"
 )
 
 // The read and listing paths carry the bulk of a session's bytes, so they
@@ -76,6 +78,21 @@ func getReadBuf(n int) *[]byte {
 	}
 	b := make([]byte, max(4096<<k, n))
 	return &b
+}
+
+// takeReadBuf is getReadBuf for a Tread of cs, charged to its server's
+// budget (WithReadBuffers); release gives the charge back, once (nil when
+// nothing was charged).
+func (cs *connState) takeReadBuf(n int) (b *[]byte, release func(), err error) {
+	if charge := cs.server.readCharge; charge != nil {
+		if err := charge(int64(n)); err != nil {
+			return nil, nil, linux.ENOMEM
+		}
+		var once sync.Once
+		r := cs.server.readRelease
+		release = func() { once.Do(func() { r(int64(n)) }) }
+	}
+	return getReadBuf(n), release, nil
 }
 
 // putReadBuf returns b to its class. A nil b is ignored.

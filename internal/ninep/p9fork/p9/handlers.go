@@ -602,6 +602,9 @@ func (t *tunlinkat) handle(cs *connState) message {
 		// since we always acquire deeper in the hierarchy, we know
 		// that we are free of lock cycles.
 		childPathNode := ref.pathNode.pathNodeFor(t.Name)
+		// Dropped again unless a fid holds it: a refused unlink of any
+		// name must not leave a node behind.
+		defer ref.pathNode.pruneChild(t.Name)
 		childPathNode.opMu.Lock()
 		defer childPathNode.opMu.Unlock()
 
@@ -749,9 +752,16 @@ func (t *tread) handle(cs *connState) message {
 	var (
 		n       int
 		data    *[]byte // sized by count, taken only if needed (fastpath.go)
+		release func()  // gives back data's charge (WithReadBuffers)
 		spliced message // the reply, if the data is spliced (splice_linux.go)
 		wait    bool    // a Blocker's read, done once the locks are let go
 	)
+	drop := func() {
+		putReadBuf(data)
+		if release != nil {
+			release()
+		}
+	}
 	if err := ref.safelyRead(func() (err error) {
 		switch ref.pendingXattr.op {
 		case xattrNone:
@@ -777,7 +787,9 @@ func (t *tread) handle(cs *connState) message {
 			if spliced = cs.spliceRead(ref, t.Offset, count); spliced != nil {
 				return nil
 			}
-			data = getReadBuf(int(count))
+			if data, release, err = cs.takeReadBuf(int(count)); err != nil {
+				return err
+			}
 			n, err = readAt(t.ctx, ref.file, (*data)[:count], int64(t.Offset))
 			return err
 
@@ -801,21 +813,25 @@ func (t *tread) handle(cs *connState) message {
 				return linux.EINVAL
 			}
 
-			data = getReadBuf(int(count))
+			if data, release, err = cs.takeReadBuf(int(count)); err != nil {
+				return err
+			}
 			n = copy((*data)[:count], ref.pendingXattr.buf[t.Offset:])
 			return nil
 		default:
 			return linux.EINVAL
 		}
 	}); err != nil && !errors.Is(err, io.EOF) {
-		putReadBuf(data)
+		drop()
 		return newErr(err)
 	}
 	if wait {
-		data = getReadBuf(int(count))
 		var err error
+		if data, release, err = cs.takeReadBuf(int(count)); err != nil {
+			return newErr(err)
+		}
 		if n, err = readAt(t.ctx, ref.file, (*data)[:count], int64(t.Offset)); err != nil && !errors.Is(err, io.EOF) {
-			putReadBuf(data)
+			drop()
 			return newErr(err)
 		}
 	}
@@ -829,7 +845,8 @@ func (t *tread) handle(cs *connState) message {
 		rread: rread{
 			Data: (*data)[:n],
 		},
-		buf: data,
+		buf:     data,
+		release: release,
 	}
 }
 
@@ -1352,13 +1369,12 @@ func doWalk(cs *connState, ref *fidRef, names []string, getattr bool) (qids []QI
 			// anonymous. They exist in the tree for tracking
 			// purposes.
 			newRef := &fidRef{
-				server:   cs.server,
-				parent:   walkRef,
-				file:     sf,
-				mode:     attr.Mode.FileType(),
-				pathNode: walkRef.pathNode.pathNodeFor(names[i]),
+				server: cs.server,
+				parent: walkRef,
+				file:   sf,
+				mode:   attr.Mode.FileType(),
 			}
-			walkRef.pathNode.addChild(newRef, names[i])
+			newRef.pathNode = walkRef.pathNode.addChildNode(newRef, names[i])
 			// We allow our walk reference to become the new parent
 			// reference here and so we don't IncRef. Instead, just
 			// set walkRef to the newRef above and acquire a new

@@ -1015,6 +1015,8 @@ type rreadServerPayloader struct {
 	rread
 
 	buf *[]byte // Data's pooled buffer (fastpath.go)
+	// release, if not nil, gives back buf's charge (WithReadBuffers).
+	release func()
 }
 
 // rread is the response for a Tread.
@@ -1085,6 +1087,10 @@ func (r *rreadServerPayloader) SetPayload(p []byte) {
 func (r *rreadServerPayloader) PayloadCleanup() {
 	putReadBuf(r.buf)
 	r.buf = nil
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 // String implements fmt.Stringer.

@@ -157,6 +157,37 @@ func (p *pathNode) addChild(ref *fidRef, name string) {
 	p.childMu.Unlock()
 }
 
+// addChildNode returns the path node for name, made if there is none,
+// with ref added as a reference to it, both under one lock: a node with
+// no reference is dropped (removeChild, pruneChild), so one looked up
+// for a new reference must not be dropped before the reference is in.
+func (p *pathNode) addChildNode(ref *fidRef, name string) *pathNode {
+	p.childMu.Lock()
+	defer p.childMu.Unlock()
+	pn, ok := p.childNodes[name]
+	if !ok {
+		pn = newPathNode()
+		p.childNodes[name] = pn
+	}
+	p.addChildLocked(ref, name)
+	return pn
+}
+
+// pruneChild drops the path node for name if no fid references it. A
+// node is referenced by the fids walked to it, and every fid below it
+// holds one of those as its parent; so with none, nothing refers to the
+// node or to any node below it. Unpruned, a node for every name ever
+// walked (or named by a Tunlinkat, refused or not) would stay until the
+// connection ends: about 480 bytes and the name, per name, which no
+// bound on fids or requests counts.
+func (p *pathNode) pruneChild(name string) {
+	p.childMu.Lock()
+	if len(p.childRefs[name]) == 0 {
+		delete(p.childNodes, name)
+	}
+	p.childMu.Unlock()
+}
+
 // removeChild removes the given child.
 //
 // This applies only to an individual fidRef, which is not required to exist.
@@ -177,6 +208,7 @@ func (p *pathNode) removeChild(ref *fidRef) {
 		delete(m, ref)
 		if len(m) == 0 {
 			delete(p.childRefs, name)
+			delete(p.childNodes, name)
 		}
 	}
 

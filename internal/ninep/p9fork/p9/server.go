@@ -65,6 +65,11 @@ type Server struct {
 	// (WithMaxFIDs).
 	maxFIDs int
 
+	// readCharge and readRelease, if set, account for each Tread's
+	// buffer while it is held (WithReadBuffers).
+	readCharge  func(n int64) error
+	readRelease func(n int64)
+
 	// ctx is the parent of every connection's context (WithContext).
 	ctx context.Context
 
@@ -129,6 +134,22 @@ func WithoutXattrs() ServerOpt {
 func WithMaxFIDs(n int) ServerOpt {
 	return func(s *Server) {
 		s.maxFIDs = n
+	}
+}
+
+// WithReadBuffers has each Tread's buffer (count bytes, taken from the
+// pools of fastpath.go when the read is not spliced) charged to charge
+// before it is taken, and released to release once the reply has been
+// written, or the read has failed. A charge that fails answers the Tread
+// ENOMEM. Why: a buffer is held from before the read until its reply is
+// taken by the client, which a client that pipelines Treads and reads no
+// reply makes as long as the write timeout, for lRequests buffers of up to
+// msize per connection; and a read that waits for an event holds its
+// buffer while it waits. The charge lets the server hold them against a
+// byte budget that counts everything else a peer makes it hold.
+func WithReadBuffers(charge func(n int64) error, release func(n int64)) ServerOpt {
+	return func(s *Server) {
+		s.readCharge, s.readRelease = charge, release
 	}
 }
 
