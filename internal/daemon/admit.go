@@ -52,9 +52,13 @@ const (
 // per interval, the next one counting what was not logged.
 const refusalInterval = time.Second
 
-// identifyPeer is peer.Identify: pidfd, groups and the /proc read. A
-// test counts its calls.
-var identifyPeer = peer.Identify
+// identifyPeer is peer.Identify (pidfd, groups and the /proc read) and
+// quickPeer peer.Quick (SO_PEERCRED alone): a test counts their calls,
+// and names peers of other uids through them.
+var (
+	identifyPeer = peer.Identify
+	quickPeer    = peer.Quick
+)
 
 // entryKey carries, in the context of a connection's handler, the entry
 // the accept loop made for it.
@@ -167,7 +171,8 @@ func (s *Server) admit(ctx context.Context, c net.Conn, sl slot) (ok bool, why s
 	}
 	// Slots are handed to waiters as they free (grantLocked), so a free
 	// slot here has no one of this class waiting before c.
-	if full := s.fullLocked(sl); full == "" {
+	full := s.fullLocked(sl)
+	if full == "" {
 		s.takeLocked(c, sl)
 		s.leaveLocked(sl)
 		s.mu.Unlock()
@@ -180,6 +185,17 @@ func (s *Server) admit(ctx context.Context, c net.Conn, sl slot) (ok bool, why s
 		s.adm.others = append(s.adm.others, w)
 	}
 	s.mu.Unlock()
+	if log, suppressed := s.waits.note(sl.uid, s.clock()); log {
+		more := ""
+		if suppressed > 0 {
+			more = fmt.Sprintf(" (and %d more of this uid since the last line)", suppressed)
+		}
+		who := "the owner's"
+		if !sl.owner {
+			who = fmt.Sprintf("uid %d's", sl.uid)
+		}
+		s.logf("a connection of %s waits for a slot: %s%s", who, full, more)
+	}
 
 	wait := s.waitFor(sl)
 	t := time.NewTimer(wait)
@@ -257,10 +273,10 @@ func (s *Server) wakeAllLocked() {
 func (s *Server) early(c net.Conn) (entry, bool) {
 	pol := s.policy()
 	grants := len(pol.AllowUIDs)+len(pol.AllowGroups) > 0
-	cr, groups, err := peer.Quick(c, len(pol.AllowGroups) > 0)
+	cr, groups, err := quickPeer(c, len(pol.AllowGroups) > 0)
 	if err != nil {
-		c.Close()
 		s.refuseQuick(peer.Cred{PID: -1, UID: ^uint32(0), GID: ^uint32(0)}, err.Error())
+		c.Close()
 		return entry{}, false
 	}
 	if cr.UID == s.UID {
@@ -272,8 +288,8 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 		// of them is refused all the same.
 		subj := authz.Subject{UID: cr.UID, GID: cr.GID, Groups: groups, PID: cr.PID}
 		if d := pol.Decide(context.Background(), subj, authz.Read); !d.Allow {
-			c.Close()
 			s.refuseQuick(cr, d.Reason)
+			c.Close()
 			return entry{}, false
 		}
 	}
@@ -281,8 +297,8 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 	// (counted meanwhile under the overflow uid, all such peers together).
 	sl := slot{uid: cr.UID}
 	if ok, why := s.enter(sl); !ok {
-		c.Close()
 		s.refuseQuick(cr, why)
+		c.Close()
 		return entry{}, false
 	}
 	return entry{sl: sl, entered: true}, true
@@ -350,25 +366,26 @@ func (s *Server) identify(ctx context.Context, c net.Conn) (p *peer.Peer, subj a
 	return p, subj, owner, true
 }
 
-// refusals limits the log of refused connections to one line per uid per
-// refusalInterval; the line after a pause counts those not logged.
-type refusals struct {
+// uidLimiter limits a log (of refused connections, of connections
+// waiting) to one line per uid per refusalInterval; the line after a pause
+// counts those not logged.
+type uidLimiter struct {
 	mu    sync.Mutex
-	byUID map[uint32]*uidRefusals
+	byUID map[uint32]*uidLine
 }
 
-type uidRefusals struct {
+type uidLine struct {
 	last       time.Time
 	suppressed int
 }
 
 // note records a refusal of uid at now and says whether to log it, and
-// how many of uid's refusals were not logged before it.
-func (r *refusals) note(uid uint32, now time.Time) (log bool, suppressed int) {
+// how many of uid's lines were not logged before it.
+func (r *uidLimiter) note(uid uint32, now time.Time) (log bool, suppressed int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byUID == nil {
-		r.byUID = make(map[uint32]*uidRefusals)
+		r.byUID = make(map[uint32]*uidLine)
 	}
 	u := r.byUID[uid]
 	if u == nil {
@@ -382,7 +399,7 @@ func (r *refusals) note(uid uint32, now time.Time) (log bool, suppressed int) {
 				}
 			}
 		}
-		u = &uidRefusals{}
+		u = &uidLine{}
 		r.byUID[uid] = u
 	} else if now.Sub(u.last) < refusalInterval {
 		u.suppressed++
@@ -393,6 +410,13 @@ func (r *refusals) note(uid uint32, now time.Time) (log bool, suppressed int) {
 	return true, suppressed
 }
 
+func (s *Server) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
 // refuseQuick records a connection refused on its credentials alone.
 func (s *Server) refuseQuick(cr peer.Cred, reason string) {
 	s.refuseAs(cr, "", reason)
@@ -401,11 +425,7 @@ func (s *Server) refuseQuick(cr peer.Cred, reason string) {
 // refuseAs records a refused connection, at most once per uid per
 // refusalInterval.
 func (s *Server) refuseAs(cr peer.Cred, comm, reason string) {
-	now := time.Now
-	if s.now != nil {
-		now = s.now
-	}
-	log, suppressed := s.refused.note(cr.UID, now())
+	log, suppressed := s.refused.note(cr.UID, s.clock())
 	if !log {
 		return
 	}

@@ -76,7 +76,8 @@ type Server struct {
 	// DefaultOwnerReserve, at most half of MaxConns; negative: none).
 	OwnerReserve int
 	// MaxConnsPerUID bounds each other uid's connections (0:
-	// DefaultMaxConnsPerUID); one over it is closed at once.
+	// DefaultMaxConnsPerUID); as many more may wait for a slot, and one
+	// over that is refused at once.
 	MaxConnsPerUID int
 	// IdleTimeout closes another uid's connection after that long with no
 	// request in flight and no frame (0: DefaultIdleTimeout; negative:
@@ -88,9 +89,9 @@ type Server struct {
 	// Policy decides who may read (and later move). Nil admits only the
 	// daemon's own uid.
 	Policy *authz.Policy
-	// Audit records refusals. Refused connections go through a rate
-	// limiter so that a flood cannot fill the journal. Nil logs them with
-	// Logf.
+	// Audit records refusals, at most one a second for each uid (the
+	// next counting those not recorded), so that a flood cannot fill the
+	// journal. Nil logs them with Logf.
 	Audit audit.Sink
 	// ProcRoot is where peers' /proc entries are read ("/proc").
 	ProcRoot string
@@ -107,8 +108,9 @@ type Server struct {
 	OwnerQueue           int
 	OwnerWait, OtherWait time.Duration
 
-	refused refusals         // the log of refusals, limited per uid
-	now     func() time.Time // the refusal log's clock (nil: time.Now)
+	refused uidLimiter       // the log of refusals, limited per uid
+	waits   uidLimiter       // the log of connections waiting, the same
+	now     func() time.Time // the logs' clock (nil: time.Now)
 
 	mu     sync.Mutex
 	adm    admission // connections waiting for a slot
