@@ -270,7 +270,9 @@ func TestConnectionCap(t *testing.T) {
 		c, err := client.Dial(d.sock)
 		third <- dialed{c, err}
 	}()
-	eventually(t, func() bool { return strings.Contains(d.stderr.String(), "waits for a slot: 2 connections are already open (the cap)") },
+	eventually(t, func() bool {
+		return strings.Contains(d.stderr.String(), "waits for a slot: 2 connections are already open (the cap)")
+	},
 		"a log line for the connection waiting")
 	select {
 	case got := <-third:
