@@ -266,8 +266,9 @@ func (s *Server) wakeAllLocked() {
 // early judges a new connection on what the kernel recorded at connect
 // time, in the accept loop, before any goroutine is spent on it. It
 // returns false when it refused and closed c. The owner's uid passes
-// untouched: whether the peer is the owner or the owner's uid in a
-// sandbox takes the full identification. Any other uid is refused here
+// (whether the peer is the owner or the owner's uid in a sandbox takes the
+// full identification), but for a process already judged sandboxed, which
+// counts against the sandbox's bound (sandboxedPIDs). Any other uid is refused here
 // unless a grant could name it, and otherwise counted as pending against
 // its uid's bound, so that a granted uid's flood stops here too.
 func (s *Server) early(c net.Conn) (entry, bool) {
@@ -280,7 +281,18 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 		return entry{}, false
 	}
 	if cr.UID == s.UID {
-		return entry{}, true
+		if !s.sandboxed.is(cr.PID, s.clock()) {
+			return entry{}, true
+		}
+		// A process of the owner's uid last judged sandboxed: counted
+		// against the sandbox's bound now, judged in full after.
+		sl := slot{uid: cr.UID}
+		if ok, why := s.enter(sl); !ok {
+			s.refuseQuick(cr, why)
+			c.Close()
+			return entry{}, false
+		}
+		return entry{sl: sl, entered: true}, true
 	}
 	if s.PeerCreds == nil || !grants {
 		// Inside a user namespace (PeerCreds set) the kernel names every
@@ -352,6 +364,9 @@ func (s *Server) identify(ctx context.Context, c net.Conn) (p *peer.Peer, subj a
 		return fail()
 	}
 	owner = s.policy().IsOwner(subj)
+	if !owner && p.UID == s.UID {
+		s.sandboxed.note(p.PID, p.PIDFD(), s.clock())
+	}
 	sl := slot{owner: owner, uid: p.UID}
 	if !ent.entered || ent.sl != sl {
 		if ent.entered {

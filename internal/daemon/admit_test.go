@@ -493,3 +493,51 @@ func eventually(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestSandboxedPIDs: a process judged sandboxed is remembered while it
+// lives, for sandboxedFor after its last connection, and forgotten once it
+// exits (its pid may then be another process's); at most sandboxedKeep
+// are held.
+func TestSandboxedPIDs(t *testing.T) {
+	sleeper := func() (*os.Process, int) {
+		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "30"}, &os.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.PidfdOpen(p.Pid, 0)
+		if err != nil {
+			p.Kill()
+			p.Wait()
+			t.Skipf("pidfd_open: %v", err)
+		}
+		t.Cleanup(func() { p.Kill(); p.Wait(); unix.Close(fd) })
+		return p, fd
+	}
+	var m sandboxedPIDs
+	defer m.closeAll()
+	now := time.Unix(1e9, 0)
+	a, afd := sleeper()
+	m.note(int32(a.Pid), afd, now)
+	if !m.is(int32(a.Pid), now.Add(time.Second)) {
+		t.Error("a process just judged sandboxed is not remembered")
+	}
+	if m.is(int32(a.Pid)+1, now) {
+		t.Error("another pid is remembered")
+	}
+	if m.is(int32(a.Pid), now.Add(time.Second+sandboxedFor+time.Millisecond)) {
+		t.Error("remembered past sandboxedFor after its last connection")
+	}
+	b, bfd := sleeper()
+	m.note(int32(b.Pid), bfd, now)
+	b.Kill()
+	b.Wait()
+	if m.is(int32(b.Pid), now) {
+		t.Error("a process that exited is still remembered")
+	}
+	for i := range 2 * sandboxedKeep {
+		m.note(int32(1_000_000+i), afd, now.Add(time.Duration(i)))
+	}
+	if len(m.pids) > sandboxedKeep {
+		t.Errorf("%d processes remembered, over %d", len(m.pids), sandboxedKeep)
+	}
+}

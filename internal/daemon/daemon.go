@@ -108,9 +108,11 @@ type Server struct {
 	OwnerQueue           int
 	OwnerWait, OtherWait time.Duration
 
-	refused uidLimiter       // the log of refusals, limited per uid
-	waits   uidLimiter       // the log of connections waiting, the same
-	now     func() time.Time // the logs' clock (nil: time.Now)
+	refused uidLimiter // the log of refusals, limited per uid
+	waits   uidLimiter // the log of connections waiting, the same
+	// sandboxed are the owner's uid's processes last judged sandboxed.
+	sandboxed sandboxedPIDs
+	now       func() time.Time // the logs' clock (nil: time.Now)
 
 	mu     sync.Mutex
 	adm    admission // connections waiting for a slot
@@ -367,6 +369,7 @@ func (s *Server) shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.wakeAllLocked()
+	s.sandboxed.closeAll()
 	for c := range s.conns {
 		c.Close()
 	}
