@@ -285,6 +285,10 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 			t.Logf("%s flooding: %d of %d owner `ls /` answered, median %v, worst %v; flooder: %s",
 				tc.name, floodOwnerLs-len(fails), floodOwnerLs, lat[len(lat)/2].Round(time.Millisecond),
 				lat[len(lat)-1].Round(time.Millisecond), strings.TrimSpace(lineAfter(flood, "CONNECTS")))
+			t.Logf("the daemon's log: %d lines", strings.Count(d.stderr.String(), "\n"))
+			if os.Getenv("ACCEPT_DUMP") != "" {
+				os.WriteFile("/tmp/accept-dump-"+strings.ReplaceAll(tc.name, " ", "-"), []byte(d.stderr.String()), 0o644)
+			}
 			if len(fails) > 0 {
 				t.Errorf("%d of %d owner `ls /` failed during the flood:\n%s", len(fails), floodOwnerLs, strings.Join(fails, "\n"))
 			}

@@ -432,6 +432,56 @@ func (s *Server) clock() time.Time {
 	return time.Now()
 }
 
+// logClosed logs a connection that ended with an error (its peer hung up
+// mid-request, or before its first frame: a flood of connects that are
+// served), at most once per uid per refusalInterval.
+func (s *Server) logClosed(p *peer.Peer, err error) {
+	if log, suppressed := s.closes.note(p.UID, s.clock()); log {
+		more := ""
+		if suppressed > 0 {
+			more = fmt.Sprintf(" (and %d more of this uid since the last line)", suppressed)
+		}
+		s.logf("closed connection from %v: %v%s", p, err, more)
+	}
+}
+
+// LimitLogf returns logf limited to one line per format per interval,
+// the next line counting those not written: for the lines a peer can
+// cause once per connection.
+func LimitLogf(logf Logf, interval time.Duration) Logf {
+	if logf == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	type line struct {
+		last       time.Time
+		suppressed int
+	}
+	lines := map[string]*line{}
+	return func(format string, args ...any) {
+		now := time.Now()
+		mu.Lock()
+		l := lines[format]
+		if l == nil {
+			l = &line{}
+			lines[format] = l
+		} else if now.Sub(l.last) < interval {
+			l.suppressed++
+			mu.Unlock()
+			return
+		}
+		l.last = now
+		n := l.suppressed
+		l.suppressed = 0
+		mu.Unlock()
+		if n > 0 {
+			logf(format+" (and %d more such lines not written since the last)", append(args, n)...)
+			return
+		}
+		logf(format, args...)
+	}
+}
+
 // refuseQuick records a connection refused on its credentials alone.
 func (s *Server) refuseQuick(cr peer.Cred, reason string) {
 	s.refuseAs(cr, "", reason)

@@ -108,11 +108,12 @@ type Server struct {
 	OwnerQueue           int
 	OwnerWait, OtherWait time.Duration
 
-	refused uidLimiter // the log of refusals, limited per uid
-	waits   uidLimiter // the log of connections waiting, the same
+	// The logs a flood can cause, each limited per uid: refusals,
+	// connections waiting, connections ended by their peer.
+	refused, waits, closes uidLimiter
+	now                    func() time.Time // their clock (nil: time.Now)
 	// sandboxed are the owner's uid's processes last judged sandboxed.
 	sandboxed sandboxedPIDs
-	now       func() time.Time // the logs' clock (nil: time.Now)
 
 	mu     sync.Mutex
 	adm    admission // connections waiting for a slot
@@ -206,7 +207,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 		cfg.IdleTimeout = s.idleTimeout()
 	}
 	if err := ninep.Serve(ctx, c, cfg); err != nil {
-		s.logf("closed connection from %v: %v", p, err)
+		s.logClosed(p, err)
 	}
 }
 

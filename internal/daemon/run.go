@@ -258,7 +258,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if helper != nil {
 		s.PeerCreds = helper.Peer
 	}
-	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(cfg.Logf))
+	// A line per sandboxed connection, which a sandbox can flood.
+	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(LimitLogf(cfg.Logf, refusalInterval)))
 	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {
