@@ -276,7 +276,7 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 	grants := len(pol.AllowUIDs)+len(pol.AllowGroups) > 0
 	cr, groups, err := quickPeer(c, len(pol.AllowGroups) > 0)
 	if err != nil {
-		s.refuseQuick(peer.Cred{PID: -1, UID: ^uint32(0), GID: ^uint32(0)}, err.Error())
+		s.refuseUnknown(err)
 		c.Close()
 		return entry{}, false
 	}
@@ -335,7 +335,7 @@ func (s *Server) identify(ctx context.Context, c net.Conn) (p *peer.Peer, subj a
 	}
 	p, err := identifyPeer(c, s.ProcRoot)
 	if err != nil {
-		s.refuseQuick(peer.Cred{PID: -1, UID: ^uint32(0), GID: ^uint32(0)}, err.Error())
+		s.refuseUnknown(err)
 		return fail()
 	}
 	if s.PeerCreds != nil && p.UID != s.UID {
@@ -479,6 +479,18 @@ func LimitLogf(logf Logf, interval time.Duration) Logf {
 			return
 		}
 		logf(format, args...)
+	}
+}
+
+// refuseUnknown logs a connection refused because the kernel would not
+// name its peer, at most once per refusalInterval.
+func (s *Server) refuseUnknown(err error) {
+	if log, suppressed := s.refused.note(^uint32(0), s.clock()); log {
+		more := ""
+		if suppressed > 0 {
+			more = fmt.Sprintf(" (and %d more since the last line)", suppressed)
+		}
+		s.logf("refused connection: %v%s", err, more)
 	}
 }
 
