@@ -445,10 +445,10 @@ func (s *Server) logClosed(p *peer.Peer, err error) {
 	}
 }
 
-// LimitLogf returns logf limited to one line per format per interval,
+// limitLogf returns logf limited to one line per format per interval,
 // the next line counting those not written: for the lines a peer can
 // cause once per connection.
-func LimitLogf(logf Logf, interval time.Duration) Logf {
+func limitLogf(logf Logf, interval time.Duration) Logf {
 	if logf == nil {
 		return nil
 	}

@@ -541,3 +541,30 @@ func TestSandboxedPIDs(t *testing.T) {
 		t.Errorf("%d processes remembered, over %d", len(m.pids), sandboxedKeep)
 	}
 }
+
+// TestOwnerQueueBounded: the owner's connections waiting are bounded in
+// number (OwnerQueue) and in time (OwnerWait); past either a connection is
+// refused with the reason.
+func TestOwnerQueueBounded(t *testing.T) {
+	s := &Server{MaxConns: 1, OwnerQueue: 2, OwnerWait: 100 * time.Millisecond}
+	if ok, why := s.track(&slotConn{n: 1}, slot{owner: true}); !ok {
+		t.Fatal(why)
+	}
+	owner := slot{owner: true}
+	for i := range 2 {
+		if ok, why := s.enter(owner); !ok {
+			t.Fatalf("owner's connection %d may not wait: %s", i+1, why)
+		}
+	}
+	if ok, why := s.enter(owner); ok || !strings.Contains(why, "2 of the owner's connections are already waiting") {
+		t.Errorf("a third owner's connection: %v %q, want refused past OwnerQueue", ok, why)
+	}
+	ok, why := s.admit(context.Background(), &slotConn{n: 2}, owner)
+	if ok || !strings.Contains(why, "no slot came free within 100ms: 1 connections are already open (the cap)") {
+		t.Errorf("after OwnerWait: %v %q, want refused", ok, why)
+	}
+	s.leave(owner)
+	if s.adm.ownerPending != 0 || len(s.adm.owners) != 0 {
+		t.Errorf("after: %d pending, %d waiting", s.adm.ownerPending, len(s.adm.owners))
+	}
+}

@@ -259,7 +259,7 @@ func Run(ctx context.Context, cfg Config) error {
 		s.PeerCreds = helper.Peer
 	}
 	// A line per sandboxed connection, which a sandbox can flood.
-	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(LimitLogf(cfg.Logf, refusalInterval)))
+	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(limitLogf(cfg.Logf, refusalInterval)))
 	s.Policy = policy
 	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
 	if mover != nil {
