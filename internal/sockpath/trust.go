@@ -248,7 +248,7 @@ func dialRetry(sock string, timeout time.Duration) (net.Conn, error) {
 		// Jittered, so that clients turned away together do not all
 		// come back together.
 		d := pause/2 + time.Duration(time.Now().UnixNano()%int64(pause/2+1))
-		time.Sleep(min(d, max(time.Until(until), 0)))
+		pauseFor(min(d, max(time.Until(until), 0)))
 		pause = min(2*pause, retryMax)
 	}
 }
@@ -294,6 +294,9 @@ func connectWait(sock string, wait time.Duration) (net.Conn, error) {
 	}
 	return c, nil
 }
+
+// pauseFor is time.Sleep; a test counts the pauses.
+var pauseFor = time.Sleep
 
 func retryable(sock string, err error) bool {
 	if errors.Is(err, unix.EAGAIN) {
