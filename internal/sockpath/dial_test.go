@@ -88,19 +88,27 @@ func TestDialWaitsForBacklog(t *testing.T) {
 func TestDialRetriesRefused(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s")
 	fd := rawListener(t, sock, -1) // bound, not listening: ECONNREFUSED
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		unix.Listen(fd, 8)
-	}()
+	pauses := 0
+	pauseFor = func(d time.Duration) {
+		// The server listens during the client's third pause.
+		if pauses++; pauses == 3 {
+			if err := unix.Listen(fd, 8); err != nil {
+				t.Error(err)
+			}
+		}
+		time.Sleep(d)
+	}
+	defer func() { pauseFor = time.Sleep }()
 	c, err := dialRetry(sock, 5*time.Second)
 	if err != nil {
 		t.Fatalf("a connect while the server comes up: %v", err)
 	}
 	c.Close()
+	if pauses != 3 {
+		t.Errorf("connected after %d pauses, want 3", pauses)
+	}
 
-	pauses := 0
-	pauseFor = func(d time.Duration) { pauses++; time.Sleep(d) }
-	defer func() { pauseFor = time.Sleep }()
+	pauses = 0
 	_, err = dialRetry(filepath.Join(t.TempDir(), "none"), 5*time.Second)
 	if !errors.Is(err, unix.ENOENT) {
 		t.Errorf("no socket: %v, want ENOENT", err)
