@@ -30,7 +30,8 @@ import (
 // frees (an owner's connection never waits behind another uid's); every
 // other uid's (a grantee, or the owner's uid inside a sandbox) in one
 // shared queue, bounded per uid and in all. Beyond the bounds, or after
-// waiting too long, a connection is refused as before.
+// waiting too long, a connection is refused: closed without a reply, and
+// logged.
 
 const (
 	// DefaultOwnerQueue bounds the owner's connections waiting for a
@@ -265,12 +266,14 @@ func (s *Server) wakeAllLocked() {
 
 // early judges a new connection on what the kernel recorded at connect
 // time, in the accept loop, before any goroutine is spent on it. It
-// returns false when it refused and closed c. The owner's uid passes
-// (whether the peer is the owner or the owner's uid in a sandbox takes the
-// full identification), but for a process already judged sandboxed, which
-// counts against the sandbox's bound (sandboxedPIDs). Any other uid is refused here
-// unless a grant could name it, and otherwise counted as pending against
-// its uid's bound, so that a granted uid's flood stops here too.
+// returns false when it refused and closed c.
+//
+// The owner's uid passes: whether the peer is the owner or the owner's
+// uid in a sandbox takes the full identification. Only a process already
+// judged sandboxed is counted here against the sandbox's bound
+// (sandboxedPIDs). Any other uid is refused here unless a grant could name
+// it, and otherwise counted as pending against its uid's bound, so that a
+// granted uid's flood stops here too.
 func (s *Server) early(c net.Conn) (entry, bool) {
 	pol := s.policy()
 	grants := len(pol.AllowUIDs)+len(pol.AllowGroups) > 0
