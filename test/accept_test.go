@@ -288,6 +288,7 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 			home, sock := sharedHome(t, ownerUID)
 			d := startAs(t, ownerUID, home, sock, "--allow-uid", strconv.Itoa(friendUID), "--proc", emptyProc(t))
 			waitOwnerLs(t, sock, d)
+			cpu0 := cpuTicks(d.cmd.Process.Pid)
 			stop := flooder(t, tc.uid, tc.wrap, sock)
 			time.Sleep(time.Second) // the flood is under way
 			var lat []time.Duration
@@ -313,13 +314,14 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 				c.Close()
 			}
 			flood := stop()
+			cpu := cpuTicks(d.cmd.Process.Pid) - cpu0
 			sort.Slice(conn, func(i, j int) bool { return conn[i] < conn[j] })
 			t.Logf("connects during the flood: median %v, worst %v", conn[len(conn)/2].Round(time.Microsecond), conn[len(conn)-1].Round(time.Microsecond))
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			t.Logf("%s flooding: %d of %d owner `ls /` answered, median %v, worst %v; flooder: %s",
 				tc.name, floodOwnerLs-len(fails), floodOwnerLs, lat[len(lat)/2].Round(time.Millisecond),
 				lat[len(lat)-1].Round(time.Millisecond), strings.TrimSpace(lineAfter(flood, "CONNECTS")))
-			t.Logf("the daemon's log: %d lines", strings.Count(d.stderr.String(), "\n"))
+			t.Logf("the daemon's log: %d lines; its CPU time over the flood: %d ticks", strings.Count(d.stderr.String(), "\n"), cpu)
 			if os.Getenv("ACCEPT_DUMP") != "" {
 				os.WriteFile("/tmp/accept-dump-"+strings.ReplaceAll(tc.name, " ", "-"), []byte(d.stderr.String()), 0o644)
 			}
@@ -331,6 +333,22 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cpuTicks is the user and system time of pid, in clock ticks.
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k
 }
 
 // lineAfter returns the line of out that starts with prefix.
