@@ -9,10 +9,10 @@ import (
 
 // Quick returns what the kernel recorded of c's peer at connect time, its
 // SO_PEERCRED, and, when groups is set, its SO_PEERGROUPS (nil when the
-// kernel gives none): two getsockopt
-// calls at most, no pidfd, no /proc read. It is enough to refuse a peer
-// whose uid and groups no grant names, at the cost of a refusal a flood of
-// connects can be made to pay for.
+// kernel gives none): two getsockopt calls at most, no pidfd, no /proc
+// read. It is all that refusing a peer whose uid and groups no grant
+// names needs, so that such a refusal stays cheap however many connects a
+// flood makes.
 func Quick(c net.Conn, groups bool) (Cred, []uint32, error) {
 	const op = "peer.Quick"
 	uc, ok := c.(*net.UnixConn)
