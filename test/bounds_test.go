@@ -576,10 +576,12 @@ func testBoundFids(t *testing.T, dialect string) {
 }
 
 // TestBoundIdleGrantee: a grantee opens 64 connections and says nothing
-// more (before the bound it locked the owner out). Those over its per-uid
-// cap are closed at once, with a log line; the owner is served meanwhile;
-// the grantee's idle connections are closed after --idle-timeout, while
-// its one busy connection stays; and then the grantee may connect again.
+// more (before the bound it locked the owner out). Its per-uid cap are
+// served; as many more wait for a slot; the rest are closed at once, with
+// a log line; the owner is served meanwhile; the grantee's idle
+// connections are closed after --idle-timeout, while its one busy
+// connection stays, and those waiting are served in their place; and then
+// the grantee may connect again.
 //
 // Guards rule 10: no other uid can lock the owner out, and connection
 // slots held unused come back.
@@ -611,30 +613,61 @@ func testBoundIdleGrantee(t *testing.T, dialect string) {
 			}
 		}()
 	}
+	var waiting []*raw9
 	r.underAttack(func() func() {
-		refused := 0
-		for range 64 {
-			c, err := net.DialTimeout("unix", r.sock, 5*time.Second)
-			if err != nil {
-				t.Fatalf("%v\n%s", err, r.d.stderr.String())
-			}
-			t.Cleanup(func() { c.Close() })
-			a := &raw9{c: c, r: bufio.NewReader(c), msize: 8192, dialect: dialect}
-			if _, err := a.version(8192); err != nil {
-				if !closedByPeer(err) {
-					t.Errorf("a connection over the cap: %v, want it closed", err)
-				}
-				refused++
-				continue
-			}
+		// Its cap, one by one, each answered.
+		for range nd.DefaultMaxConnsPerUID {
+			a := dial9(t, r.sock, 8192, dialect)
 			if len(held) == 0 {
 				keepBusy(a)
 			}
 			held = append(held, a)
 		}
-		t.Logf("64 connections: %d served, %d closed at once", len(held), refused)
-		if len(held) != nd.DefaultMaxConnsPerUID {
-			t.Errorf("one grantee holds %d connections, want its cap, %d", len(held), nd.DefaultMaxConnsPerUID)
+		// Then 56 more at once, each sending its Tversion.
+		more := make([]*raw9, 64-len(held))
+		for i := range more {
+			c, err := net.DialTimeout("unix", r.sock, 5*time.Second)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, r.d.stderr.String())
+			}
+			t.Cleanup(func() { c.Close() })
+			more[i] = &raw9{c: c, r: bufio.NewReader(c), msize: 8192, dialect: dialect}
+			v := dialect
+			if v == "" {
+				v = proto.Version2000L
+			}
+			if err := more[i].send(proto.AppendVersion(nil, proto.Tversion, proto.Version{Tag: proto.NoTag, Msize: 8192, Version: v})); err != nil && !closedByPeer(err) {
+				t.Fatal(err)
+			}
+		}
+		// Those past the bound of waiting connections are closed at
+		// once; those within it are not answered while the cap is held
+		// (all of it idle for less than --idle-timeout).
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		closed := 0
+		for _, a := range more {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.c.SetReadDeadline(time.Now().Add(idle / 2))
+				_, err := a.r.ReadByte()
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case closedByPeer(err):
+					closed++
+				case err == nil:
+					t.Errorf("a connection past the cap was answered while the cap was held")
+				default:
+					waiting = append(waiting, a)
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("64 connections: %d served, %d waiting, %d closed at once", len(held), len(waiting), closed)
+		if len(waiting) != nd.DefaultMaxConnsPerUID {
+			t.Errorf("%d of one grantee's connections wait, want as many as its cap, %d", len(waiting), nd.DefaultMaxConnsPerUID)
 		}
 		return nil
 	})
@@ -658,6 +691,15 @@ func testBoundIdleGrantee(t *testing.T, dialect string) {
 		_, err := a.r.ReadByte()
 		if !closedByPeer(err) {
 			t.Errorf("idle connection %d: %v, want it closed by the daemon after --idle-timeout %v", i+1, err, idle)
+		}
+	}
+	// The slots the idle connections held went to those waiting, in
+	// turn idle and closed.
+	for i, a := range waiting {
+		a.c.SetReadDeadline(time.Now().Add(2*idle + 15*time.Second))
+		typ, _, _, err := a.recv()
+		if err != nil || typ != proto.Rversion {
+			t.Errorf("waiting connection %d, once the idle ones closed: type %d, %v; want an Rversion", i+1, typ, err)
 		}
 	}
 	// One more idle period: were the owner's connection or the busy one
@@ -711,9 +753,10 @@ func testBoundVersionReset(t *testing.T, dialect string) {
 
 // TestBoundOwnerReserve: two grantees together try to take every slot of
 // --max-conns 16. The first takes its per-uid cap (8); the second gets
-// nothing, since the other 8 are the owner's reserve, and is told so in
-// the log; the owner is served. Without the reserve the two grantees
-// held all 16 slots and the owner was turned away.
+// nothing (its connections wait and are not answered), since the other 8
+// are the owner's reserve, and the log says so; the owner is served.
+// Without the reserve the two grantees held all 16 slots and the owner
+// was turned away.
 //
 // Guards rule 10: no other uid, nor all of them together, can lock the
 // owner out.
@@ -725,9 +768,9 @@ func TestBoundOwnerReserve(t *testing.T) {
 			held = append(held, dial9(t, r.sock, 8192, ""))
 		}
 		// The second grantee: a copy of this test binary as friendUID.
-		got, release := holdAs(t, friendUID, r.sock, 8, "")
+		got, release := holdAsWait(t, friendUID, r.sock, 8, "", 3*time.Second)
 		if !strings.Contains(got, "SERVED 0 OF 8") {
-			t.Errorf("the second grantee, with the first at its cap: %q, want SERVED 0 OF 8", got)
+			t.Errorf("the second grantee, with the first at its cap: %q, want SERVED 0 OF 8 within 3 s", got)
 		}
 		return func() {
 			release()
@@ -742,27 +785,42 @@ func TestBoundOwnerReserve(t *testing.T) {
 }
 
 // TestHelperHoldConns is run as a subprocess (under another uid) by
-// TestBoundOwnerReserve: it opens HELPER_HOLD connections, says Tversion
-// on each, prints how many were answered, and holds them until its
-// standard input closes.
+// TestBoundOwnerReserve: it opens HELPER_HOLD connections at once, says
+// Tversion on each, prints how many were answered within HELPER_HOLD_WAIT
+// (default ownerWait), and holds them until its standard input closes.
 func TestHelperHoldConns(t *testing.T) {
 	sock, n := os.Getenv("HELPER_SOCK"), os.Getenv("HELPER_HOLD")
 	if sock == "" || n == "" {
 		return // not a helper run
 	}
 	count, _ := strconv.Atoi(n)
+	wait := ownerWait
+	if w, err := time.ParseDuration(os.Getenv("HELPER_HOLD_WAIT")); err == nil {
+		wait = w
+	}
+	var mu sync.Mutex
 	var served []*raw9
+	var wg sync.WaitGroup
 	for range count {
 		c, err := net.DialTimeout("unix", sock, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		a := &raw9{c: c, r: bufio.NewReader(c), msize: 8192, dialect: os.Getenv("HELPER_DIALECT")}
-		if _, err := a.version(8192); err == nil {
-			served = append(served, a)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &raw9{c: c, r: bufio.NewReader(c), msize: 8192, dialect: os.Getenv("HELPER_DIALECT")}
+			// version's own deadline is ownerWait; this one is shorter.
+			go func() { time.Sleep(wait); c.SetReadDeadline(time.Now()) }()
+			if _, err := a.version(8192); err == nil {
+				mu.Lock()
+				served = append(served, a)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	fmt.Printf("SERVED %d OF %d\n", len(served), count)
 	io.Copy(io.Discard, os.Stdin)
 	// Still open: a read waits for a reply that never comes, where a
@@ -781,9 +839,15 @@ func TestHelperHoldConns(t *testing.T) {
 // holdAs runs TestHelperHoldConns as uid, holding n connections of
 // dialect; release closes them and returns how many were still open.
 func holdAs(t *testing.T, uid int, sock string, n int, dialect string) (served string, release func() string) {
+	return holdAsWait(t, uid, sock, n, dialect, ownerWait)
+}
+
+// holdAsWait is holdAs counting only the connections answered within
+// wait.
+func holdAsWait(t *testing.T, uid int, sock string, n int, dialect string, wait time.Duration) (served string, release func() string) {
 	t.Helper()
 	probe := exec.Command(bin("self.test"), "-test.run=^TestHelperHoldConns$")
-	probe.Env = append(os.Environ(), "HELPER_SOCK="+sock, "HELPER_HOLD="+strconv.Itoa(n), "HELPER_DIALECT="+dialect)
+	probe.Env = append(os.Environ(), "HELPER_SOCK="+sock, "HELPER_HOLD="+strconv.Itoa(n), "HELPER_DIALECT="+dialect, "HELPER_HOLD_WAIT="+wait.String())
 	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	stdin, err := probe.StdinPipe()
 	must(t, err)

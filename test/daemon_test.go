@@ -247,46 +247,50 @@ func TestSocketActivation(t *testing.T) {
 	}
 }
 
-// TestConnectionCap: connections beyond --max-conns are closed with a log
-// line, and served again once others close.
+// TestConnectionCap: the owner's connections beyond --max-conns wait for
+// a slot, with a log line, instead of being closed, and are served as soon
+// as another closes.
 //
-// Guards rule 10: bounded memory, fids, requests and connections.
+// Guards rule 10: bounded connections, and a burst of the owner's own
+// clients waits for a slot rather than being closed.
 func TestConnectionCap(t *testing.T) {
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "2")
-	// The readiness probe's connection may still be winding down: retry
-	// until two are held.
-	dial := func() *client.Client {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			c, err := client.Dial(d.sock)
-			if err == nil {
-				return c
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	a, b := dial(), dial()
+	a, err := client.Dial(d.sock)
+	must(t, err)
+	b, err := client.Dial(d.sock)
+	must(t, err)
 	defer b.Close()
-	if _, err := client.Dial(d.sock); err == nil {
-		t.Fatal("third connection was served beyond the cap of 2")
+	type dialed struct {
+		c   *client.Client
+		err error
 	}
-	eventually(t, func() bool { return strings.Contains(d.stderr.String(), "(the cap)") }, "a log line for the refused connection")
-	a.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	third := make(chan dialed, 1)
+	go func() {
 		c, err := client.Dial(d.sock)
-		if err == nil {
-			c.Close()
-			break
+		third <- dialed{c, err}
+	}()
+	eventually(t, func() bool {
+		return strings.Contains(d.stderr.String(), "waits for a slot: 2 connections are already open (the cap)")
+	},
+		"a log line for the connection waiting")
+	select {
+	case got := <-third:
+		t.Fatalf("the third connection was answered with the cap of 2 held: %v", got.err)
+	default:
+	}
+	a.Close()
+	select {
+	case got := <-third:
+		if got.err != nil {
+			t.Fatalf("the third connection, once one closed: %v\n%s", got.err, d.stderr.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not served again after one closed: %v", err)
+		if _, err := got.c.ReadFile("/pid"); err != nil {
+			t.Errorf("the third connection: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		got.c.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the third connection was not served after one of the two closed\n%s", d.stderr.String())
 	}
 }
 

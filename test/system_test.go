@@ -105,7 +105,9 @@ cat "$WORK/entries.json"
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
-	for _, k := range []string{"PEER_PID", "PEER_COMM", "REASON", "MESSAGE"} {
+	// No PEER_COMM: a uid no grant names is refused on SO_PEERCRED alone,
+	// without the /proc read a flood of connects would make it pay for.
+	for _, k := range []string{"PEER_PID", "REASON", "MESSAGE"} {
 		if got, _ := entry[k].(string); got == "" {
 			t.Errorf("%s missing", k)
 		}

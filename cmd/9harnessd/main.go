@@ -74,9 +74,9 @@ Flags:
                     resolved once at start; mounts beneath a root are never
                     crossed, unless given as NAME=PATH,xdev. NAME is one of
                     %[2]s
-  --max-conns N     refuse connections beyond N at once (default %[3]d);
-                    other uids may hold all but %[12]d of them, each uid at
-                    most %[13]d
+  --max-conns N     serve at most N connections at once (default %[3]d);
+                    more wait for a slot, yours first; other uids may hold
+                    all but %[12]d of them, each uid at most %[13]d
   --idle-timeout DURATION
                     close a connection of another uid after DURATION with
                     no request in flight (default %[14]s; 0: never)

@@ -78,7 +78,8 @@ type Server struct {
 	// DefaultOwnerReserve, at most half of MaxConns; negative: none).
 	OwnerReserve int
 	// MaxConnsPerUID bounds each other uid's connections (0:
-	// DefaultMaxConnsPerUID); one over it is closed at once.
+	// DefaultMaxConnsPerUID); as many more may wait for a slot, and one
+	// over that is refused at once.
 	MaxConnsPerUID int
 	// IdleTimeout closes another uid's connection after that long with no
 	// request in flight and no frame (0: DefaultIdleTimeout; negative:
@@ -90,9 +91,9 @@ type Server struct {
 	// Policy decides who may read (and later move). Nil admits only the
 	// daemon's own uid.
 	Policy *authz.Policy
-	// Audit records refusals. Refused connections go through a rate
-	// limiter so that a flood cannot fill the journal. Nil logs them with
-	// Logf.
+	// Audit records refusals, at most one a second for each uid (the
+	// next counting those not recorded), so that a flood cannot fill the
+	// journal. Nil logs them with Logf.
 	Audit audit.Sink
 	// ProcRoot is where peers' /proc entries are read ("/proc").
 	ProcRoot string
@@ -110,7 +111,22 @@ type Server struct {
 	poolsOnce      sync.Once
 	pools          *pools
 
+	// OwnerQueue bounds the owner's connections waiting for a slot (0:
+	// DefaultOwnerQueue); OwnerWait and OtherWait bound how long the
+	// owner's and any other uid's connection waits (0: DefaultOwnerWait,
+	// DefaultOtherWait). Beyond them a connection is refused.
+	OwnerQueue           int
+	OwnerWait, OtherWait time.Duration
+
+	// The logs a flood can cause, each limited per uid: refusals,
+	// connections waiting, connections ended by their peer.
+	refused, waits, closes uidLimiter
+	now                    func() time.Time // their clock (nil: time.Now)
+	// sandboxed are the owner's uid's processes last judged sandboxed.
+	sandboxed sandboxedPIDs
+
 	mu     sync.Mutex
+	adm    admission // connections waiting for a slot
 	idle   time.Time // when the last connection closed (zero while one is open)
 	conns  map[net.Conn]slot
 	others int            // connections of uids other than the owner
@@ -131,6 +147,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer s.shutdown()
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -141,12 +158,24 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			var ok bool
+			if backoff, ok = acceptBackoff(err, backoff); ok {
+				s.logf("accept: %v: pausing %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
 			return err
+		}
+		backoff = 0
+		// A peer refused on its credentials alone costs no goroutine.
+		ent, ok := s.early(c)
+		if !ok {
+			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.ServeConn(ctx, c)
+			s.ServeConn(context.WithValue(ctx, entryKey{}, ent), c)
 		}()
 	}
 }
@@ -154,46 +183,21 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // ServeConn serves one connection and closes it.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	p, err := peer.Identify(c, s.ProcRoot)
-	if err != nil {
-		s.logf("refused connection: %v", err)
+	// The gate: a peer the policy does not let read gets nothing, not even
+	// an Rversion, so no byte of the connection is read before this.
+	p, subj, owner, ok := s.identify(ctx, c)
+	if !ok {
 		return
 	}
 	defer p.Close()
-	if s.PeerCreds != nil && p.UID != s.UID {
-		cr, err := s.PeerCreds(c)
-		if err != nil {
-			// Refused rather than judged as the overflow uid, which
-			// would stand for every other user at once.
-			s.refuse(p, fmt.Sprintf("its real credentials are unknown: %v", err))
-			return
-		}
-		p.UID, p.GID, p.Groups = cr.UID, cr.GID, cr.Groups
-	}
-	subj := Subject(p)
-	if s.Sandbox != nil {
-		ns, err := s.Sandbox(c, p)
-		if err != nil {
-			s.refuse(p, fmt.Sprintf("its confinement is unknown: %v", err))
-			return
-		}
-		subj.Sandbox = ns
-	}
-	// The gate: a peer the policy does not let read gets nothing, not even
-	// an Rversion, so no byte of the connection is read before this.
-	if d := s.policy().Decide(ctx, subj, authz.Read); !d.Allow {
-		s.refuse(p, d.Reason)
-		return
-	}
 	root := s.Root
-	owner := s.policy().IsOwner(subj)
 	if !owner {
 		root = s.GranteeRoot
 		if root == nil {
 			root = tree.NewStatic("/", time.Time{})
 		}
 	}
-	if ok, why := s.track(c, slot{owner: owner, uid: p.UID}); !ok {
+	if ok, why := s.admit(ctx, c, slot{owner: owner, uid: p.UID}); !ok {
 		s.refuse(p, why)
 		return
 	}
@@ -218,7 +222,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	defer drop()
 	cfg.Budget = pool
 	if err := ninep.Serve(ctx, c, cfg); err != nil {
-		s.logf("closed connection from %v: %v", p, err)
+		s.logClosed(p, err)
 	}
 }
 
@@ -252,24 +256,7 @@ func (s *Server) policy() *authz.Policy {
 
 // refuse records a refused connection.
 func (s *Server) refuse(p *peer.Peer, reason string) {
-	if s.Audit == nil {
-		s.logf("refused connection from %v: %s", p, reason)
-		return
-	}
-	s.Audit.Send(audit.Event{
-		ID:       audit.IDConnRefused,
-		Priority: audit.PriWarning,
-		Message:  fmt.Sprintf("refused a connection from uid %d (pid %d, %s): %s", p.UID, p.PID, p.Comm, reason),
-		Fields: map[string]string{
-			"PEER_UID":  strconv.FormatUint(uint64(p.UID), 10),
-			"PEER_GID":  strconv.FormatUint(uint64(p.GID), 10),
-			"PEER_PID":  strconv.Itoa(int(p.PID)),
-			"PEER_COMM": p.Comm,
-			"ACTION":    string(authz.Read),
-			"DECISION":  "deny",
-			"REASON":    reason,
-		},
-	})
+	s.refuseAs(p.Cred, p.Comm, reason)
 }
 
 func (s *Server) maxConns() int {
@@ -321,16 +308,30 @@ type slot struct {
 func (s *Server) track(c net.Conn, sl slot) (ok bool, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closed:
+	if s.closed {
 		return false, "the daemon is stopping"
-	case len(s.conns) >= s.maxConns():
-		return false, fmt.Sprintf("%d connections are already open (the cap)", s.maxConns())
-	case !sl.owner && s.perUID[sl.uid] >= s.maxConnsPerUID():
-		return false, fmt.Sprintf("uid %d already holds %d connections (the cap of each uid but the owner's)", sl.uid, s.maxConnsPerUID())
-	case !sl.owner && s.others >= s.maxConns()-s.ownerReserve():
-		return false, fmt.Sprintf("other uids already hold %d connections (the cap; %d more are kept for the owner)", s.others, s.ownerReserve())
 	}
+	if why := s.fullLocked(sl); why != "" {
+		return false, why
+	}
+	s.takeLocked(c, sl)
+	return true, ""
+}
+
+// fullLocked says why sl may take no slot now ("" when it may).
+func (s *Server) fullLocked(sl slot) string {
+	switch {
+	case len(s.conns) >= s.maxConns():
+		return fmt.Sprintf("%d connections are already open (the cap)", s.maxConns())
+	case !sl.owner && s.perUID[sl.uid] >= s.maxConnsPerUID():
+		return fmt.Sprintf("uid %d already holds %d connections (the cap of each uid but the owner's)", sl.uid, s.maxConnsPerUID())
+	case !sl.owner && s.others >= s.maxConns()-s.ownerReserve():
+		return fmt.Sprintf("other uids already hold %d connections (the cap; %d more are kept for the owner)", s.others, s.ownerReserve())
+	}
+	return ""
+}
+
+func (s *Server) takeLocked(c net.Conn, sl slot) {
 	if s.conns == nil {
 		s.conns = make(map[net.Conn]slot)
 		s.perUID = make(map[uint32]int)
@@ -341,9 +342,10 @@ func (s *Server) track(c net.Conn, sl slot) (ok bool, why string) {
 		s.perUID[sl.uid]++
 	}
 	s.idle = time.Time{}
-	return true, ""
 }
 
+// untrack frees c's slot and hands it to the first connection waiting
+// that may take it.
 func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	if sl, ok := s.conns[c]; ok {
@@ -354,6 +356,9 @@ func (s *Server) untrack(c net.Conn) {
 				delete(s.perUID, sl.uid)
 			}
 		}
+	}
+	if !s.closed {
+		s.grantLocked()
 	}
 	if len(s.conns) == 0 {
 		s.idle = time.Now()
@@ -379,6 +384,8 @@ func (s *Server) Conns() int {
 func (s *Server) shutdown() {
 	s.mu.Lock()
 	s.closed = true
+	s.wakeAllLocked()
+	s.sandboxed.closeAll()
 	for c := range s.conns {
 		c.Close()
 	}

@@ -280,7 +280,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if helper != nil {
 		s.PeerCreds = helper.Peer
 	}
-	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(cfg.Logf))
+	// A line per sandboxed connection, which a sandbox can flood.
+	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(limitLogf(cfg.Logf, refusalInterval)))
 	if mover != nil {
 		// A move's launcher is judged as every peer is.
 		mover.Handoff.Sandbox = s.Sandbox

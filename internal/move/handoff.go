@@ -483,7 +483,7 @@ func (o *Offer) judge(c net.Conn, p *peer.Peer) string {
 	}
 	switch v, err := o.h.Sandbox(c, p); {
 	case err != nil:
-		return "its namespaces are unknown: " + err.Error()
+		return "its confinement is unknown: " + err.Error()
 	case v != "":
 		return "it is in a sandbox (" + v + ")"
 	}

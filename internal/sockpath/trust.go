@@ -42,6 +42,10 @@ func (e *Untrusted) Error() string { return "refusing " + e.Path + ": " + e.Reas
 //     listen(2), is the user's, or root's (systemd's socket activation
 //     listens as root), or the directory owner's (that grant again).
 //
+// A full listen backlog (EAGAIN: the daemon is busy, or flooded) is waited
+// out, and a refused connect while the socket file is there (the daemon
+// restarting under socket activation) tried again, for at most RetryFor.
+//
 // A refusal is an *Untrusted naming the path and the owner found.
 func Dial(sock string, timeout time.Duration) (*net.UnixConn, error) {
 	me := os.Geteuid()
@@ -49,7 +53,7 @@ func Dial(sock string, timeout time.Duration) (*net.UnixConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := net.DialTimeout("unix", sock, timeout)
+	c, err := dialRetry(sock, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -214,4 +218,93 @@ func Forwardable(sock string, timeout time.Duration) (string, *net.UnixConn, err
 		return "", nil, err
 	}
 	return p, c, nil
+}
+
+// RetryFor bounds how long Dial waits for a daemon that cannot take its
+// connect yet; retryFirst and retryMax are the first and the longest pause
+// between connects refused while the socket file is there.
+const (
+	RetryFor   = 2 * time.Second
+	retryFirst = 2 * time.Millisecond
+	retryMax   = 100 * time.Millisecond
+)
+
+// dialRetry connects to sock, waiting for at most min(RetryFor, timeout)
+// while the daemon cannot take the connection yet: while its listen
+// backlog is full (EAGAIN), the connect sleeps in the kernel's queue of
+// connects to that socket, woken as the daemon accepts, rather than
+// polling against whoever floods it; while nobody listens on a socket
+// file that is there (ECONNREFUSED: the daemon restarting under socket
+// activation), it is tried again after a short pause. Any other failure,
+// or ECONNREFUSED with no socket file, is returned at once.
+func dialRetry(sock string, timeout time.Duration) (net.Conn, error) {
+	until := time.Now().Add(min(RetryFor, timeout))
+	pause := retryFirst
+	for {
+		c, err := connectWait(sock, time.Until(until))
+		if err == nil || !retryable(sock, err) || !time.Now().Before(until) {
+			return c, err
+		}
+		// Jittered, so that clients turned away together do not all
+		// come back together.
+		d := pause/2 + time.Duration(time.Now().UnixNano()%int64(pause/2+1))
+		pauseFor(min(d, max(time.Until(until), 0)))
+		pause = min(2*pause, retryMax)
+	}
+}
+
+// connectWait connects a unix stream socket to sock with a blocking
+// connect bounded by wait (SO_SNDTIMEO), which is how the kernel lets a
+// connect wait for room in a full backlog; Go's own dial connects without
+// blocking and fails at once with EAGAIN.
+func connectWait(sock string, wait time.Duration) (net.Conn, error) {
+	addr := &net.UnixAddr{Name: sock, Net: "unix"}
+	fail := func(call string, err error) error {
+		return &net.OpError{Op: "dial", Net: "unix", Addr: addr, Err: os.NewSyscallError(call, err)}
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fail("socket", err)
+	}
+	tv := unix.NsecToTimeval(max(wait, time.Millisecond).Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, fail("setsockopt", err)
+	}
+	for {
+		// A unix connect is all or nothing: interrupted, it made no
+		// connection and is made again.
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: sock})
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fail("connect", err)
+	}
+	// Writes are the runtime poller's from here on, never blocking; the
+	// timeout is cleared all the same.
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{})
+	f := os.NewFile(uintptr(fd), sock)
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Addr: addr, Err: err}
+	}
+	return c, nil
+}
+
+// pauseFor is time.Sleep; a test counts the pauses.
+var pauseFor = time.Sleep
+
+func retryable(sock string, err error) bool {
+	if errors.Is(err, unix.EAGAIN) {
+		return true
+	}
+	if !errors.Is(err, unix.ECONNREFUSED) {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Lstat(sock, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK
 }
