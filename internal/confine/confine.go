@@ -256,6 +256,27 @@ func Output(cmd *exec.Cmd, rules []Rule) ([]byte, error) {
 	return out.Bytes(), err
 }
 
+// shebang is the interpreter a script names on its #! line, or "".
+func shebang(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b [256]byte
+	n, _ := f.Read(b[:])
+	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	rest, ok := bytes.CutPrefix(line, []byte("#!"))
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(string(rest))
+	if len(fields) == 0 || !filepath.IsAbs(fields[0]) {
+		return ""
+	}
+	return fields[0]
+}
+
 // program is what loading one executable needs, cached by the file's
 // identity.
 type program struct {
@@ -297,10 +318,22 @@ func ProgramRules(path string) ([]Rule, error) {
 }
 
 func programRules(path string) ([]Rule, error) {
+	return programRules1(path, 0)
+}
+
+func programRules1(path string, depth int) ([]Rule, error) {
 	rules := []Rule{{Path: path, Access: Exec}}
+	if interp := shebang(path); interp != "" && depth < 4 {
+		// A script (a wrapper, say): the kernel execs its interpreter.
+		more, err := programRules1(interp, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return append(rules, more...), nil
+	}
 	f, err := elf.Open(path)
 	if err != nil {
-		return rules, nil // a script or another format: the kernel says what it needs
+		return rules, nil // another format: nothing more is known to load it
 	}
 	defer f.Close()
 	interp := ""

@@ -96,6 +96,10 @@ type Mover struct {
 	// (this daemon's executable and --exec-env).
 	Spool Spool
 	Self  []string
+	// Sandbox judges a tmux server before a move asks it anything or lands
+	// on it (judgeTmux): the daemon's judgement of its own peers. Nil: no
+	// tmux server is trusted.
+	Sandbox Judge
 	// Term, Kill, SessionWait and StayAlive override the bounds (tests); zero = the defaults.
 	Term, Kill, SessionWait, StayAlive time.Duration
 
@@ -242,7 +246,13 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if cwd == "" {
 		return rec.refuse(errs.NotExist, "the agent's directory could not be read")
 	}
-	// 4. Where the move lands, and the host's limits.
+	// 4. Where the move lands, and the host's limits. A tmux server is
+	// judged as the daemon's peers are: a server in a sandbox is refused
+	// here, before the first signal.
+	if tm, ok := r.Host.(Tmux); ok && tm.Sandbox == nil {
+		tm.Sandbox = m.Sandbox
+		r.Host = tm
+	}
 	t, err := r.Host.Place(server, name, env, agent.TmuxSocket, m.UID)
 	if err != nil {
 		return rec.refuse(errs.KindOf(err), reason(err))
@@ -345,6 +355,13 @@ func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []s
 	// All the attempts share one bound (Bound counts it once).
 	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout+CheckTimeout)
 	defer cancel()
+	if tm, ok := h.(Tmux); ok {
+		// A live server gets the session from a client of the server that
+		// was judged, never from one that finds the path again by itself.
+		if done, err := tm.Create(ctx, hostPath, hostEnv, t, argv); done {
+			return err
+		}
+	}
 	var err error
 	for i := 0; i < 3 && ctx.Err() == nil; i++ {
 		u := unit
@@ -535,6 +552,8 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 	}
 	seen := map[int]cand{}
 	launched, launchedGone := 0, false
+	ref, referr := m.Procs.Reference()
+	elsewhere := ""
 	for {
 		if launched == 0 {
 			if launched = m.Spool.Started(file); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
@@ -563,6 +582,14 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 					continue
 				}
 				via := a.Via
+				// The agent comes back in the reference's namespaces or
+				// not at all: a process in a sandbox is not the move done.
+				if ns, err := m.Procs.Namespaces(f.Proc.PID); referr != nil || err != nil || ns.Differs(ref) != "" {
+					if err == nil && referr == nil {
+						elsewhere = fmt.Sprintf(" (pid %d resumed it in another %s namespace: not counted)", f.Proc.PID, nsName(ns.Differs(ref)))
+					}
+					continue
+				}
 				if !m.inSession(ctx, f.Proc.PID, r.Host, t, hostPath, hostEnv) {
 					continue
 				}
@@ -590,6 +617,7 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 			case launchedGone:
 				why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
 			}
+			why += elsewhere
 			return 0, "", errors.New(why)
 		}
 		select {
@@ -604,14 +632,14 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 // its children with ZMX_SESSION; for tmux the pid is a pane's process or
 // a descendant of one, on the target's server.
 func (m *Mover) inSession(ctx context.Context, pid int, h Host, t Target, hostPath string, hostEnv []string) bool {
-	switch h.(type) {
+	switch h := h.(type) {
 	case Zmx:
 		v, _ := m.Procs.Getenv(pid, "ZMX_SESSION")
 		return v == t.zmxFull()
 	case Tmux:
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		panes, err := tmuxPanes(ctx, hostPath, hostEnv, t)
+		panes, err := h.panes(ctx, hostPath, hostEnv, t)
 		if err != nil {
 			return false
 		}
