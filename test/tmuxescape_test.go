@@ -193,3 +193,37 @@ func tmuxEscape(t *testing.T, tm string, helper bool) {
 	// (That list-sessions ran the hooks through this test's client:
 	// nothing is checked after it.)
 }
+
+// TestTmuxMoveOntoLiveServer: onto the owner's own tmux server, already
+// running, the move creates the session through the daemon's confined
+// client of the judged server, and the agent comes back in it.
+//
+// Guards rule 5: a move is reported done only when the session is verified alive.
+func TestTmuxMoveOntoLiveServer(t *testing.T) {
+	m := newMoveEnv(t)
+	if out, err := m.tmux("new-session", "-d", "-s", "keep", "sleep 600"); err != nil {
+		t.Fatalf("tmux: %v %s", err, out)
+	}
+	const sid = "2a3b4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d"
+	agent := m.startClaude(t, sid)
+	d := startDaemon(t, m.home, m.moveArgs()...)
+	target := "claude/" + strconv.Itoa(agent.pid())
+	out, errs, code := run9harness(t, nil, "-s", d.sock, "move", target, "rescued", "--tmux")
+	if code != 0 {
+		t.Fatalf("move: %d %q %q\n%s", code, out, errs, d.stderr.String())
+	}
+	recs := m.records(t)
+	if len(recs) != 2 {
+		t.Fatalf("%d launches recorded, want 2", len(recs))
+	}
+	panes, err := m.tmux("list-panes", "-s", "-t", "=rescued", "-F", "#{pane_pid}")
+	if err != nil || panes != strconv.Itoa(recs[1].PID) {
+		t.Errorf("session rescued panes %q (%v), want %d", panes, err, recs[1].PID)
+	}
+	if ss, _ := m.tmux("list-sessions", "-F", "#{session_name}"); ss != "keep\nrescued" {
+		t.Errorf("sessions %q: the move did not land on the running server", ss)
+	}
+	if p, err := os.FindProcess(recs[1].PID); err == nil {
+		p.Signal(os.Interrupt)
+	}
+}
