@@ -355,13 +355,7 @@ func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []s
 	// All the attempts share one bound (Bound counts it once).
 	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout+CheckTimeout)
 	defer cancel()
-	if tm, ok := h.(Tmux); ok {
-		// A live server gets the session from a client of the server that
-		// was judged, never from one that finds the path again by itself.
-		if done, err := tm.Create(ctx, hostPath, hostEnv, t, argv); done {
-			return err
-		}
-	}
+	tm, isTmux := h.(Tmux)
 	var err error
 	for i := 0; i < 3 && ctx.Err() == nil; i++ {
 		u := unit
@@ -369,7 +363,22 @@ func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []s
 			u = unit + "-" + strconv.Itoa(i)
 			time.Sleep(300 * time.Millisecond)
 		}
+		if isTmux {
+			// A live server gets the session from a client of the server
+			// that was judged, never from one that finds the path again
+			// by itself.
+			if done, err := tm.Create(ctx, hostPath, hostEnv, t, argv); done {
+				return err
+			}
+		}
 		if err = m.Launcher.Launch(ctx, argv, t.Cwd, hostEnv, u, desc); err == nil {
+			if isTmux {
+				// The server that tmux found or started at the path: one a
+				// sandbox bound there since the check is not the move's.
+				if terr := TrustedTmux(t.Socket, t.uid, tm.Sandbox); terr != nil && terr != errNoServer {
+					return terr
+				}
+			}
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
