@@ -227,3 +227,74 @@ func TestTmuxMoveOntoLiveServer(t *testing.T) {
 		p.Signal(os.Interrupt)
 	}
 }
+
+// TestTmuxSandboxSwapMidMove: the owner's own server passes the move's
+// checks; then, while the agent is being stopped, a sandbox renames that
+// socket away and serves the path itself. The session is never asked of
+// the sandbox's server: the move fails (the agent was already stopped),
+// naming that server's namespace, and nothing reaches the sandbox.
+//
+// Guards rule 5: a move is reported failed only when it is not done.
+// Guards rule 9: whatever the daemon checks, it uses through the descriptor it checked.
+func TestTmuxSandboxSwapMidMove(t *testing.T) {
+	requireRoot(t)
+	tm := require(t, "tmux")
+	m := newMoveEnv(t)
+	uid := strconv.Itoa(os.Getuid())
+	sock := filepath.Join(m.tmuxDir, "tmux-"+uid, "default")
+	canary := filepath.Join(m.home, ".ssh", "id_ed25519")
+	must(t, os.MkdirAll(filepath.Dir(canary), 0o700))
+	must(t, os.WriteFile(canary, []byte(tmuxCanary+"\n"), 0o600))
+	if out, err := m.tmux("new-session", "-d", "-s", "keep", "sleep 600"); err != nil {
+		t.Fatalf("tmux: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(tm, "-S", sock+".owner", "kill-server").Run() })
+
+	const sid = "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"
+	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
+	d := startDaemon(t, m.home, m.moveArgs()...)
+	target := "claude/" + strconv.Itoa(agent.pid())
+	type result struct {
+		out, errs string
+		code      int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errs, code := run9harness(t, nil, "-s", d.sock, "move", target, "rescued", "--tmux")
+		done <- result{out, errs, code}
+	}()
+	// Past every check, the agent ignoring SIGTERM for 5 s: the swap.
+	d.stderr.Await("message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54")
+	must(t, os.Rename(sock, sock+".owner"))
+	sandboxTmux(t, tm, sock, m.home, canary)
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the move did not end")
+	}
+	t.Logf("move: %d %q %q", r.code, r.out, r.errs)
+	if r.code != 4 {
+		t.Errorf("move exit %d, want 4 (failed after the agent was stopped)", r.code)
+	}
+	if !strings.Contains(r.errs, "the tmux server on "+sock) || !strings.Contains(r.errs, "another user namespace") {
+		t.Errorf("the failure does not name the sandbox's server and namespace: %q", r.errs)
+	}
+	if recs := m.records(t); len(recs) != 1 {
+		t.Errorf("%d launches recorded, want only the agent's own: the relaunch ran somewhere", len(recs))
+	}
+	if loot := sandboxLoot(t, tm, sock); loot != "" {
+		t.Errorf("the sandbox's server got buffers: %q", loot)
+	}
+	ents, err := os.ReadDir(m.home)
+	must(t, err)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "written-") {
+			t.Errorf("a file was written outside the sandbox: %s", e.Name())
+		}
+	}
+	if ss, _ := tmuxAt(tm, sock, "list-sessions", "-F", "#{session_name}"); ss != "sbx" {
+		t.Errorf("the sandbox's server has sessions %q", ss)
+	}
+}
