@@ -310,6 +310,13 @@ func (tm Tmux) InUse(ctx context.Context, hostPath string, env []string, t Targe
 // then has the Launcher start one with the session (argv), whose tmux
 // client talks to the server it forks over a socketpair, not the path.
 // A server that is there and not trusted refuses the launch.
+//
+// What this cannot close: that launched client, unconfined (the server it
+// forks, and the agent, inherit whatever confines it), looks for a server
+// at the path before it starts one, as every tmux does. A sandbox sharing
+// the directory that binds the path in the moment between this check and
+// that connect gets that one client; the launch then judges the server it
+// found and the move fails, but the client has already been its client.
 func (tm Tmux) Create(ctx context.Context, hostPath string, env []string, t Target, argv []string) (done bool, err error) {
 	s, err := judgeTmux(t.Socket, t.uid, tm.Sandbox)
 	if err == errNoServer {
