@@ -25,18 +25,38 @@ const tmuxCanary = "CANARY-id_ed25519-7f3c9a"
 // read it itself), and hooks that, after each command a client of the
 // daemon might send, have the client read canary into a buffer and write
 // a buffer to a file under home.
-func sandboxTmux(t *testing.T, tm, sock, home, canary string) {
+//
+// The hooks act only while a tmux client runs whose parent's command line
+// names daemonDir (the daemon startDaemonIn starts there, or the
+// control's shell): other daemons on a shared machine see this test's
+// agent too (same uid, same namespaces) and may ask its server, and what
+// their clients are made to do is not this daemon's doing. (A hook has no
+// format naming its client; the sandbox looks in /proc, which it still
+// shares: no --mount-proc.)
+func sandboxTmux(t *testing.T, tm, sock, home, canary, daemonDir string) {
 	t.Helper()
 	unshare := require(t, "unshare")
-	conf := filepath.Join(shortDir(t, "sbc"), "tmux.conf")
+	cdir := shortDir(t, "sbc")
+	conf := filepath.Join(cdir, "tmux.conf")
+	mine := filepath.Join(cdir, "mine")
+	must(t, os.WriteFile(mine, []byte(`for d in /proc/[0-9]*; do
+	case "$(tr '\0' ' ' < $d/cmdline 2>/dev/null)" in *tmux*) ;; *) continue ;; esac
+	p=$(sed -n 's/^PPid:[[:space:]]*//p' $d/status 2>/dev/null)
+	grep -qF '`+daemonDir+`' /proc/$p/cmdline 2>/dev/null && exit 0
+done
+exit 1
+`), 0o755))
 	var b strings.Builder
 	b.WriteString("set-buffer -b planted PLANTED-BY-THE-SANDBOX\n")
 	for _, cmd := range []string{"list-panes", "list-sessions", "display-message", "has-session", "new-session", "list-windows"} {
 		// After the command, in its client's name: read the owner's key,
 		// write a file into the owner's home.
-		b.WriteString("set-hook -g after-" + cmd + " 'load-buffer -b stolen-" + cmd + " " + canary + " ; save-buffer -b planted " + filepath.Join(home, "written-"+cmd) + "'\n")
+		b.WriteString("set-hook -g after-" + cmd + " {\n" +
+			"  if-shell '/bin/sh " + mine + "' {\n" +
+			"    load-buffer -b stolen-" + cmd + " " + canary + "\n" +
+			"    save-buffer -b planted " + filepath.Join(home, "written-"+cmd) + "\n" +
+			"  }\n}\n")
 	}
-	b.WriteString("set-hook -g client-attached 'load-buffer -b stolen-attached " + canary + "'\n")
 	b.WriteString("new-session -d -s sbx 'sleep 600'\n")
 	must(t, os.WriteFile(conf, []byte(b.String()), 0o644))
 	// The server is the sandbox's pid 1 (-D: in the foreground), so the
@@ -110,13 +130,16 @@ func tmuxEscape(t *testing.T, tm string, helper bool) {
 	must(t, os.WriteFile(canary, []byte(tmuxCanary+"\n"), 0o600))
 	// The owner's tmux directory, as tmux makes it (0700).
 	must(t, os.Mkdir(filepath.Dir(sock), 0o700))
-	sandboxTmux(t, tm, sock, m.home, canary)
+	daemonDir := shortDir(t, "dcw")
+	sandboxTmux(t, tm, sock, m.home, canary, daemonDir)
 
 	// The control: a tmux client outside the sandbox does what the
 	// sandbox's hooks say. (The test's own client, against a server this
 	// test started; what it wrote is removed before the daemon runs.)
-	if _, err := tmuxAt(tm, sock, "list-sessions"); err != nil {
-		t.Fatalf("control: %v", err)
+	ctl := exec.Command("/bin/sh", "-c", `"$1" -S "$2" list-sessions; true`, daemonDir, tm, sock)
+	ctl.Env, ctl.Dir = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, "/"
+	if out, err := ctl.CombinedOutput(); err != nil {
+		t.Fatalf("control: %v %s", err, out)
 	}
 	if loot := sandboxLoot(t, tm, sock); !strings.Contains(loot, tmuxCanary) {
 		t.Fatalf("control: the hooks did not make an outside client read the canary (loot %q): the test proves nothing", loot)
@@ -144,7 +167,7 @@ func tmuxEscape(t *testing.T, tm string, helper bool) {
 		h.waitReady()
 		args = append(args, "--proc-helper", hsock)
 	}
-	d := startDaemon(t, m.home, args...)
+	d := startDaemonIn(t, daemonDir, m.home, args...)
 	target := "claude/" + strconv.Itoa(agent.pid())
 
 	// ps: the table asks each agent's tmux server (list-panes -a).
@@ -252,7 +275,8 @@ func TestTmuxSandboxSwapMidMove(t *testing.T) {
 
 	const sid = "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"
 	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
-	d := startDaemon(t, m.home, m.moveArgs()...)
+	daemonDir := shortDir(t, "dcw")
+	d := startDaemonIn(t, daemonDir, m.home, m.moveArgs()...)
 	target := "claude/" + strconv.Itoa(agent.pid())
 	type result struct {
 		out, errs string
@@ -266,7 +290,7 @@ func TestTmuxSandboxSwapMidMove(t *testing.T) {
 	// Past every check, the agent ignoring SIGTERM for 5 s: the swap.
 	d.stderr.Await("message_id=9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54")
 	must(t, os.Rename(sock, sock+".owner"))
-	sandboxTmux(t, tm, sock, m.home, canary)
+	sandboxTmux(t, tm, sock, m.home, canary, daemonDir)
 
 	var r result
 	select {
@@ -297,4 +321,17 @@ func TestTmuxSandboxSwapMidMove(t *testing.T) {
 	if ss, _ := tmuxAt(tm, sock, "list-sessions", "-F", "#{session_name}"); ss != "sbx" {
 		t.Errorf("the sandbox's server has sessions %q", ss)
 	}
+}
+
+// startDaemonIn is startDaemon with the daemon's working directory and
+// socket in dir, so that its command line names dir (through sh, which
+// execs it in place).
+func startDaemonIn(t *testing.T, dir, home string, extra ...string) *daemon {
+	t.Helper()
+	sock := filepath.Join(dir, "harness.sock")
+	args := append(append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(home)...), extra...)
+	d := launchCmd(t, "/bin/sh", append([]string{"-c", `cd "$0" && exec "$@"`, dir, bin("9harnessd")}, args...)...)
+	d.sock = sock
+	d.waitReady()
+	return d
 }
