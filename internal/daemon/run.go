@@ -14,6 +14,7 @@ import (
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/budget"
+	"github.com/9harness/9harness/internal/confine"
 	"github.com/9harness/9harness/internal/dbsnap"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
@@ -234,8 +235,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if hostPath == "" {
 		hostPath = os.Getenv("PATH")
 	}
+	// A tmux server is judged as a peer of the daemon is, before a tmux
+	// client is run against it (rule 9): a client obeys its server.
+	tmuxJudge := move.Judge(prochelper.Sandbox(helper, uint32(os.Getuid()), nil))
+	if confine.ABI() == 0 && cfg.Logf != nil {
+		cfg.Logf("the kernel has no Landlock: the tmux clients the daemon runs are not confined, and run only against a tmux server judged in the reference's namespaces")
+	}
 	active := &tree.ActiveConfig{Procs: procs, UID: uint32(os.Getuid()), Envs: envs, Self: os.Getpid(),
-		Sessions: move.TmuxSessions{Procs: procs, UID: uint32(os.Getuid()), HostPath: hostPath}}
+		Sessions: move.TmuxSessions{Procs: procs, UID: uint32(os.Getuid()), HostPath: hostPath, Sandbox: tmuxJudge}}
 	policy := &authz.Policy{Owner: uint32(os.Getuid()), AllowUIDs: cfg.AllowUIDs, AllowGroups: cfg.AllowGroups, AllowMove: cfg.AllowMove}
 	if cfg.Polkit {
 		policy.Polkit = &authz.Polkit{}
@@ -256,7 +263,8 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
 			HostPath: hostPath, ResumePath: cfg.ResumePath, Self: []string{self, "--exec-env"},
-			Handoff: move.Handoff{Dir: move.DefaultLaunchDir(), PeerExe: prochelper.PeerExe(helper), Logf: cfg.Logf}}
+			Handoff: move.Handoff{Dir: move.DefaultLaunchDir(), PeerExe: prochelper.PeerExe(helper), Logf: cfg.Logf},
+			Sandbox: tmuxJudge}
 		active.Mover = moves{m: mover, envs: envs}
 	}
 	s := &Server{

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +19,14 @@ import (
 // TMUX names a socket this test serves from a 0700 directory, and a fake
 // tmux on --host-path records each run. Listing /active, /active/claude
 // and the agent's directory, and a stat of every file in it, run nothing;
-// a read of the tmux file runs the daemon's tmux once, against the agent's
-// socket and pane, and shows its answer.
+// a read of the tmux file connects once to the socket (the judgement of
+// its server), runs the daemon's tmux once, against that socket through
+// its pinned descriptor and the agent's pane, and shows its answer. (The
+// fake tmux runs confined: it answers with its argv rather than write
+// it down.)
 func TestTmuxFileRunsTmuxOnlyOnRead(t *testing.T) {
 	tmp := t.TempDir()
 	os.Chmod(tmp, 0o755)
-	calls := filepath.Join(tmp, "calls")
 	bin := filepath.Join(tmp, "bin")
 	must := func(err error) {
 		t.Helper()
@@ -33,7 +35,7 @@ func TestTmuxFileRunsTmuxOnlyOnRead(t *testing.T) {
 		}
 	}
 	must(os.Mkdir(bin, 0o755))
-	must(os.WriteFile(filepath.Join(bin, "tmux"), []byte("#!/bin/sh\nprintf '%s\\n' \"$*\" >> "+calls+"\necho work\n"), 0o755))
+	must(os.WriteFile(filepath.Join(bin, "tmux"), []byte("#!/bin/sh\necho \"work $*\"\n"), 0o755))
 	sleep, err := exec.LookPath("sleep")
 	must(err)
 	b, err := os.ReadFile(sleep)
@@ -46,6 +48,17 @@ func TestTmuxFileRunsTmuxOnlyOnRead(t *testing.T) {
 	l, err := net.Listen("unix", sock)
 	must(err)
 	defer l.Close()
+	var conns atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
 
 	home := filepath.Join(tmp, "home")
 	must(os.MkdirAll(filepath.Join(home, ".claude"), 0o755))
@@ -106,16 +119,20 @@ func TestTmuxFileRunsTmuxOnlyOnRead(t *testing.T) {
 	if !sawTmux {
 		t.Fatalf("%s lists %q: no tmux file for an agent in tmux", dir, names)
 	}
-	if b, err := os.ReadFile(calls); err == nil {
-		t.Fatalf("listing and stat ran tmux: %q", b)
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("listing and stat dialled the tmux socket %d times", n)
 	}
 	got, err := c.ReadFile(dir + "/tmux")
 	must(err)
-	if want := sock + ":work\n"; string(got) != want {
-		t.Errorf("tmux file %q, want %q", got, want)
+	if want := sock + ":work -S /proc/self/fd/3 display-message -p -t %7 #{session_name}\n"; string(got) != want {
+		t.Errorf("tmux file %q, want %q: tmux once against the pinned socket and the agent's pane", got, want)
 	}
-	b, err = os.ReadFile(calls)
-	if err != nil || strings.TrimSpace(string(b)) != "-S "+sock+" display-message -p -t %7 #{session_name}" {
-		t.Errorf("tmux ran as %q (%v), want once against the agent's socket and pane", b, err)
+	// The judgement's connection is queued before the read returns; its
+	// accept may come a moment later.
+	for deadline := time.Now().Add(5 * time.Second); conns.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("the read dialled the tmux socket %d times, want once (the judgement)", n)
 	}
 }

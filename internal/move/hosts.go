@@ -1,13 +1,12 @@
 package move
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +31,8 @@ type Target struct {
 	// zmx: the socket directory and the session-name prefix, resolved from
 	// the agent's environment as zmx resolves them.
 	ZmxDir, ZmxPrefix string
+
+	uid uint32 // whose tmux server it must be
 }
 
 // Host is a terminal-session host a move can land in: zmx or tmux.
@@ -154,8 +155,10 @@ func (Zmx) Env(t Target, hostPath string) []string {
 func (Zmx) Attach(t Target) string { return "zmx attach " + t.Name }
 
 // Tmux is tmux: the agent's own server when it was in a trustworthy one,
-// the user's default server otherwise.
-type Tmux struct{}
+// the user's default server otherwise. Every server is judged (judgeTmux)
+// before a client is run against it, with Sandbox, the daemon's judgement
+// of its peers; without one no server is trusted.
+type Tmux struct{ Sandbox Judge }
 
 func (Tmux) Name() string { return "tmux" }
 
@@ -200,10 +203,10 @@ func TmuxDisplay(socket, tmpdir string, uid uint32, name string) string {
 // trustworthy, else the default server of the agent's TMUX_TMPDIR. A
 // server part the client wrote must name that same server (by its label
 // or its socket path): a client byte never picks a socket.
-func (Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint32) (Target, error) {
+func (tm Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint32) (Target, error) {
 	tmpdir := tmuxTmpdir(env)
-	t := Target{Name: name}
-	if tmuxSocket != "" && filepath.IsAbs(tmuxSocket) && TrustedTmux(tmuxSocket, uid) == nil {
+	t := Target{Name: name, uid: uid}
+	if tmuxSocket != "" && filepath.IsAbs(tmuxSocket) && TrustedTmux(tmuxSocket, uid, tm.Sandbox) == nil {
 		t.Socket = filepath.Clean(tmuxSocket)
 	} else {
 		t.Socket = filepath.Join(tmpdir, "tmux-"+strconv.FormatUint(uint64(uid), 10), "default")
@@ -217,7 +220,7 @@ func (Tmux) Place(server, name string, env []string, tmuxSocket string, uid uint
 			return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server's directory %s is not a directory of uid %d that only it may write", filepath.Dir(t.Socket), uid))
 		}
 		if _, err := os.Lstat(t.Socket); err == nil {
-			if err := TrustedTmux(t.Socket, uid); err != nil && err != errNoServer {
+			if err := TrustedTmux(t.Socket, uid, tm.Sandbox); err != nil && err != errNoServer {
 				return Target{}, errs.E("move", errs.Permission, name, fmt.Errorf("the default tmux server is not trustworthy: %v", err))
 			}
 		}
@@ -287,21 +290,50 @@ func checkTmuxLen(argv []string) error {
 	return nil
 }
 
-// InUse implements Host with has-session; "=NAME" matches the name
-// exactly, not as a prefix.
-func (Tmux) InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error) {
-	cmd := exec.CommandContext(ctx, hostPath, append(t.server(), "has-session", "-t", "="+t.Name)...)
-	cmd.Env = t.tmuxEnv(env)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if err == nil {
-		return true, nil
+// InUse implements Host: no server listens, or the judged server lists
+// no session of that name. A client that fails is an error, never "not in
+// use": the move would kill the agent and then fail to create the session.
+func (tm Tmux) InUse(ctx context.Context, hostPath string, env []string, t Target) (bool, error) {
+	out, err := askTmux(ctx, tm.Sandbox, t.uid, hostPath, env, t.Socket, "list-sessions", "-F", "#{session_name}")
+	if err == errNoServer {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
-	if _, ok := err.(*exec.ExitError); ok {
-		return false, nil // no such session, or no server at all
+	return slices.Contains(strings.Split(string(out), "\n"), t.Name), nil
+}
+
+// Create creates the session on the server already listening on the
+// target's socket, through a confined client of that server, judged and
+// pinned (the server lives outside the daemon's cgroup already: the new
+// pane is its child). done is false when no server listens: the caller
+// then has the Launcher start one with the session (argv), whose tmux
+// client talks to the server it forks over a socketpair, not the path.
+// A server that is there and not trusted refuses the launch.
+//
+// What this cannot close: that launched client, unconfined (the server it
+// forks, and the agent, inherit whatever confines it), looks for a server
+// at the path before it starts one, as every tmux does. A sandbox sharing
+// the directory that binds the path in the moment between this check and
+// that connect gets that one client; the launch then judges the server it
+// found and the move fails, but the client has already been its client.
+func (tm Tmux) Create(ctx context.Context, hostPath string, env []string, t Target, argv []string) (done bool, err error) {
+	s, err := judgeTmux(t.Socket, t.uid, tm.Sandbox)
+	if err == errNoServer {
+		return false, nil
+	} else if err != nil {
+		return true, err
 	}
-	return false, err
+	defer s.Close()
+	n := 1 + len(t.server())
+	if len(argv) <= n || argv[n] != "new-session" {
+		return true, fmt.Errorf("not a tmux new-session command: %q", argv)
+	}
+	_, err = s.run(ctx, hostPath, env, argv[n:]...)
+	if err != nil && TrustedTmux(t.Socket, t.uid, tm.Sandbox) == errNoServer {
+		return false, nil // the server exited meanwhile: start one
+	}
+	return true, err
 }
 
 // Command implements Host. The pane runs the launcher, which fetches the
@@ -320,23 +352,21 @@ func (Tmux) Env(t Target, hostPath string) []string { return t.tmuxEnv(daemonEnv
 
 func (Tmux) Attach(t Target) string { return t.Attach() }
 
-// tmuxSessionOf asks the tmux server at socket which session pane belongs
-// to, with bin (found on hostPath) and the daemon's own environment.
-func tmuxSessionOf(ctx context.Context, bin, hostPath, socket, pane string) (string, error) {
-	cmd := exec.CommandContext(ctx, bin, "-S", socket, "display-message", "-p", "-t", pane, "#{session_name}")
-	cmd.Env = daemonEnv(hostPath)
-	out, err := cmd.Output()
+// tmuxSessionOf asks the tmux server at socket, once judged, which
+// session pane belongs to, with bin (found on hostPath) and the daemon's
+// own environment.
+func tmuxSessionOf(ctx context.Context, judge Judge, uid uint32, bin, hostPath, socket, pane string) (string, error) {
+	out, err := askTmux(ctx, judge, uid, bin, daemonEnv(hostPath), socket, "display-message", "-p", "-t", pane, "#{session_name}")
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
 }
 
-// tmuxPanes lists the pids of the panes of session name.
-func tmuxPanes(ctx context.Context, hostPath string, env []string, t Target) ([]int, error) {
-	cmd := exec.CommandContext(ctx, hostPath, append(t.server(), "list-panes", "-s", "-t", "="+t.Name, "-F", "#{pane_pid}")...)
-	cmd.Env = t.tmuxEnv(env)
-	out, err := cmd.Output()
+// panes lists the pids of the panes of session name, on the target's
+// server once judged.
+func (tm Tmux) panes(ctx context.Context, hostPath string, env []string, t Target) ([]int, error) {
+	out, err := askTmux(ctx, tm.Sandbox, t.uid, hostPath, env, t.Socket, "list-panes", "-s", "-t", "="+t.Name, "-F", "#{pane_pid}")
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,10 @@ type Mover struct {
 	// launcher's argv prefix (this daemon's executable and --exec-env).
 	Handoff Handoff
 	Self    []string
+	// Sandbox judges a tmux server before a move asks it anything or lands
+	// on it (judgeTmux): the daemon's judgement of its own peers. Nil: no
+	// tmux server is trusted.
+	Sandbox Judge
 	// Term, Kill, SessionWait and StayAlive override the bounds (tests); zero = the defaults.
 	Term, Kill, SessionWait, StayAlive time.Duration
 
@@ -244,7 +248,13 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if cwd == "" {
 		return rec.refuse(errs.NotExist, "the agent's directory could not be read")
 	}
-	// 4. Where the move lands, and the host's limits.
+	// 4. Where the move lands, and the host's limits. A tmux server is
+	// judged as the daemon's peers are: a server in a sandbox is refused
+	// here, before the first signal.
+	if tm, ok := r.Host.(Tmux); ok && tm.Sandbox == nil {
+		tm.Sandbox = m.Sandbox
+		r.Host = tm
+	}
 	t, err := r.Host.Place(server, name, env, agent.TmuxSocket, m.UID)
 	if err != nil {
 		return rec.refuse(errs.KindOf(err), reason(err))
@@ -371,6 +381,7 @@ func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []s
 	// All the attempts share one bound (Bound counts it once).
 	ctx, cancel := context.WithTimeout(ctx, LaunchTimeout+CheckTimeout)
 	defer cancel()
+	tm, isTmux := h.(Tmux)
 	var err error
 	for i := 0; i < 3 && ctx.Err() == nil; i++ {
 		u := unit
@@ -378,7 +389,22 @@ func (m *Mover) launch(ctx context.Context, h Host, hostPath string, hostEnv []s
 			u = unit + "-" + strconv.Itoa(i)
 			time.Sleep(300 * time.Millisecond)
 		}
+		if isTmux {
+			// A live server gets the session from a client of the server
+			// that was judged, never from one that finds the path again
+			// by itself.
+			if done, err := tm.Create(ctx, hostPath, hostEnv, t, argv); done {
+				return err
+			}
+		}
 		if err = m.Launcher.Launch(ctx, argv, t.Cwd, hostEnv, u, desc); err == nil {
+			if isTmux {
+				// The server that tmux found or started at the path: one a
+				// sandbox bound there since the check is not the move's.
+				if terr := TrustedTmux(t.Socket, t.uid, tm.Sandbox); terr != nil && terr != errNoServer {
+					return terr
+				}
+			}
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
@@ -561,6 +587,8 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 	}
 	seen := map[int]cand{}
 	launched, launchedGone := 0, false
+	ref, referr := m.Procs.Reference()
+	elsewhere := ""
 	for {
 		if launched == 0 {
 			if launched = offer.Fetched(); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
@@ -589,6 +617,14 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 					continue
 				}
 				via := a.Via
+				// The agent comes back in the reference's namespaces or
+				// not at all: a process in a sandbox is not the move done.
+				if ns, err := m.Procs.Namespaces(f.Proc.PID); referr != nil || err != nil || ns.Differs(ref) != "" {
+					if err == nil && referr == nil {
+						elsewhere = fmt.Sprintf(" (pid %d resumed it in another %s namespace: not counted)", f.Proc.PID, nsName(ns.Differs(ref)))
+					}
+					continue
+				}
 				if !m.inSession(ctx, f.Proc.PID, r.Host, t, hostPath, hostEnv) {
 					continue
 				}
@@ -620,6 +656,7 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 			case launchedGone:
 				why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
 			}
+			why += elsewhere
 			return 0, "", errors.New(why)
 		}
 		select {
@@ -634,14 +671,14 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 // its children with ZMX_SESSION; for tmux the pid is a pane's process or
 // a descendant of one, on the target's server.
 func (m *Mover) inSession(ctx context.Context, pid int, h Host, t Target, hostPath string, hostEnv []string) bool {
-	switch h.(type) {
+	switch h := h.(type) {
 	case Zmx:
 		v, _ := m.Procs.Getenv(pid, "ZMX_SESSION")
 		return v == t.zmxFull()
 	case Tmux:
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		panes, err := tmuxPanes(ctx, hostPath, hostEnv, t)
+		panes, err := h.panes(ctx, hostPath, hostEnv, t)
 		if err != nil {
 			return false
 		}

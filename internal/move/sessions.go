@@ -19,7 +19,9 @@ import (
 //     sandboxed agent's socket names a file in its sandbox, or a server
 //     it runs, and a server there is not asked (rule 9);
 //   - the socket passes TrustedTmux: a socket of uid's, in a directory
-//     no one else may write, served by a process of uid's.
+//     no one else may write, served by a process of uid's in no sandbox;
+//     the client reaches that server through the socket's pinned inode,
+//     confined so that it can open no file the server names.
 //
 // Any refusal answers "": the tmux file is then empty, as for an agent in
 // no session it can name.
@@ -27,6 +29,8 @@ type TmuxSessions struct {
 	Procs    *proc.Table
 	UID      uint32
 	HostPath string
+	// Sandbox judges the tmux server (judgeTmux); nil trusts none.
+	Sandbox Judge
 }
 
 // TmuxSession implements tree.SessionHost.
@@ -37,14 +41,11 @@ func (s TmuxSessions) TmuxSession(ctx context.Context, agent proc.Proc, socket, 
 	if sb, err := s.Procs.Sandboxed(agent); err != nil || sb != "" {
 		return ""
 	}
-	if TrustedTmux(socket, s.UID) != nil {
-		return ""
-	}
 	tm, err := lookPath("tmux", s.HostPath)
 	if err != nil {
 		return ""
 	}
-	name, err := tmuxSessionOf(ctx, tm, s.HostPath, socket, pane)
+	name, err := tmuxSessionOf(ctx, s.Sandbox, s.UID, tm, s.HostPath, socket, pane)
 	if err != nil {
 		return ""
 	}

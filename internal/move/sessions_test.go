@@ -8,7 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/confine"
+	"github.com/9harness/9harness/internal/peer"
 	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/prochelper"
 )
 
 // TestTmuxSessions: the tmux file's lookup runs the tmux of the daemon's
@@ -23,6 +28,10 @@ import (
 func TestTmuxSessions(t *testing.T) {
 	bin := t.TempDir()
 	calls := filepath.Join(t.TempDir(), "calls")
+	// The fake records its argv: the confined client may write that file.
+	os.WriteFile(calls, nil, 0o600)
+	testRules = []confine.Rule{{Path: calls, Access: confine.Read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE}}
+	t.Cleanup(func() { testRules = nil })
 	fake := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + calls + "\necho rescued\n"
 	if err := os.WriteFile(filepath.Join(bin, "tmux"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
@@ -61,17 +70,17 @@ func TestTmuxSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := uint32(os.Getuid())
-	s := TmuxSessions{Procs: procs, UID: uid, HostPath: bin}
+	s := TmuxSessions{Procs: procs, UID: uid, HostPath: bin, Sandbox: prochelper.Sandbox(nil, uid, nil)}
 	read := func() []string {
 		b, _ := os.ReadFile(calls)
-		os.Remove(calls)
+		os.Truncate(calls, 0)
 		return strings.Split(strings.TrimSpace(string(b)), "\n")
 	}
 
 	if got := s.TmuxSession(context.Background(), self, good, "%3", ""); got != good+":rescued" {
 		t.Errorf("trusted server: %q, want %q", got, good+":rescued")
 	}
-	if got := read(); len(got) != 1 || got[0] != "-S "+good+" display-message -p -t %3 #{session_name}" {
+	if got := read(); len(got) != 1 || got[0] != "-S /proc/self/fd/3 display-message -p -t %3 #{session_name}" {
 		t.Errorf("tmux ran with %q", got)
 	}
 	gone := self
@@ -87,13 +96,16 @@ func TestTmuxSessions(t *testing.T) {
 		{"a relative socket", s, self, "good/work"},
 		{"an agent that is gone", s, gone, good},
 		{"no tmux on the host path", TmuxSessions{Procs: procs, UID: uid, HostPath: t.TempDir()}, self, good},
+		{"a server in a sandbox", TmuxSessions{Procs: procs, UID: uid, HostPath: bin, Sandbox: func(net.Conn, *peer.Peer) (string, error) { return "user", nil }}, self, good},
+		{"a server whose namespaces are unknown", TmuxSessions{Procs: procs, UID: uid, HostPath: bin, Sandbox: func(net.Conn, *peer.Peer) (string, error) { return "unknown", nil }}, self, good},
+		{"no judgement of servers", TmuxSessions{Procs: procs, UID: uid, HostPath: bin}, self, good},
 	} {
 		if got := tc.s.TmuxSession(context.Background(), tc.agent, tc.socket, "%3", ""); got != "" {
 			t.Errorf("%s: %q, want \"\"", tc.name, got)
 		}
-		if b, err := os.ReadFile(calls); err == nil {
+		if b, _ := os.ReadFile(calls); len(b) > 0 {
 			t.Errorf("%s: tmux ran: %q", tc.name, b)
-			os.Remove(calls)
+			os.Truncate(calls, 0)
 		}
 	}
 }

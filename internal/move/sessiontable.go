@@ -2,7 +2,6 @@ package move
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,13 +12,14 @@ import (
 
 // TmuxServer implements tree.SessionTable: it asks the server at socket
 // once for the session of every pane (list-panes -a), with the care
-// TmuxSession takes (the host's tmux, a trusted socket), and returns what
+// TmuxSession takes (the host's tmux, a judged server, a confined
+// client), and returns what
 // TmuxSession would answer for each agent on that server; the per-agent
 // checks (alive, not sandboxed: proc.Table.Sandboxed) stay per agent, as they
 // cost no process. A server that cannot be asked answers "" for all.
 func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent proc.Proc, pane, tmpdir string) string {
 	none := func(proc.Proc, string, string) string { return "" }
-	if socket == "" || !filepath.IsAbs(socket) || TrustedTmux(socket, s.UID) != nil {
+	if socket == "" || !filepath.IsAbs(socket) {
 		return none
 	}
 	ref, err := s.Procs.ReferenceConfinement()
@@ -53,7 +53,7 @@ func (s TmuxSessions) TmuxServer(ctx context.Context, socket string) func(agent 
 		once.Do(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), bound)
 			defer cancel()
-			panes, _ = tmuxPaneSessions(ctx, tm, s.HostPath, socket)
+			panes, _ = tmuxPaneSessions(ctx, s.Sandbox, s.UID, tm, s.HostPath, socket)
 		})
 		name, ok := panes[pane]
 		if !ok {
@@ -69,10 +69,8 @@ const tmuxLookupBound = 2 * time.Second
 
 // tmuxPaneSessions maps every pane id (%N) of the server at socket to the
 // name of its session, with one tmux call.
-func tmuxPaneSessions(ctx context.Context, bin, hostPath, socket string) (map[string]string, error) {
-	cmd := exec.CommandContext(ctx, bin, "-S", socket, "list-panes", "-a", "-F", "#{pane_id} #{session_name}")
-	cmd.Env = daemonEnv(hostPath)
-	out, err := cmd.Output()
+func tmuxPaneSessions(ctx context.Context, judge Judge, uid uint32, bin, hostPath, socket string) (map[string]string, error) {
+	out, err := askTmux(ctx, judge, uid, bin, daemonEnv(hostPath), socket, "list-panes", "-a", "-F", "#{pane_id} #{session_name}")
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/confine"
 	"github.com/9harness/9harness/internal/proc"
+	"github.com/9harness/9harness/internal/prochelper"
 )
 
 // TestTmuxServer: the table's lookup runs the host path's tmux once per
@@ -18,6 +22,10 @@ import (
 func TestTmuxServer(t *testing.T) {
 	bin := t.TempDir()
 	calls := filepath.Join(t.TempDir(), "calls")
+	// The fake records its argv: the confined client may write that file.
+	os.WriteFile(calls, nil, 0o600)
+	testRules = []confine.Rule{{Path: calls, Access: confine.Read | unix.LANDLOCK_ACCESS_FS_WRITE_FILE}}
+	t.Cleanup(func() { testRules = nil })
 	fake := "#!/bin/sh\nprintf '%s\\n' \"$*\" >> " + calls + "\nprintf '%%1 main\\n%%3 rescued\\n%%4 with space\\n'\n"
 	if err := os.WriteFile(filepath.Join(bin, "tmux"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
@@ -49,7 +57,7 @@ func TestTmuxServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	uid := uint32(os.Getuid())
-	s := TmuxSessions{Procs: procs, UID: uid, HostPath: bin}
+	s := TmuxSessions{Procs: procs, UID: uid, HostPath: bin, Sandbox: prochelper.Sandbox(nil, uid, nil)}
 
 	ask := s.TmuxServer(context.Background(), good)
 	for pane, want := range map[string]string{"%3": "rescued", "%4": "with space", "%1": "main", "%9": ""} {
@@ -66,14 +74,14 @@ func TestTmuxServer(t *testing.T) {
 		t.Errorf("an agent that is gone: %q", got)
 	}
 	b, _ := os.ReadFile(calls)
-	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); len(got) != 1 || got[0] != "-S "+good+" list-panes -a -F #{pane_id} #{session_name}" {
+	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); len(got) != 1 || got[0] != "-S /proc/self/fd/3 list-panes -a -F #{pane_id} #{session_name}" {
 		t.Fatalf("tmux ran %q, want once with list-panes -a", got)
 	}
-	os.Remove(calls)
+	os.Truncate(calls, 0)
 	if got := s.TmuxServer(context.Background(), open)(self, "%3", ""); got != "" {
 		t.Errorf("untrusted server: %q", got)
 	}
-	if b, err := os.ReadFile(calls); err == nil {
+	if b, _ := os.ReadFile(calls); len(b) > 0 {
 		t.Errorf("tmux ran for an untrusted socket: %q", b)
 	}
 
@@ -84,7 +92,7 @@ func TestTmuxServer(t *testing.T) {
 	if got := ask(gone, "%3", ""); got != "" {
 		t.Errorf("an agent that is gone: %q", got)
 	}
-	if b, err := os.ReadFile(calls); err == nil {
+	if b, _ := os.ReadFile(calls); len(b) > 0 {
 		t.Errorf("tmux ran for a server only an unchecked agent named: %q", b)
 	}
 }
