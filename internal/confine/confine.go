@@ -223,20 +223,38 @@ func Start(cmd *exec.Cmd, rules []Rule) error {
 		}
 	}
 	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			errc <- fmt.Errorf("confine: no_new_privs: %w", err)
-			return
-		}
-		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rs), 0, 0); e != 0 {
-			errc <- fmt.Errorf("confine: landlock_restrict_self: %w", e)
-			return
-		}
-		errc <- cmd.Start()
-	}()
+	go restrictAndStart(cmd, rs, errc)
 	return <-errc
+}
+
+// restrictAndStart restricts the thread it runs on and starts cmd from
+// it, sending Start's error to errc. Never on the process's main thread:
+// that thread's credentials are what /proc/PID/status shows of the whole
+// process (the daemon would look sandboxed to every judgement), and the
+// runtime never ends it. There, it holds the main thread while another
+// goroutine, which cannot then run on it, does the work.
+func restrictAndStart(cmd *exec.Cmd, rs int, errc chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			restrictAndStart(cmd, rs, errc)
+		}()
+		<-done
+		runtime.UnlockOSThread()
+		return
+	}
+	// Never unlocked: the thread ends with this goroutine.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		errc <- fmt.Errorf("confine: no_new_privs: %w", err)
+		return
+	}
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rs), 0, 0); e != 0 {
+		errc <- fmt.Errorf("confine: landlock_restrict_self: %w", e)
+		return
+	}
+	errc <- cmd.Start()
 }
 
 // Output is cmd.Output, confined as Start confines it.
