@@ -10,7 +10,7 @@ import (
 
 // slugDirs are, per harness, the directories of its root (rel paths) whose
 // entries a harness names after a working directory. A slug there is judged
-// by the credential table without its generic shapes (see
+// by the credential table's store rules alone (see
 // saferoot.SetSlugDirs), so an agent working in ~/src/oauth-server keeps its
 // transcripts in the tree:
 //
