@@ -473,7 +473,13 @@ func (r *Root) checkRel(op, rel string) error {
 	if r.storeLeaf(rel) {
 		return nil // a Store view's own store (store.go)
 	}
-	return checkRelAt(op, rel, r.atSlug)
+	if err := checkRelAt(op, rel, r.atSlug); err != nil {
+		return err
+	}
+	if r.inCopyStore(rel) {
+		return errs.E(op, errs.Private, rel, nil)
+	}
+	return nil
 }
 
 // A slug is a directory: a file in a slug directory is judged by the whole

@@ -27,6 +27,30 @@ var slugDirs = map[string][]string{
 	"gemini": {"tmp"},
 }
 
+// copyStores are, per harness, the paths of its root (components may be
+// "*") where it keeps copies of the files of the projects its agents work
+// in: hidden from every view, as a credential is (saferoot.SetCopyStores),
+// because a copy of a project's key is the key under another name.
+//
+//	hermes    checkpoints/<sha256(dir)[:16]>/ (a shadow git repository of
+//	          each working directory: zlib objects of every file), also
+//	          under each profile, profiles/<name>/checkpoints/
+//	claude    file-history/<session>/<hash>@v<n> (each edited file, before)
+//	gemini    history/<project hash>/ (shadow git repositories)
+//	opencode  snapshot/ (git copies of the projects' files)
+//
+// /claude, /gemini and /opencode serve none of these directories anyway
+// (layout.go mirrors only their sessions); the declaration holds for any
+// path the layout may grow. omp's sessions/<slug>/checkpoints/ hold only
+// metadata (a tree hash, the names skipped), its objects live in the
+// project's own repository; Codex and pi keep no copies under their roots.
+var copyStores = map[string][]string{
+	"hermes":   {"checkpoints", "profiles/*/checkpoints"},
+	"claude":   {"file-history"},
+	"gemini":   {"history"},
+	"opencode": {"snapshot"},
+}
+
 // The grantee view: what a peer that is not the owner (a uid granted with
 // --allow-uid or --allow-group, or the owner's uid inside a sandbox) sees.
 // Each harness's mirror is an allowlist of its session state; everything
