@@ -32,6 +32,8 @@ var layout = []struct{ tree, host string }{
 	{"/pi", ".pi/agent"},
 	{"/hermes", ".hermes"},
 	{"/dsh", ".dsh"},
+	{"/gemini/tmp", ".gemini/tmp"},
+	{"/gemini/projects", ".gemini/projects.json"},
 	{"/skills/claude", ".claude/skills"},
 	{"/skills/codex", ".codex/skills"},
 	{"/skills/omp", ".omp/agent/skills"},

@@ -38,9 +38,10 @@ import (
 // "x.key~", "server.pem.bak", ".netrc.1", "config.toml.tmp.12345",
 // "agent.db-wal" and "#mcp.json#" are all hidden.
 //
-// Each rule is of a class. A store rule names a harness's own credential
-// store ("auth.json", "agent.db"); a name rule a credential-shaped name of
-// any origin ("*.pem", "id_rsa*", "key"); a shape a substring ("*token*").
+// Each rule is of a class. A store rule names a credential store itself: a
+// harness's own ("auth.json", "agent.db") or a classic home of secrets
+// (".ssh", ".aws"); a name rule a credential-shaped name of any origin
+// ("*.pem", "id_rsa*", "key"); a shape a substring ("*token*").
 //
 // Working-directory slugs. The directories a harness names after a working
 // directory (Claude's projects/-home-u-src-oauth-server, Gemini's
@@ -155,7 +156,11 @@ var nameRules = []ruleDoc{
 	{"keys.json", "key stores"},
 	{"mcp.json", "MCP server definitions (env blocks with keys)"},
 	{".mcp.json", "MCP server definitions (env blocks with keys)"},
+}
 
+// storeRules are the credential stores themselves, by name: the classic
+// homes of secrets and the harnesses' own stores and config files.
+var storeRules = []ruleDoc{
 	// The classic homes of secrets. A directory's rule hides its whole
 	// subtree (every component of a path is judged).
 	{".ssh", "ssh"},
@@ -164,10 +169,8 @@ var nameRules = []ruleDoc{
 	{".aws", "AWS CLI credentials and config"},
 	{".kube", "Kubernetes"},
 	{".docker", "Docker config.json auths"},
-}
 
-// storeRules are the harnesses' own stores and config files, by name.
-var storeRules = []ruleDoc{
+	// The harnesses' own.
 	{"settings.json", "Claude Code, Gemini CLI (may hold API keys, MCP env)"},
 	{"settings.local.json", "Claude Code"},
 	{"settings.yaml", "harness settings"},
