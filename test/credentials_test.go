@@ -110,6 +110,7 @@ var credentialBases = []struct {
 	{".hermes/sessions", false, maxDepth},
 	{".dsh/sessions/--root-src-app--", false, maxDepth},
 	{".gemini/tmp", true, maxDepth},
+	{".local/share/opencode/storage/session", false, maxDepth},
 	{".omp/agent", false, 0},
 	{".pi/agent", false, 0},
 	{".hermes", false, 0},
@@ -421,7 +422,7 @@ func granteeSees(p string) bool {
 		"/omp/sessions", "/omp/skills", "/pi/sessions", "/pi/skills",
 		"/hermes/sessions", "/hermes/state.db", "/hermes/runtime/active_sessions.json", "/hermes/skills",
 		"/dsh/sessions", "/dsh/storages/workspace.json",
-		"/gemini/tmp", "/gemini/projects",
+		"/gemini/tmp", "/gemini/projects", "/opencode/storage/",
 		"/skills/",
 	} {
 		if p == pre || strings.HasPrefix(p, strings.TrimSuffix(pre, "/")+"/") {
