@@ -53,14 +53,14 @@ import (
 // position, and everything inside a slug, is judged by the whole table.
 //
 // Over-exclusion is the price of never guessing wrong: "author-notes" is
-// hidden by "*auth*", "passwords-policy.md" by "*passw*", "key.txt" by
-// "key".
+// hidden by "*auth*", "passwords-policy.md" by "*passw*", a skill's
+// "release.asc" by "*.asc".
 var credentialRules = append(classed(false, nameRules), classed(true, storeRules)...)
 
 type credentialRule struct {
 	pattern string
 	from    string // the harness or ecosystem whose secret the rule catches
-	store   bool   // a harness's own store: applied at a slug position too
+	store   bool   // a credential store itself: applied at a slug position too
 }
 
 type ruleDoc struct{ pattern, from string }
