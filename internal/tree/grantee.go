@@ -41,9 +41,11 @@ var slugDirs = map[string][]string{
 //
 // /claude, /gemini and /opencode serve none of these directories anyway
 // (layout.go mirrors only their sessions); the declaration holds for any
-// path the layout may grow. omp's sessions/<slug>/checkpoints/ hold only
-// metadata (a tree hash, the names skipped), its objects live in the
-// project's own repository; Codex and pi keep no copies under their roots.
+// path the layout may grow. Of the roots served whole: omp's
+// sessions/<slug>/checkpoints/ hold only metadata (a tree hash, the names
+// skipped), its objects live in the project's own repository; pi's rewind
+// extensions keep theirs as refs of the project's repository too; dsh's
+// own layout (sessions/, storages/, profiles/) holds none.
 var copyStores = map[string][]string{
 	"hermes":   {"checkpoints", "profiles/*/checkpoints"},
 	"claude":   {"file-history"},
