@@ -3,6 +3,7 @@ package saferoot
 import (
 	"strings"
 	"sync/atomic"
+	"unsafe"
 )
 
 // storeNames are the credential-bearing stores that a harness reads itself
@@ -134,9 +135,15 @@ func sameName(a, b string) bool {
 }
 
 // hiddenCopy reports whether the entry name of a listing is one of hide.
+// The string made of name does not outlive the call, and the buffer is not
+// written during it.
 func hiddenCopy(hide []string, name []byte) bool {
+	if len(name) == 0 || len(name) > maxName {
+		return false
+	}
+	n := unsafe.String(unsafe.SliceData(name), len(name))
 	for _, h := range hide {
-		if len(name) <= maxName && sameName(h, string(name)) {
+		if sameName(h, n) {
 			return true
 		}
 	}
