@@ -64,22 +64,26 @@ var credentialFiles = []struct {
 	{"secring.gpg", false}, {"private.asc", false}, {"keystore.jks", false}, {"release.keystore", false},
 	{"vault.kdbx", false}, {"terraform.tfstate", false}, {"terraform.tfvars", false}, {".terraformrc", false},
 	{".my.cnf", false}, {".mylogin.cnf", false}, {".yarnrc.yml", false}, {"credential", false}, {"key", false},
-	// backup, temporary and editor copies the table strips
-	{"settings.json.1", false}, {"settings.json.backup", false}, {"settings.json.save", false},
-	{"settings.json.~1~", false}, {"settings.json.tmp.12345", false}, {".settings.json.un~", false},
-	{"settings.json.tmp-a1b2", false}, {"tls.key.1", false}, {"tls.key.backup", false}, {"tls.key.save", false},
-	{"tls.key.~1~", false}, {"tls.key.tmp.12345", false}, {".tls.key.un~", false}, {".tls.key.swp", false},
-	{"server.pem.1", false}, {"server.pem.backup", false}, {"server.pem.save", false}, {"server.pem.~1~", false},
-	{"server.pem.tmp.12345", false}, {".server.pem.un~", false}, {".netrc.1", false}, {".netrc.backup", false},
-	{".netrc.save", false}, {".netrc.~1~", false}, {".netrc.tmp.12345", false}, {"..netrc.un~", false},
-	{".netrc.tmp-a1b2", false}, {"hosts.yml.1", false}, {"hosts.yml.backup", false}, {"hosts.yml.save", false},
-	{"hosts.yml.~1~", false}, {"hosts.yml.tmp.12345", false}, {".hosts.yml.un~", false},
-	{"config.toml.1", false}, {"config.toml.backup", false}, {"config.toml.save", false},
-	{"config.toml.~1~", false}, {"config.toml.tmp.12345", false}, {".config.toml.un~", false},
-	{".config.toml.swp", false}, {"config.toml.tmp-a1b2", false},
 	// generic shapes
 	{"my-creds-backup", true}, {"db_password.txt", true}, {"OPENAI_API_KEY", true}, {"stripe-apikey", true},
 	{"client_secret_1.json", true}, {"refresh-token", true}, {"oauth-state", true}, {"aws-credentials-old", true},
+}
+
+// credentialCopies are backup, temporary and editor copies of credential
+// names, each a form the table strips. They are planted at every depth of
+// every base like credentialFiles, but with no further variant: each is
+// one already.
+var credentialCopies = []string{
+	"settings.json.1", "settings.json.backup", "settings.json.save", "settings.json.~1~",
+	"settings.json.tmp.12345", ".settings.json.un~", "settings.json.tmp-a1b2", "tls.key.1",
+	"tls.key.backup", "tls.key.save", "tls.key.~1~", "tls.key.tmp.12345", ".tls.key.un~",
+	".tls.key.swp", "server.pem.1", "server.pem.backup", "server.pem.save", "server.pem.~1~",
+	"server.pem.tmp.12345", ".server.pem.un~", ".netrc.1", ".netrc.backup", ".netrc.save",
+	".netrc.~1~", ".netrc.tmp.12345", "..netrc.un~", ".netrc.tmp-a1b2", "hosts.yml.1",
+	"hosts.yml.backup", "hosts.yml.save", "hosts.yml.~1~", "hosts.yml.tmp.12345", ".hosts.yml.un~",
+	"config.toml.1", "config.toml.backup", "config.toml.save", "config.toml.~1~",
+	"config.toml.tmp.12345", ".config.toml.un~", ".config.toml.swp", "config.toml.tmp-a1b2",
+	"tls.key.tmp-a1b2", "server.pem.tmp-a1b2", "hosts.yml.tmp-a1b2", ".server.pem.swp", ".hosts.yml.swp",
 }
 
 // credentialDirs are hidden with their whole subtree.
@@ -155,6 +159,15 @@ func plantCredentials(t *testing.T, home string) []string {
 					planted = append(planted, p)
 				}
 			}
+			for _, n := range credentialCopies {
+				p := filepath.Join(dir, n)
+				if depth%2 == 1 {
+					put(filepath.Join(p, "inner"), "NEVER-SERVED "+p+"\n")
+				} else {
+					put(p, "NEVER-SERVED "+p+"\n")
+				}
+				planted = append(planted, p)
+			}
 			for _, d := range credentialDirs {
 				for _, n := range []string{d, strings.ToUpper(d)} {
 					p := filepath.Join(dir, n, "config")
@@ -218,53 +231,59 @@ type view struct {
 // credentialViews are the six views of the matrix: the owner (this process,
 // root, is the uid of daemon own) and a grantee (this process, granted by
 // --allow-uid 0 on daemon granted, which runs as another uid), each through
-// 9P2000.L, 9P2000 and FUSE.
-func credentialViews(t *testing.T, own, granted *daemon) []view {
+// 9P2000.L, 9P2000 and FUSE. Each is opened by its function when its turn
+// comes: a connection of another uid left idle while the others are probed
+// would be closed by the daemon's idle bound.
+func credentialViews(t *testing.T, own, granted *daemon) []func() view {
 	t.Helper()
-	var vs []view
+	var vs []func() view
 	for _, d := range []struct {
 		who string
 		d   *daemon
 	}{{"owner", own}, {"grantee", granted}} {
-		c := d.d.client()
-		vs = append(vs, view{
-			name: d.who + "/9P2000.L",
-			walk: func() []string { return walk(t, c) },
-			stat: func(p string) error { _, _, err := c.Stat(p); return err },
-			read: c.ReadFile,
-		})
-		fs9 := mount9(t, d.d.sock)
-		vs = append(vs, view{
-			name: d.who + "/9P2000",
-			walk: func() []string { return walk9(t, fs9) },
-			stat: func(p string) error { _, err := fs9.Stat(p); return err },
-			read: func(p string) ([]byte, error) {
-				f, err := fs9.Open(p, plan9.OREAD)
-				if err != nil {
-					return nil, err
-				}
-				defer f.Close()
-				var out []byte
-				buf := make([]byte, 8192)
-				for {
-					n, err := f.Read(buf)
-					out = append(out, buf[:n]...)
-					if err == io.EOF {
-						return out, nil
+		vs = append(vs, func() view {
+			c := d.d.client()
+			return view{
+				name: d.who + "/9P2000.L",
+				walk: func() []string { return walk(t, c) },
+				stat: func(p string) error { _, _, err := c.Stat(p); return err },
+				read: c.ReadFile,
+			}
+		}, func() view {
+			fs9 := mount9(t, d.d.sock)
+			return view{
+				name: d.who + "/9P2000",
+				walk: func() []string { return walk9(t, fs9) },
+				stat: func(p string) error { _, err := fs9.Stat(p); return err },
+				read: func(p string) ([]byte, error) {
+					f, err := fs9.Open(p, plan9.OREAD)
+					if err != nil {
+						return nil, err
 					}
-					if n == 0 || err != nil {
-						return out, err
+					defer f.Close()
+					var out []byte
+					buf := make([]byte, 8192)
+					for {
+						n, err := f.Read(buf)
+						out = append(out, buf[:n]...)
+						if err == io.EOF {
+							return out, nil
+						}
+						if n == 0 || err != nil {
+							return out, err
+						}
 					}
-				}
-			},
-		})
-		m := mountTree(t, d.d.sock)
-		vs = append(vs, view{
-			name: d.who + "/FUSE",
-			walk: func() []string { return walkFuse(t, m.dir) },
-			stat: func(p string) error { _, err := os.Lstat(m.path(p)); return err },
-			read: func(p string) ([]byte, error) { return os.ReadFile(m.path(p)) },
-			done: m.umount,
+				},
+			}
+		}, func() view {
+			m := mountTree(t, d.d.sock)
+			return view{
+				name: d.who + "/FUSE",
+				walk: func() []string { return walkFuse(t, m.dir) },
+				stat: func(p string) error { _, err := os.Lstat(m.path(p)); return err },
+				read: func(p string) ([]byte, error) { return os.ReadFile(m.path(p)) },
+				done: m.umount,
+			}
 		})
 	}
 	return vs
@@ -320,7 +339,8 @@ func TestCredentialMatrix(t *testing.T) {
 	if len(probes) < 5000 {
 		t.Fatalf("only %d tree paths to probe: the fixture lost its teeth", len(probes))
 	}
-	for _, v := range credentialViews(t, own, granted) {
+	for _, open := range credentialViews(t, own, granted) {
+		v := open()
 		t.Run(v.name, func(t *testing.T) {
 			start := time.Now()
 			served := v.walk()

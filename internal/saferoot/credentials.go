@@ -1,6 +1,7 @@
 package saferoot
 
 import (
+	"bytes"
 	"math/bits"
 	"strings"
 	"sync/atomic"
@@ -224,18 +225,29 @@ type compiled struct {
 }
 
 // rules is credentialRules compiled and shapes its generic shapes. The
-// tables index them by a byte, so that a name costs a table load per byte
-// and a comparison only with the rules that could match it: shapeAt maps
-// a byte to the bit set of the shapes that start with it, byFirst a name's
-// first byte to the exact, prefix and prefix-suffix rules starting with it,
-// byLast its last byte to the suffix rules ending with it.
-var rules, shapes, shapeAt, byFirst, byLast = compile()
+// tables index them, so that a name costs a table load per byte and a
+// comparison only with the rules that could match it: shapeAt maps a byte
+// to the bit set of the shapes that start with it, exact an exact rule's
+// name to whether a store rule names it, byFirst a name's first byte to the
+// prefix and prefix-suffix rules starting with it, byLast its last byte to
+// the suffix rules ending with it.
+var rules, shapes, shapeAt, exact, byFirst, byLast = compile()
 
-func compile() ([]compiled, []string, [256]uint32, [256][]uint8, [256][]uint8) {
+// exactFirst and exactMax say which names can be an exact rule's at all
+// (its first byte, its length), so that most names cost no map lookup.
+var exactFirst, exactMax = func() (t [256]bool, n int) {
+	for k := range exact {
+		t[k[0]], n = true, max(n, len(k))
+	}
+	return t, n
+}()
+
+func compile() ([]compiled, []string, [256]uint32, map[string]bool, [256][]uint8, [256][]uint8) {
 	var out []compiled
 	var at [256]uint32
 	var first, last [256][]uint8
 	var shapes []string
+	exact := map[string]bool{}
 	for _, r := range credentialRules {
 		p := r.pattern
 		var c compiled
@@ -262,14 +274,16 @@ func compile() ([]compiled, []string, [256]uint32, [256][]uint8, [256][]uint8) {
 			panic("saferoot: bad credential pattern " + p)
 		}
 		switch c.kind {
-		case kindExact, kindPrefix, kindBoth:
+		case kindExact:
+			exact[c.pre] = exact[c.pre] || c.store
+		case kindPrefix, kindBoth:
 			first[c.pre[0]] = append(first[c.pre[0]], uint8(len(out)))
 		case kindSuffix:
 			last[c.suf[len(c.suf)-1]] = append(last[c.suf[len(c.suf)-1]], uint8(len(out)))
 		}
 		out = append(out, c)
 	}
-	return out, shapes, at, first, last
+	return out, shapes, at, exact, first, last
 }
 
 func indexStar(s string) int {
@@ -281,30 +295,21 @@ func indexStar(s string) int {
 	return -1
 }
 
-// suffixDecorations are what backup files and editors append to a name;
-// vim's are marked, because vim also puts a '.' in front.
-var suffixDecorations = [...]struct {
-	s   string
-	vim bool
-}{
-	{".bak", false}, {".old", false}, {".orig", false}, {".backup", false}, {".save", false},
-	{".swp", true}, {".swo", true}, {".swx", true},
-	{"-wal", false}, {"-shm", false}, {"-journal", false},
-}
-
 // strip takes one backup or editor decoration (see the table's comment)
 // off the folded name f. afterTmp says the last one taken was ".tmp", so
 // that the id a temporary copy's name carries before it (name.<id>.tmp) is
 // taken too. It reports the rest; vim, when the decoration was vim's
 // (whose copy of "name" is ".name.swp"); tmp, when it was ".tmp"; and ok,
-// whether anything was taken. It never returns an empty rest.
+// whether anything was taken. It never returns an empty rest. It runs for
+// every name listed, so it looks at the last byte before anything else.
 func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 	n := len(f)
 	if n < 2 {
 		return f, false, false, false
 	}
-	switch c := f[n-1]; {
-	case c == '.' || c == ' ':
+	has := func(suf string) bool { return n > len(suf) && string(f[n-len(suf):]) == suf }
+	switch c := f[n-1]; c {
+	case '.', ' ':
 		i := n
 		for i > 0 && (f[i-1] == '.' || f[i-1] == ' ') {
 			i--
@@ -313,10 +318,12 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 			return f, false, false, false
 		}
 		return f[:i], false, false, true
-	case c == '#' && f[0] == '#' && n > 2:
-		return f[1 : n-1], false, false, true
-	case c == '~':
-		if n > 4 && string(f[n-4:]) == ".un~" {
+	case '#':
+		if f[0] == '#' && n > 2 {
+			return f[1 : n-1], false, false, true
+		}
+	case '~':
+		if has(".un~") {
 			return f[:n-4], true, false, true
 		}
 		// emacs's numbered backups: name.~12~
@@ -328,27 +335,67 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 			return f[:i-2], false, false, true
 		}
 		return f[:n-1], false, false, true
-	}
-	for _, d := range suffixDecorations {
-		if n > len(d.s) && string(f[n-len(d.s):]) == d.s {
-			return f[:n-len(d.s)], d.vim, false, true
+	case 'k':
+		if has(".bak") {
+			return f[:n-4], false, false, true
+		}
+	case 'd':
+		if has(".old") {
+			return f[:n-4], false, false, true
+		}
+	case 'e':
+		if has(".save") {
+			return f[:n-5], false, false, true
+		}
+	case 'g':
+		if has(".orig") {
+			return f[:n-5], false, false, true
+		}
+	case 'p':
+		switch {
+		case has(".tmp"):
+			return f[:n-4], false, true, true
+		case has(".swp"):
+			return f[:n-4], true, false, true
+		case has(".backup"):
+			return f[:n-7], false, false, true
+		}
+	case 'o':
+		if has(".swo") {
+			return f[:n-4], true, false, true
+		}
+	case 'x':
+		if has(".swx") {
+			return f[:n-4], true, false, true
+		}
+	case 'l':
+		switch {
+		case has("-wal"):
+			return f[:n-4], false, false, true
+		case has("-journal"):
+			return f[:n-8], false, false, true
+		}
+	case 'm':
+		if has("-shm") {
+			return f[:n-4], false, false, true
 		}
 	}
-	if n > 4 && string(f[n-4:]) == ".tmp" {
-		return f[:n-4], false, true, true
-	}
 	// ".<digits>", or after ".tmp" any ".<id>".
-	i := n
-	for i > 0 && (isDigit(f[i-1]) || afterTmp && isIDByte(f[i-1])) {
-		i--
-	}
-	if i < n && i > 1 && f[i-1] == '.' {
-		return f[:i-1], false, false, true
+	if c := f[n-1]; isDigit(c) || afterTmp && isIDByte(c) {
+		i := n
+		for i > 0 && (isDigit(f[i-1]) || afterTmp && isIDByte(f[i-1])) {
+			i--
+		}
+		if i > 1 && f[i-1] == '.' {
+			return f[:i-1], false, false, true
+		}
 	}
 	// A temporary copy: name.tmp.<anything>, name.tmp-<anything>.
-	for i := n - 5; i > 0; i-- {
-		if f[i] == '.' && string(f[i+1:i+4]) == "tmp" && (f[i+4] == '.' || f[i+4] == '-') {
-			return f[:i], false, false, true
+	if bytes.Contains(f[1:], tmpDot) {
+		for i := n - 5; i > 0; i-- {
+			if f[i] == '.' && string(f[i+1:i+4]) == "tmp" && (f[i+4] == '.' || f[i+4] == '-') {
+				return f[:i], false, false, true
+			}
 		}
 	}
 	// emacs's lock file, .#name.
@@ -357,6 +404,8 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 	}
 	return f, false, false, false
 }
+
+var tmpDot = []byte(".tmp")
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
@@ -407,16 +456,17 @@ func matchFixed(f []byte, storeOnly bool) bool {
 	if len(f) == 0 {
 		return false
 	}
+	if len(f) <= exactMax && exactFirst[f[0]] {
+		if store, ok := exact[string(f)]; ok && (store || !storeOnly) {
+			return true
+		}
+	}
 	for _, i := range byFirst[f[0]] {
 		r := &rules[i]
 		if storeOnly && !r.store {
 			continue
 		}
 		switch r.kind {
-		case kindExact:
-			if string(f) == r.pre {
-				return true
-			}
 		case kindPrefix:
 			if len(f) >= len(r.pre) && string(f[:len(r.pre)]) == r.pre {
 				return true
