@@ -29,10 +29,12 @@ import (
 // FUSE mount; a grantee sees session state only.
 
 // credentialFiles are the harnesses' real credential stores and the
-// classic homes of secrets. shape marks a name only a generic shape
-// (*creds*, *secret*, ...) catches: such a name is served where a harness
-// names a directory after a working directory, so it is planted as a file
-// there (a file is never a slug).
+// classic homes of secrets, by kind, and the backup forms the table strips.
+// shape marks a name only a generic shape (*creds*, *secret*, ...) catches.
+// A directory where a harness names directories after working directories
+// is judged by the harnesses' store rules alone (a slug is a project), so
+// a name no store rule catches is planted as a file there (a file is never
+// a slug).
 var credentialFiles = []struct {
 	name  string
 	shape bool
@@ -54,9 +56,34 @@ var credentialFiles = []struct {
 	{"mcp.json", false}, {".mcp.json", false}, {"keys.json", false}, {"api_key", false}, {"apikey.txt", false},
 	{"passwords.txt", false}, {"id_ed25519", false}, {"id_rsa.pub", false},
 	{".settings.json.swp", false}, {"#config.toml#", false}, {"hosts.yml.orig", false}, {"store.db.tmp", false},
+	// by kind: cloud keys, ssh, gpg, keystores, terraform, databases,
+	// package managers, bare names
+	{"service-account.json", false}, {"service-account-key.json", false}, {"gcp-key.json", false},
+	{"sa-key.json", false}, {"private_key.json", false}, {"signing-key.json", false},
+	{"ssh_host_rsa_key", false}, {"id_xmss", false}, {"id_ed25519_sk", false},
+	{"secring.gpg", false}, {"private.asc", false}, {"keystore.jks", false}, {"release.keystore", false},
+	{"vault.kdbx", false}, {"terraform.tfstate", false}, {"terraform.tfvars", false}, {".terraformrc", false},
+	{".my.cnf", false}, {".mylogin.cnf", false}, {".yarnrc.yml", false}, {"credential", false}, {"key", false},
 	// generic shapes
 	{"my-creds-backup", true}, {"db_password.txt", true}, {"OPENAI_API_KEY", true}, {"stripe-apikey", true},
 	{"client_secret_1.json", true}, {"refresh-token", true}, {"oauth-state", true}, {"aws-credentials-old", true},
+}
+
+// credentialCopies are backup, temporary and editor copies of credential
+// names, each a form the table strips. They are planted at every depth of
+// every base like credentialFiles, but with no further variant: each is
+// one already.
+var credentialCopies = []string{
+	"settings.json.1", "settings.json.backup", "settings.json.save", "settings.json.~1~",
+	"settings.json.tmp.12345", ".settings.json.un~", "settings.json.tmp-a1b2", "tls.key.1",
+	"tls.key.backup", "tls.key.save", "tls.key.~1~", "tls.key.tmp.12345", ".tls.key.un~",
+	".tls.key.swp", "server.pem.1", "server.pem.backup", "server.pem.save", "server.pem.~1~",
+	"server.pem.tmp.12345", ".server.pem.un~", ".netrc.1", ".netrc.backup", ".netrc.save",
+	".netrc.~1~", ".netrc.tmp.12345", "..netrc.un~", ".netrc.tmp-a1b2", "hosts.yml.1",
+	"hosts.yml.backup", "hosts.yml.save", "hosts.yml.~1~", "hosts.yml.tmp.12345", ".hosts.yml.un~",
+	"config.toml.1", "config.toml.backup", "config.toml.save", "config.toml.~1~",
+	"config.toml.tmp.12345", ".config.toml.un~", ".config.toml.swp", "config.toml.tmp-a1b2",
+	"tls.key.tmp-a1b2", "server.pem.tmp-a1b2", "hosts.yml.tmp-a1b2", ".server.pem.swp", ".hosts.yml.swp",
 }
 
 // credentialDirs are hidden with their whole subtree.
@@ -66,7 +93,8 @@ var credentialDirs = []string{".kube", ".aws", ".docker", ".gnupg", ".ssh"}
 // under, one variant per depth so the fixture stays small.
 func variants(name string) []string {
 	up := strings.ToUpper(name)
-	return []string{up, name + "~", name + ".bak", "#" + name + "#", name + ".", strings.ToUpper(name[:1]) + name[1:] + ".OLD", name + " ", "." + name + ".swp"}
+	return []string{up, name + "~", name + ".bak", "#" + name + "#", name + ".", strings.ToUpper(name[:1]) + name[1:] + ".OLD", name + " ", "." + name + ".swp",
+		name + ".1", name + ".backup", name + ".save", name + ".~1~", name + ".tmp.12345", "." + name + ".un~", name + ".tmp-a1b2"}
 }
 
 // credentialBases are the host directories planting starts from: in every
@@ -85,6 +113,8 @@ var credentialBases = []struct {
 	{".pi/agent/sessions", true, maxDepth},
 	{".hermes/sessions", false, maxDepth},
 	{".dsh/sessions/--root-src-app--", false, maxDepth},
+	{".gemini/tmp", true, maxDepth},
+	{".local/share/opencode/storage/session", false, maxDepth},
 	{".omp/agent", false, 0},
 	{".pi/agent", false, 0},
 	{".hermes", false, 0},
@@ -114,7 +144,7 @@ func plantCredentials(t *testing.T, home string) []string {
 				names = append(names, v[(i+depth+bi)%len(v)])
 				for _, n := range names {
 					p := filepath.Join(dir, n)
-					if c.shape && depth == 0 && b.slugParent {
+					if depth == 0 && b.slugParent && !saferoot.ExcludedSlug(n) {
 						// A directory here is a slug, and served by design:
 						// plant the shape as a file, which is not one.
 						put(p, "NEVER-SERVED "+p+"\n")
@@ -128,6 +158,15 @@ func plantCredentials(t *testing.T, home string) []string {
 					}
 					planted = append(planted, p)
 				}
+			}
+			for _, n := range credentialCopies {
+				p := filepath.Join(dir, n)
+				if depth%2 == 1 {
+					put(filepath.Join(p, "inner"), "NEVER-SERVED "+p+"\n")
+				} else {
+					put(p, "NEVER-SERVED "+p+"\n")
+				}
+				planted = append(planted, p)
 			}
 			for _, d := range credentialDirs {
 				for _, n := range []string{d, strings.ToUpper(d)} {
@@ -192,53 +231,59 @@ type view struct {
 // credentialViews are the six views of the matrix: the owner (this process,
 // root, is the uid of daemon own) and a grantee (this process, granted by
 // --allow-uid 0 on daemon granted, which runs as another uid), each through
-// 9P2000.L, 9P2000 and FUSE.
-func credentialViews(t *testing.T, own, granted *daemon) []view {
+// 9P2000.L, 9P2000 and FUSE. Each is opened by its function when its turn
+// comes: a connection of another uid left idle while the others are probed
+// would be closed by the daemon's idle bound.
+func credentialViews(t *testing.T, own, granted *daemon) []func() view {
 	t.Helper()
-	var vs []view
+	var vs []func() view
 	for _, d := range []struct {
 		who string
 		d   *daemon
 	}{{"owner", own}, {"grantee", granted}} {
-		c := d.d.client()
-		vs = append(vs, view{
-			name: d.who + "/9P2000.L",
-			walk: func() []string { return walk(t, c) },
-			stat: func(p string) error { _, _, err := c.Stat(p); return err },
-			read: c.ReadFile,
-		})
-		fs9 := mount9(t, d.d.sock)
-		vs = append(vs, view{
-			name: d.who + "/9P2000",
-			walk: func() []string { return walk9(t, fs9) },
-			stat: func(p string) error { _, err := fs9.Stat(p); return err },
-			read: func(p string) ([]byte, error) {
-				f, err := fs9.Open(p, plan9.OREAD)
-				if err != nil {
-					return nil, err
-				}
-				defer f.Close()
-				var out []byte
-				buf := make([]byte, 8192)
-				for {
-					n, err := f.Read(buf)
-					out = append(out, buf[:n]...)
-					if err == io.EOF {
-						return out, nil
+		vs = append(vs, func() view {
+			c := d.d.client()
+			return view{
+				name: d.who + "/9P2000.L",
+				walk: func() []string { return walk(t, c) },
+				stat: func(p string) error { _, _, err := c.Stat(p); return err },
+				read: c.ReadFile,
+			}
+		}, func() view {
+			fs9 := mount9(t, d.d.sock)
+			return view{
+				name: d.who + "/9P2000",
+				walk: func() []string { return walk9(t, fs9) },
+				stat: func(p string) error { _, err := fs9.Stat(p); return err },
+				read: func(p string) ([]byte, error) {
+					f, err := fs9.Open(p, plan9.OREAD)
+					if err != nil {
+						return nil, err
 					}
-					if n == 0 || err != nil {
-						return out, err
+					defer f.Close()
+					var out []byte
+					buf := make([]byte, 8192)
+					for {
+						n, err := f.Read(buf)
+						out = append(out, buf[:n]...)
+						if err == io.EOF {
+							return out, nil
+						}
+						if n == 0 || err != nil {
+							return out, err
+						}
 					}
-				}
-			},
-		})
-		m := mountTree(t, d.d.sock)
-		vs = append(vs, view{
-			name: d.who + "/FUSE",
-			walk: func() []string { return walkFuse(t, m.dir) },
-			stat: func(p string) error { _, err := os.Lstat(m.path(p)); return err },
-			read: func(p string) ([]byte, error) { return os.ReadFile(m.path(p)) },
-			done: m.umount,
+				},
+			}
+		}, func() view {
+			m := mountTree(t, d.d.sock)
+			return view{
+				name: d.who + "/FUSE",
+				walk: func() []string { return walkFuse(t, m.dir) },
+				stat: func(p string) error { _, err := os.Lstat(m.path(p)); return err },
+				read: func(p string) ([]byte, error) { return os.ReadFile(m.path(p)) },
+				done: m.umount,
+			}
 		})
 	}
 	return vs
@@ -294,7 +339,8 @@ func TestCredentialMatrix(t *testing.T) {
 	if len(probes) < 5000 {
 		t.Fatalf("only %d tree paths to probe: the fixture lost its teeth", len(probes))
 	}
-	for _, v := range credentialViews(t, own, granted) {
+	for _, open := range credentialViews(t, own, granted) {
+		v := open()
 		t.Run(v.name, func(t *testing.T) {
 			start := time.Now()
 			served := v.walk()
@@ -374,10 +420,10 @@ func probeAll(v view, probes []string, errorf func(string, ...any)) int {
 }
 
 // isSlugComponent: a directory right below a slug parent is a project's
-// slug, judged without the generic shapes (the fixture's own
+// slug, judged by the store rules alone (the fixture's own
 // sessions/AUTH_notes is one).
 func isSlugComponent(p, comp string) bool {
-	for _, parent := range []string{"/claude/projects/", "/omp/sessions/", "/pi/sessions/", "/dsh/sessions/"} {
+	for _, parent := range []string{"/claude/projects/", "/omp/sessions/", "/pi/sessions/", "/dsh/sessions/", "/gemini/tmp/"} {
 		if rest, ok := strings.CutPrefix(p, parent); ok {
 			first, more, _ := strings.Cut(rest, "/")
 			isDir := strings.Contains(rest, "/") && (more != "" || strings.HasSuffix(p, "/"))
@@ -396,6 +442,7 @@ func granteeSees(p string) bool {
 		"/omp/sessions", "/omp/skills", "/pi/sessions", "/pi/skills",
 		"/hermes/sessions", "/hermes/state.db", "/hermes/runtime/active_sessions.json", "/hermes/skills",
 		"/dsh/sessions", "/dsh/storages/workspace.json",
+		"/gemini/tmp", "/gemini/projects", "/opencode/storage/",
 		"/skills/",
 	} {
 		if p == pre || strings.HasPrefix(p, strings.TrimSuffix(pre, "/")+"/") {
@@ -572,4 +619,115 @@ func TestOauthServerTranscript(t *testing.T) {
 		b, err := oc.ReadFile(active)
 		return err == nil && bytes.Equal(b, want)
 	}, active+" reads the transcript")
+}
+
+// issueSlugs are projects whose names hold a credential rule's prefix,
+// suffix or shape: each harness names a directory after such a working
+// directory, and its transcripts in it must be served.
+var issueSlugs = []string{
+	"kubeconfig-gen", "id_rsa-parser", ".envoy-config", "certs.pem",
+	"oauth-server", "secret-santa", "authz-proxy", "password-reset", "credentials-ui", "apikey-rotator",
+}
+
+// TestSlugsServed: a project named like a credential keeps its
+// transcripts, in every harness that names a directory after a working
+// directory and in each of its spellings of the slug (Gemini's bare name,
+// omp's -src-NAME, Claude's -root-src-NAME, pi's and dsh's --root-src-NAME--),
+// for the owner and a grantee, by listing, by walk, by stat and by read;
+// a key inside the slug is still hidden.
+//
+// Guards rule 2: no credential is listed or read, and a slug is no credential.
+func TestSlugsServed(t *testing.T) {
+	requireRoot(t)
+	home, run, procDir, _ := credentialHome(t, false)
+	type planted struct{ tree, host, dir, slug string }
+	var want, keys []planted
+	for _, name := range issueSlugs {
+		for _, c := range []struct{ host, tree, slug, file string }{
+			{".gemini/tmp", "/gemini/tmp", name, "chats/session-2026-12-06T07-00-0a1b2c3d.json"},
+			{".omp/agent/sessions", "/omp/sessions", "-src-" + name, "2026-12-06T07-00-00-000Z_0199.jsonl"},
+			{".claude/projects", "/claude/projects", "-root-src-" + name, "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d.jsonl"},
+			{".pi/agent/sessions", "/pi/sessions", "--root-src-" + name + "--", "2026-12-06T07-00-00-000Z_0199.jsonl"},
+			{".dsh/sessions", "/dsh/sessions", "--root-src-" + name + "--", "session-1/session.jsonl.zstd"},
+			{".claude/projects", "/claude/projects", name, "s.jsonl"},
+		} {
+			p := planted{c.tree + "/" + c.slug + "/" + c.file, filepath.Join(home, c.host, c.slug, c.file), c.tree, c.slug}
+			must(t, os.MkdirAll(filepath.Dir(p.host), 0o755))
+			must(t, os.WriteFile(p.host, []byte("transcript of "+name+"\n"), 0o644))
+			want = append(want, p)
+			k := planted{c.tree + "/" + c.slug + "/deploy.key", filepath.Join(home, c.host, c.slug, "deploy.key"), c.tree, c.slug}
+			must(t, os.WriteFile(k.host, []byte("NEVER-SERVED\n"), 0o644))
+			keys = append(keys, k)
+		}
+	}
+	must(t, exec.Command("chmod", "-R", "a+rX", home).Run())
+	own, granted := startCredentialDaemons(t, home, run, procDir)
+	for who, c := range map[string]*client.Client{"owner": own.client(), "grantee": granted.client()} {
+		served := walk(t, c)
+		for _, p := range want {
+			if !contains(served, p.tree) {
+				t.Errorf("%s: the walk does not reach %s", who, p.tree)
+			}
+			if !contains(listNames(t, c, p.dir), p.slug) {
+				t.Errorf("%s: ls %s does not list %s", who, p.dir, p.slug)
+			}
+			if b, err := c.ReadFile(p.tree); err != nil || !strings.HasPrefix(string(b), "transcript of ") {
+				t.Errorf("%s: read %s: %q %v", who, p.tree, b, err)
+			}
+		}
+		for _, k := range keys {
+			if contains(served, k.tree) {
+				t.Errorf("%s: the walk serves %s", who, k.tree)
+			}
+			if _, _, err := c.Stat(k.tree); !isErrno(err, linux.ENOENT) {
+				t.Errorf("%s: stat %s: %v, want ENOENT", who, k.tree, err)
+			}
+		}
+	}
+}
+
+// TestCopyStoresServedNowhere: hermes's checkpoint store (a shadow git
+// repository of a working directory: a copy of its deploy.key under the
+// object's hash), also under a profile, and Claude's file-history are
+// absent for the owner and a grantee, by listing, walk, stat and read;
+// the sessions beside them are served.
+//
+// Guards rule 2: no credential is listed or read.
+func TestCopyStoresServedNowhere(t *testing.T) {
+	requireRoot(t)
+	home, run, procDir, _ := credentialHome(t, false)
+	stores := []string{
+		".hermes/checkpoints/0123456789abcdef/objects/3b/18e512dba79e4c8300dd08aeb37f8e728b8dad",
+		".hermes/checkpoints/0123456789abcdef/HERMES_WORKDIR",
+		".hermes/profiles/work/checkpoints/fedcba9876543210/objects/3b/18e512dba79e4c8300dd08aeb37f8e728b8dad",
+		".claude/file-history/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d/3f2a1b0c9d8e7f6a@v1",
+		".gemini/history/9f86d081884c7d65/objects/3b/18e512",
+	}
+	for _, f := range append(stores, ".hermes/profiles/work/sessions/s.jsonl") {
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(home, f)), 0o755))
+		must(t, os.WriteFile(filepath.Join(home, f), []byte("NEVER-SERVED deploy.key copy\n"), 0o644))
+	}
+	must(t, exec.Command("chmod", "-R", "a+rX", home).Run())
+	own, granted := startCredentialDaemons(t, home, run, procDir)
+	for who, c := range map[string]*client.Client{"owner": own.client(), "grantee": granted.client()} {
+		served := walk(t, c)
+		for _, p := range served {
+			if strings.Contains(p, "checkpoints") || strings.Contains(p, "file-history") || strings.Contains(p, "/gemini/history") {
+				t.Errorf("%s: the walk serves %s", who, p)
+			}
+		}
+		for _, p := range []string{"/hermes/checkpoints", "/hermes/checkpoints/0123456789abcdef/HERMES_WORKDIR",
+			"/hermes/checkpoints/0123456789abcdef/objects/3b/18e512dba79e4c8300dd08aeb37f8e728b8dad",
+			"/hermes/profiles/work/checkpoints", "/hermes/CHECKPOINTS"} {
+			if _, _, err := c.Stat(p); !isErrno(err, linux.ENOENT) {
+				t.Errorf("%s: stat %s: %v, want ENOENT", who, p, err)
+			}
+			if b, err := c.ReadFile(p); err == nil || bytes.Contains(b, []byte("NEVER-SERVED")) {
+				t.Errorf("%s: read %s succeeded", who, p)
+			}
+		}
+	}
+	if b, err := own.client().ReadFile("/hermes/profiles/work/sessions/s.jsonl"); err != nil || len(b) == 0 {
+		t.Errorf("owner: a profile's session beside its checkpoints: %q %v", b, err)
+	}
 }

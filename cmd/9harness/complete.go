@@ -108,7 +108,10 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	out := newErrWriter(stdout)
 	for _, n := range r.names {
-		if strings.HasPrefix(n, prefix) {
+		// A name with a control character (a host's file may have one)
+		// is no candidate: the shell would show it raw, and its printable
+		// form names nothing.
+		if strings.HasPrefix(n, prefix) && printable(n) == n {
 			fmt.Fprintln(out, n)
 		}
 	}

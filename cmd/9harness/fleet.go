@@ -331,7 +331,7 @@ func runFleetPs(g *globals, o psOptions, ff fleetFlags, hostsChanged bool, term 
 	// ssh to exit, which the reader need not wait for.
 	defer f.close()
 	for _, h := range failed {
-		fmt.Fprintf(stderr, "9harness ps: %s: %v\n", printable(h.host), h.err)
+		fmt.Fprintf(stderr, "9harness ps: %s: %s\n", printable(h.host), printable(h.err.Error()))
 	}
 	sortFleet(rows, o.sortKey, o.reverse)
 	if rows == nil {
@@ -398,7 +398,7 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 		now := time.Now()
 		lines := []string{title}
 		for _, h := range a.failed {
-			lines = append(lines, printable(h.host)+": "+h.err.Error())
+			lines = append(lines, printable(h.host)+": "+printable(h.err.Error()))
 		}
 		lines = append(lines, "")
 		sortFleet(a.rows, o.sortKey, o.reverse)

@@ -220,7 +220,7 @@ func runFleetEvents(g *globals, ff fleetFlags, hostsChanged bool, harnesses []st
 		host := printable(n.host)
 		switch {
 		case n.err != nil:
-			fmt.Fprintf(stderr, "9harness events: %s: %v\n", host, n.err)
+			fmt.Fprintf(stderr, "9harness events: %s: %s\n", host, printable(n.err.Error()))
 			down[n.host], failed = true, true
 			continue
 		case n.c != nil:
@@ -341,7 +341,7 @@ func runFleetWait(ctx context.Context, g *globals, ff fleetFlags, hostsChanged b
 			st := state[n.host]
 			switch {
 			case n.err != nil:
-				fmt.Fprintf(stderr, "9harness wait: %s: %v\n", printable(n.host), n.err)
+				fmt.Fprintf(stderr, "9harness wait: %s: %s\n", printable(n.host), printable(n.err.Error()))
 				st.c, st.agents, st.down, st.seen = nil, nil, true, true
 			case n.c != nil:
 				st.c, st.down = n.c, false

@@ -347,6 +347,9 @@ var helps = map[string]string{
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Whatever any command says on standard error is text (textWriter):
+	// much of it comes from other hosts.
+	stderr = newTextWriter(stderr)
 	g := newGlobals()
 	top := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
 	top.AddFlagSet(g.flags)
@@ -678,7 +681,7 @@ func ls(c *client.Client, p string, o lsOpts, w io.Writer) error {
 			continue // other 9P2000.L servers (diod) list them; 9harnessd does not
 		}
 		if !o.long {
-			name := e.Name
+			name := printable(e.Name)
 			if e.QID.IsDir() {
 				name += "/"
 			}
@@ -696,6 +699,7 @@ func ls(c *client.Client, p string, o lsOpts, w io.Writer) error {
 }
 
 func printEntry(w io.Writer, name string, q client.QID, a client.Attr, o lsOpts) {
+	name = printable(name) // a name is whatever the host's filesystem holds
 	if q.IsDir() {
 		name += "/"
 	}

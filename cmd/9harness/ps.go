@@ -1198,7 +1198,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 			lines[1] = printable(note())
 		}
 		if r.err != nil {
-			lines = append(lines, "9harness ps: "+describe(r.err).Error())
+			lines = append(lines, "9harness ps: "+printable(describe(r.err).Error()))
 			if c != nil && !client.IsWireErrno(r.err) {
 				// The connection is gone: dial again on the next tick.
 				c.Close()

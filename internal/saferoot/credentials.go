@@ -1,6 +1,7 @@
 package saferoot
 
 import (
+	"bytes"
 	"math/bits"
 	"strings"
 	"sync/atomic"
@@ -21,30 +22,62 @@ import (
 //	"pre*suf" prefix and suffix
 //	"*part*"  a generic shape: part anywhere in the name
 //
+// The rules are written by kind of secret, not by file found: a kind's
+// every spelling (all ssh key types, every keystore format, every
+// terraform state) is one rule, so the next file of a known kind is hidden
+// before anyone meets it.
+//
 // Backup and editor copies: a name is also matched with these taken off its
-// end, repeatedly: trailing dots and spaces, "~", ".bak", ".old", ".orig",
-// ".tmp", ".swp" ".swo" ".swx" (vim, which also puts a '.' in front:
-// ".auth.json.swp"), SQLite's "-wal", "-shm" and "-journal", and emacs's
-// "#...#" around it. So "x.key~", "server.pem.bak", ".netrc.bak",
+// end, one after another, each stage matched again: trailing dots and
+// spaces; "~"; ".bak", ".old", ".orig", ".backup", ".save"; a numeric
+// suffix (".1", logrotate's and write-file-atomic's ".12345"); emacs's
+// numbered ".~N~" and its "#...#" around a name (and ".#" before one);
+// ".tmp", and a temporary copy's ".tmp.<anything>" or ".tmp-<anything>"
+// (and the ".<id>" a ".tmp" follows); vim's swap ".swp" ".swo" ".swx" and
+// undo ".un~", which also put a '.' in front (".auth.json.swp",
+// ".settings.json.un~"); SQLite's "-wal", "-shm" and "-journal". So
+// "x.key~", "server.pem.bak", ".netrc.1", "config.toml.tmp.12345",
 // "agent.db-wal" and "#mcp.json#" are all hidden.
 //
+// Each rule is of a class. A store rule names a credential store itself: a
+// harness's own ("auth.json", "agent.db") or a classic home of secrets
+// (".ssh", ".aws"); a name rule a credential-shaped name of any origin
+// ("*.pem", "id_rsa*", "key"); a shape a substring ("*token*").
+//
 // Working-directory slugs. The directories a harness names after a working
-// directory (Claude's projects/-home-u-src-oauth-server, pi's and omp's
-// agent/sessions/--home-u-src-secret-sauce--, dsh's sessions/--...--) are
-// where an agent's transcripts live, and "oauth" or "secret" in a project's
-// path is no credential. A Root told where those directories are
-// (SetSlugDirs) judges a directory in that position by every rule except the
-// generic shapes (exact names, prefixes and suffixes still apply); a file in
-// that position, and everything inside a slug, by the whole table.
+// directory (Claude's projects/-home-u-src-oauth-server, Gemini's
+// tmp/kubeconfig-gen, pi's and omp's agent/sessions/-src-certs.pem, dsh's
+// sessions/--...--) are where an agent's transcripts live, and a project's
+// path is no credential, whatever its shape. A Root told where those
+// directories are (SetSlugDirs) judges a directory in that position by the
+// store rules alone: never by a name rule or a shape. A file in that
+// position, and everything inside a slug, is judged by the whole table.
 //
 // Over-exclusion is the price of never guessing wrong: "author-notes" is
-// hidden by "*auth*", "passwords-policy.md" by "*passw*".
-var credentialRules = []struct {
+// hidden by "*auth*", "passwords-policy.md" by "*passw*", a skill's
+// "release.asc" by "*.asc".
+var credentialRules = append(classed(false, nameRules), classed(true, storeRules)...)
+
+type credentialRule struct {
 	pattern string
-	from    string // the harness or ecosystem whose store the rule catches
-}{
+	from    string // the harness or ecosystem whose secret the rule catches
+	store   bool   // a credential store itself: applied at a slug position too
+}
+
+type ruleDoc struct{ pattern, from string }
+
+func classed(store bool, docs []ruleDoc) []credentialRule {
+	out := make([]credentialRule, len(docs))
+	for i, d := range docs {
+		out[i] = credentialRule{d.pattern, d.from, store}
+	}
+	return out
+}
+
+// nameRules are the shapes and the credential-shaped names.
+var nameRules = []ruleDoc{
 	// Generic shapes: substrings anywhere in the name.
-	{"*credentials*", "Claude Code ~/.claude/.credentials.json (OAuth); cloud CLIs' credentials files"},
+	{"*credential*", "Claude Code ~/.claude/.credentials.json (OAuth); cloud CLIs' credentials files; git's credential store"},
 	{"*token*", "token caches: token.json, .token, tokens.db; gemini mcp-oauth-tokens.json"},
 	{"*auth*", "Codex auth.json, pi agent/auth.json, opencode auth.json/mcp-auth.json, Cursor auth.json, oauth stores"},
 	{"*secret*", "secrets.json, client_secret*.json, .secrets; amp secrets.json"},
@@ -53,27 +86,92 @@ var credentialRules = []struct {
 	{"*api_key*", "api_key files"},
 	{"*apikey*", "apikey.txt"},
 
-	// Suffixes: key material whatever the name.
+	// Private keys and key containers, by format.
 	{"*.key", "private keys; Claude Code ~/.claude/sessions/<pid>.<hash>.key peer tokens"},
 	{"*.pem", "PEM certificates and private keys"},
 	{"*.p12", "PKCS#12 bundles"},
 	{"*.pfx", "PKCS#12 bundles"},
+	{"*.p8", "PKCS#8 private keys (Apple and App Store Connect keys)"},
 	{"*.ppk", "PuTTY private keys"},
-	{"*.env", "dotenv files (prod.env); aider ~/.aider/oauth-keys.env"},
+	{"*.jks", "Java keystores"},
+	{"*.jceks", "Java keystores (JCEKS)"},
+	{"*.bks", "BouncyCastle keystores"},
+	{"*.keystore", "Java and Android keystores: release.keystore, debug.keystore"},
+	{"*.kdbx", "KeePass databases"},
+	{"*.kdb", "KeePass 1 databases"},
+	{"*.keychain", "macOS keychains"},
+	{"*.keychain-db", "macOS keychains"},
+	{"*.ovpn", "OpenVPN profiles with their embedded keys"},
+	{"*.asc", "ASCII-armoured OpenPGP keys: private.asc, secret-key.asc"},
+	{"*.gpg", "OpenPGP keyrings (secring.gpg) and encrypted files (pass's store)"},
+	{"secring*", "GnuPG 1 private keyring: secring.gpg, secring.skr"},
+	{"private-keys-v1.d", "GnuPG 2 private keys"},
+	{"private_key*", "private_key.json, private_key.pem"},
+	{"private-key*", "private-key.json, private-key.pem"},
+	{"privkey*", "privkey.pem (certbot), privkey.asc"},
+	{"key", "a key under no other name"},
 
-	// Prefixes.
-	{".env*", "the dotenv family: .env.local .env.production .envrc (direnv) .env~"},
+	// Cloud service-account keys.
+	{"*-key.json", "GCP and other JSON keys: service-account-key.json, gcp-key.json, sa-key.json, signing-key.json"},
+	{"*_key.json", "JSON keys: private_key.json, sa_key.json"},
+	{"*.key.json", "JSON keys: deploy.key.json"},
+	{"service-account*", "GCP service-account keys: service-account.json"},
+	{"service_account*", "GCP service-account keys: service_account.json"},
+
+	// ssh: every key type's default name, the security-key forms, host keys.
 	{"id_rsa*", "ssh private keys and their .pub twins"},
 	{"id_dsa*", "ssh private keys"},
 	{"id_ecdsa*", "ssh private keys (and id_ecdsa_sk)"},
 	{"id_ed25519*", "ssh private keys (and id_ed25519_sk)"},
-	{"kubeconfig*", "Kubernetes kubeconfig files"},
-	{"app-state-sync-key-*", "hermes whatsapp/session (Baileys): app state sync keys"},
-	{"pre-key-*", "hermes whatsapp/session (Baileys): Signal pre-keys"},
-	{"sender-key-*", "hermes whatsapp/session (Baileys): Signal sender keys"},
-	{"opencode*.db", "opencode ~/.local/share/opencode/opencode*.db: access and refresh tokens"},
+	{"id_xmss*", "ssh private keys (XMSS)"},
+	{"id_*_sk", "ssh FIDO security-key handles of any type"},
+	{"ssh_host_*", "sshd host keys: ssh_host_rsa_key, ssh_host_ed25519_key"},
 
-	// Exact names: the harnesses' own stores and config files.
+	// Dotfiles that hold passwords or registry tokens.
+	{"*.env", "dotenv files (prod.env); aider ~/.aider/oauth-keys.env"},
+	{".env*", "the dotenv family: .env.local .env.production .envrc (direnv) .env~"},
+	{"kubeconfig*", "Kubernetes kubeconfig files"},
+	{".netrc", "netrc (curl, git, ftp)"},
+	{"_netrc", "netrc, Windows spelling"},
+	{".npmrc", "npm registry tokens"},
+	{".yarnrc", "yarn 1 registry tokens"},
+	{".yarnrc.yml", "yarn 2+ npmAuthToken"},
+	{".pypirc", "PyPI upload tokens"},
+	{".pgpass", "PostgreSQL passwords"},
+	{".my.cnf", "MySQL client passwords"},
+	{".mylogin.cnf", "MySQL login paths (obfuscated passwords)"},
+	{".htpasswd", "Apache password files"},
+	{".boto", "boto / gsutil credentials"},
+	{".s3cfg", "s3cmd credentials"},
+	{".dockercfg", "Docker's legacy auth file"},
+	{"hosts.yml", "gh ~/.config/gh/hosts.yml: oauth_token"},
+	{".terraformrc", "Terraform CLI: registry tokens"},
+	{"terraform.rc", "Terraform CLI (Windows name)"},
+	{"*.tfstate", "Terraform state: every resource's secrets in clear (terraform.tfstate, .backup)"},
+	{"*.tfvars", "Terraform variables: terraform.tfvars, prod.auto.tfvars"},
+	{"*.tfvars.json", "Terraform variables in JSON"},
+	{".terraform", "Terraform's working directory: backend configuration and its credentials"},
+	{"api_key", "api_key files"},
+	{"apikey.txt", "apikey files"},
+	{"passwords.txt", "password lists"},
+	{"keys.json", "key stores"},
+	{"mcp.json", "MCP server definitions (env blocks with keys)"},
+	{".mcp.json", "MCP server definitions (env blocks with keys)"},
+}
+
+// storeRules are the credential stores themselves, by name: the classic
+// homes of secrets and the harnesses' own stores and config files.
+var storeRules = []ruleDoc{
+	// The classic homes of secrets. A directory's rule hides its whole
+	// subtree (every component of a path is judged).
+	{".ssh", "ssh"},
+	{".gnupg", "GnuPG"},
+	{".password-store", "pass"},
+	{".aws", "AWS CLI credentials and config"},
+	{".kube", "Kubernetes"},
+	{".docker", "Docker config.json auths"},
+
+	// The harnesses' own.
 	{"settings.json", "Claude Code, Gemini CLI (may hold API keys, MCP env)"},
 	{"settings.local.json", "Claude Code"},
 	{"settings.yaml", "harness settings"},
@@ -91,7 +189,7 @@ var credentialRules = []struct {
 	{"mcp-oauth-tokens.json", "Gemini CLI"},
 	{"a2a-oauth-tokens.json", "Gemini CLI"},
 	{"gemini-credentials.json", "Gemini CLI (keychain fallback file)"},
-	{".claude.json", "Claude Code ~/.claude.json: oauthAccount, MCP env"},
+	{".claude.json", "Claude Code ~/.claude.json: oauthAccount, MCP env (and backups/.claude.json.backup.<ms>)"},
 	{"oauth_creds.json", "Gemini CLI ~/.gemini/oauth_creds.json"},
 	{"google_accounts.json", "Gemini CLI ~/.gemini/google_accounts.json: account identity"},
 	{"installation_id", "Gemini CLI, Codex: installation identity"},
@@ -101,31 +199,12 @@ var credentialRules = []struct {
 	{"store.db", "Cursor ~/.cursor/chats/*/*/store.db: blobEncryptionKey"},
 	{"statsig-cache.json", "Cursor: account identity"},
 	{".aider.conf.yml", "aider: API keys"},
-	{"mcp.json", "MCP server definitions (env blocks with keys)"},
-	{".mcp.json", "MCP server definitions (env blocks with keys)"},
-	{"keys.json", "key stores"},
-	{"hosts.yml", "gh ~/.config/gh/hosts.yml: oauth_token"},
-
-	// Exact names: the classic homes of secrets. A directory's rule hides
-	// its whole subtree (every component of a path is judged).
-	{".ssh", "ssh"},
-	{".gnupg", "GnuPG"},
-	{".aws", "AWS CLI credentials and config"},
-	{".kube", "Kubernetes"},
-	{".docker", "Docker config.json auths"},
-	{".netrc", "netrc (curl, git, ftp)"},
-	{"_netrc", "netrc, Windows spelling"},
-	{".npmrc", "npm registry tokens"},
-	{".pypirc", "PyPI upload tokens"},
-	{".pgpass", "PostgreSQL passwords"},
-	{".htpasswd", "Apache password files"},
-	{".boto", "boto / gsutil credentials"},
-	{".s3cfg", "s3cmd credentials"},
-	{".dockercfg", "Docker's legacy auth file"},
-	{"api_key", "api_key files"},
-	{"apikey.txt", "apikey files"},
-	{"passwords.txt", "password lists"},
-	{"creds.json", "credential stores"},
+	{"opencode*.db", "opencode ~/.local/share/opencode/opencode*.db: access and refresh tokens"},
+	{"creds.json", "hermes whatsapp/session/creds.json (Baileys)"},
+	{"app-state-sync-key-*", "hermes whatsapp/session (Baileys): app state sync keys"},
+	{"pre-key-*", "hermes whatsapp/session (Baileys): Signal pre-keys"},
+	{"sender-key-*", "hermes whatsapp/session (Baileys): Signal sender keys"},
+	{".env", "hermes ~/.hermes/.env: API keys"},
 }
 
 // ruleKind is how a pattern matches, decided once from its stars.
@@ -136,27 +215,39 @@ const (
 	kindPrefix
 	kindSuffix
 	kindBoth
-	kindShape // *part*: skipped at a working-directory slug
+	kindShape // *part*
 )
 
 type compiled struct {
 	kind     ruleKind
+	store    bool
 	pre, suf string
 }
 
 // rules is credentialRules compiled and shapes its generic shapes. The
-// tables index them by a byte, so that a name costs a table load per byte
-// and a comparison only with the rules that could match it: shapeAt maps
-// a byte to the bit set of the shapes that start with it, byFirst a name's
-// first byte to the exact, prefix and prefix-suffix rules starting with it,
-// byLast its last byte to the suffix rules ending with it.
-var rules, shapes, shapeAt, byFirst, byLast = compile()
+// tables index them, so that a name costs a table load per byte and a
+// comparison only with the rules that could match it: shapeAt maps a byte
+// to the bit set of the shapes that start with it, exact an exact rule's
+// name to whether a store rule names it, byFirst a name's first byte to the
+// prefix and prefix-suffix rules starting with it, byLast its last byte to
+// the suffix rules ending with it.
+var rules, shapes, shapeAt, exact, byFirst, byLast = compile()
 
-func compile() ([]compiled, []string, [256]uint32, [256][]uint8, [256][]uint8) {
+// exactFirst and exactMax say which names can be an exact rule's at all
+// (its first byte, its length), so that most names cost no map lookup.
+var exactFirst, exactMax = func() (t [256]bool, n int) {
+	for k := range exact {
+		t[k[0]], n = true, max(n, len(k))
+	}
+	return t, n
+}()
+
+func compile() ([]compiled, []string, [256]uint32, map[string]bool, [256][]uint8, [256][]uint8) {
 	var out []compiled
 	var at [256]uint32
 	var first, last [256][]uint8
 	var shapes []string
+	exact := map[string]bool{}
 	for _, r := range credentialRules {
 		p := r.pattern
 		var c compiled
@@ -176,19 +267,23 @@ func compile() ([]compiled, []string, [256]uint32, [256][]uint8, [256][]uint8) {
 				c = compiled{kind: kindExact, pre: p}
 			}
 		}
+		c.store = r.store
 		if indexStar(c.pre) >= 0 || indexStar(c.suf) >= 0 || len(shapes) > 32 || len(out) > 255 ||
-			(c.kind != kindSuffix && c.pre == "") || (c.kind == kindSuffix && c.suf == "") {
+			(c.kind != kindSuffix && c.pre == "") || (c.kind == kindSuffix && c.suf == "") ||
+			(c.kind == kindShape && c.store) || p != string(fold(nil, p)) {
 			panic("saferoot: bad credential pattern " + p)
 		}
 		switch c.kind {
-		case kindExact, kindPrefix, kindBoth:
+		case kindExact:
+			exact[c.pre] = exact[c.pre] || c.store
+		case kindPrefix, kindBoth:
 			first[c.pre[0]] = append(first[c.pre[0]], uint8(len(out)))
 		case kindSuffix:
 			last[c.suf[len(c.suf)-1]] = append(last[c.suf[len(c.suf)-1]], uint8(len(out)))
 		}
 		out = append(out, c)
 	}
-	return out, shapes, at, first, last
+	return out, shapes, at, exact, first, last
 }
 
 func indexStar(s string) int {
@@ -200,48 +295,124 @@ func indexStar(s string) int {
 	return -1
 }
 
-// decorations are what backup files and editors append to a name.
-var decorations = [...]string{"~", ".bak", ".old", ".orig", ".tmp", ".swp", ".swo", ".swx", "-wal", "-shm", "-journal"}
-
-// decoEnd says which bytes a decorated name can end with.
-var decoEnd = func() (t [256]bool) {
-	for _, d := range decorations {
-		t[d[len(d)-1]] = true
+// strip takes one backup or editor decoration (see the table's comment)
+// off the folded name f. afterTmp says the last one taken was ".tmp", so
+// that the id a temporary copy's name carries before it (name.<id>.tmp) is
+// taken too. It reports the rest; vim, when the decoration was vim's
+// (whose copy of "name" is ".name.swp"); tmp, when it was ".tmp"; and ok,
+// whether anything was taken. It never returns an empty rest. It runs for
+// every name listed, so it looks at the last byte before anything else.
+func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
+	n := len(f)
+	if n < 2 {
+		return f, false, false, false
 	}
-	t['.'], t[' '], t['#'] = true, true, true
-	return t
-}()
-
-// undecorate returns f without its backup and editor decorations (see the
-// table's comment), and whether a vim swap suffix was among them.
-func undecorate(f []byte) (core []byte, swap bool) {
-	if len(f) == 0 || !decoEnd[f[len(f)-1]] {
-		return f, false
-	}
-	for range 16 {
-		n := len(f)
-		for len(f) > 0 && (f[len(f)-1] == '.' || f[len(f)-1] == ' ') {
-			f = f[:len(f)-1]
+	has := func(suf string) bool { return n > len(suf) && string(f[n-len(suf):]) == suf }
+	switch c := f[n-1]; c {
+	case '.', ' ':
+		i := n
+		for i > 0 && (f[i-1] == '.' || f[i-1] == ' ') {
+			i--
 		}
-		for _, d := range decorations {
-			if len(f) > len(d) && string(f[len(f)-len(d):]) == d {
-				f = f[:len(f)-len(d)]
-				swap = swap || d == ".swp" || d == ".swo" || d == ".swx"
-				break
+		if i == 0 {
+			return f, false, false, false
+		}
+		return f[:i], false, false, true
+	case '#':
+		if f[0] == '#' && n > 2 {
+			return f[1 : n-1], false, false, true
+		}
+	case '~':
+		if has(".un~") {
+			return f[:n-4], true, false, true
+		}
+		// emacs's numbered backups: name.~12~
+		i := n - 1
+		for i > 0 && isDigit(f[i-1]) {
+			i--
+		}
+		if i < n-1 && i >= 3 && f[i-1] == '~' && f[i-2] == '.' {
+			return f[:i-2], false, false, true
+		}
+		return f[:n-1], false, false, true
+	case 'k':
+		if has(".bak") {
+			return f[:n-4], false, false, true
+		}
+	case 'd':
+		if has(".old") {
+			return f[:n-4], false, false, true
+		}
+	case 'e':
+		if has(".save") {
+			return f[:n-5], false, false, true
+		}
+	case 'g':
+		if has(".orig") {
+			return f[:n-5], false, false, true
+		}
+	case 'p':
+		switch {
+		case has(".tmp"):
+			return f[:n-4], false, true, true
+		case has(".swp"):
+			return f[:n-4], true, false, true
+		case has(".backup"):
+			return f[:n-7], false, false, true
+		}
+	case 'o':
+		if has(".swo") {
+			return f[:n-4], true, false, true
+		}
+	case 'x':
+		if has(".swx") {
+			return f[:n-4], true, false, true
+		}
+	case 'l':
+		switch {
+		case has("-wal"):
+			return f[:n-4], false, false, true
+		case has("-journal"):
+			return f[:n-8], false, false, true
+		}
+	case 'm':
+		if has("-shm") {
+			return f[:n-4], false, false, true
+		}
+	}
+	// ".<digits>", or after ".tmp" any ".<id>".
+	if c := f[n-1]; isDigit(c) || afterTmp && isIDByte(c) {
+		i := n
+		for i > 0 && (isDigit(f[i-1]) || afterTmp && isIDByte(f[i-1])) {
+			i--
+		}
+		if i > 1 && f[i-1] == '.' {
+			return f[:i-1], false, false, true
+		}
+	}
+	// A temporary copy: name.tmp.<anything>, name.tmp-<anything>.
+	if bytes.Contains(f[1:], tmpDot) {
+		for i := n - 5; i > 0; i-- {
+			if f[i] == '.' && string(f[i+1:i+4]) == "tmp" && (f[i+4] == '.' || f[i+4] == '-') {
+				return f[:i], false, false, true
 			}
 		}
-		if len(f) > 2 && f[0] == '#' && f[len(f)-1] == '#' {
-			f = f[1 : len(f)-1]
-		}
-		if len(f) == n {
-			break
-		}
 	}
-	return f, swap
+	// emacs's lock file, .#name.
+	if n > 2 && f[0] == '.' && f[1] == '#' {
+		return f[2:], false, false, true
+	}
+	return f, false, false, false
 }
 
+var tmpDot = []byte(".tmp")
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isIDByte(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'z' || c == '_' || c == '-' }
+
 // credential reports whether the folded name f is in the table. At a slug
-// position the generic shapes are not applied.
+// position only the store rules apply.
 func credential(f []byte, slug bool) bool {
 	if !slug {
 		for i, c := range f {
@@ -253,33 +424,49 @@ func credential(f []byte, slug bool) bool {
 			}
 		}
 	}
-	core, swap := undecorate(f)
-	if matchFixed(f) || len(core) != len(f) && matchFixed(core) {
-		return true
-	}
-	// vim names the swap file of "name" ".name.swp" (and of that,
-	// "..name.swp.swp"): once a swap suffix is seen, leading dots are
-	// taken off one by one, what is left undecorated again.
-	for swap && len(core) > 1 && core[0] == '.' {
-		if core, _ = undecorate(core[1:]); matchFixed(core) {
+	return decorated(f, slug, 0)
+}
+
+// decorated matches f and each stage of its undecoration against the
+// exact, prefix and suffix rules (only the store rules if storeOnly).
+// Once a vim decoration is taken, the rest is also tried without its
+// leading '.' (vim's ".name.swp"; "..name.swp.swp" of that), depth bounding
+// the recursion.
+func decorated(f []byte, storeOnly bool, depth int) bool {
+	afterTmp := false
+	for range 32 {
+		if matchFixed(f, storeOnly) {
 			return true
 		}
+		rest, vim, tmp, ok := strip(f, afterTmp)
+		if !ok {
+			return false
+		}
+		if vim && depth < 4 && len(rest) > 1 && rest[0] == '.' && decorated(rest[1:], storeOnly, depth+1) {
+			return true
+		}
+		f, afterTmp = rest, tmp
 	}
 	return false
 }
 
-// matchFixed matches the exact, prefix and suffix rules.
-func matchFixed(f []byte) bool {
+// matchFixed matches the exact, prefix and suffix rules (only the store
+// rules if storeOnly).
+func matchFixed(f []byte, storeOnly bool) bool {
 	if len(f) == 0 {
 		return false
 	}
+	if len(f) <= exactMax && exactFirst[f[0]] {
+		if store, ok := exact[string(f)]; ok && (store || !storeOnly) {
+			return true
+		}
+	}
 	for _, i := range byFirst[f[0]] {
 		r := &rules[i]
+		if storeOnly && !r.store {
+			continue
+		}
 		switch r.kind {
-		case kindExact:
-			if string(f) == r.pre {
-				return true
-			}
 		case kindPrefix:
 			if len(f) >= len(r.pre) && string(f[:len(r.pre)]) == r.pre {
 				return true
@@ -291,7 +478,7 @@ func matchFixed(f []byte) bool {
 		}
 	}
 	for _, i := range byLast[f[len(f)-1]] {
-		if r := &rules[i]; len(f) >= len(r.suf) && string(f[len(f)-len(r.suf):]) == r.suf {
+		if r := &rules[i]; (!storeOnly || r.store) && len(f) >= len(r.suf) && string(f[len(f)-len(r.suf):]) == r.suf {
 			return true
 		}
 	}
@@ -304,10 +491,11 @@ type slugDirs = atomic.Pointer[[]string]
 
 // SetSlugDirs tells r which of its directories (rel paths, "" for the root
 // itself) name their entries after working directories: an entry there is
-// judged without the generic shapes of the credential table, so a project
-// in ~/src/oauth-server keeps its transcripts. Everything inside such an
-// entry, and every other component, is judged by the whole table. It is
-// safe to call while r is in use; the last call wins.
+// judged by the store rules of the credential table alone, so a project
+// in ~/src/oauth-server or ~/src/certs.pem keeps its transcripts.
+// Everything inside such an entry, and every other component, is judged
+// by the whole table. It is safe to call while r is in use; the last call
+// wins.
 func (r *Root) SetSlugDirs(dirs ...string) {
 	d := append([]string(nil), dirs...)
 	r.slugs.Store(&d)
@@ -338,7 +526,13 @@ func (r *Root) checkRel(op, rel string) error {
 	if r.storeLeaf(rel) {
 		return nil // a Store view's own store (store.go)
 	}
-	return checkRelAt(op, rel, r.atSlug)
+	if err := checkRelAt(op, rel, r.atSlug); err != nil {
+		return err
+	}
+	if r.inCopyStore(rel) {
+		return errs.E(op, errs.Private, rel, nil)
+	}
+	return nil
 }
 
 // A slug is a directory: a file in a slug directory is judged by the whole

@@ -46,10 +46,11 @@ type scratch struct {
 	buf2  []byte // the second, for a directory read one buffer ahead
 	names []byte
 	recs  []rec
-	tmp   []rec // the radix sort's other half
-	slug  bool  // the listed directory's entries are working-directory slugs
-	split int   // after sort: recs[:split] and recs[split:] are each in order
-	lcp   int   // after sort: the length of the prefix every name shares
+	tmp   []rec    // the radix sort's other half
+	slug  bool     // the listed directory's entries are working-directory slugs
+	hide  []string // the copy stores among the listed directory's entries (store.go)
+	split int      // after sort: recs[:split] and recs[split:] are each in order
+	lcp   int      // after sort: the length of the prefix every name shares
 }
 
 // getdentsBuf is the size of each getdents64 buffer. 64 KiB returns about
@@ -93,7 +94,7 @@ func putScratch(s *scratch) {
 	if cap(s.tmp)*int(unsafe.Sizeof(rec{})) > maxPooled {
 		s.tmp = nil
 	}
-	s.names, s.recs = s.names[:0], s.recs[:0]
+	s.names, s.recs, s.hide = s.names[:0], s.recs[:0], nil
 	kept.Put(s)
 }
 
@@ -228,7 +229,7 @@ func (s *scratch) appendDirents(fd int, b []byte) error {
 			continue
 		}
 		dir, ino, ok := classifyAt(fd, name, r[direntType], binary.NativeEndian.Uint64(r[direntIno:]), s.slug)
-		if !ok {
+		if !ok || s.hide != nil && hiddenCopy(s.hide, name) {
 			continue
 		}
 		if len(name) > maxName || len(s.names)+len(name) > 1<<32-1 {

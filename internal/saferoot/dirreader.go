@@ -43,7 +43,7 @@ func (r *Root) OpenDir(rel string) (*DirReader, error) {
 		return nil, err
 	}
 	s := getScratch()
-	s.slug = r.atSlug(rel)
+	s.slug, s.hide = r.atSlug(rel), r.copyChildren(rel)
 	return &DirReader{op: op, rel: rel, fd: fd, dev: uint64(st.Dev), hint: sizeHint(&st), s: s}, nil
 }
 

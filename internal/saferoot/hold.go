@@ -60,8 +60,8 @@ const heldDirsMax = 1024
 // made now, until Release: a request that reads many files beneath one
 // root (a read of /active/table) opens the root once, not once per file.
 // Everything beneath the root is resolved exactly as r resolves it (no
-// symlink followed, no mount crossed, the same credential table and slug
-// directories); only the root's own lookup is shared, so the view answers
+// symlink followed, no mount crossed, the same credential table, slug
+// directories and copy stores); only the root's own lookup is shared, so the view answers
 // for the root as it was at Hold: a root replaced while the view is held
 // is seen by the next Hold. After Release the view opens the root afresh
 // by each operation, as r does. The view is for the request that made
@@ -72,6 +72,7 @@ func (r *Root) Hold() *Root {
 	v := &Root{path: r.path, noOat2: r.noOat2, xdev: r.xdev, anchor: r.anchor, name: r.name,
 		mnt: r.mnt, dead: r.dead, store: r.store}
 	v.slugs.Store(r.slugs.Load())
+	v.copies.Store(r.copies.Load())
 	fd, err := r.openRoot()
 	v.held = &heldRoot{fd: fd, err: err, keep: r.keep, gen: r.keep.view()}
 	return v

@@ -81,7 +81,7 @@ func Excluded(name string) bool {
 }
 
 // ExcludedSlug is Excluded for a working-directory slug (see SetSlugDirs):
-// every rule but the generic shapes.
+// the store rules alone.
 func ExcludedSlug(name string) bool {
 	return excluded(name, true)
 }

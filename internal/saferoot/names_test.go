@@ -79,7 +79,8 @@ func TestExcluded(t *testing.T) {
 		{"history.jsonl", false},
 		{"keys", false},
 		{"monkey.txt", false},
-		{"key", false},
+		{"key", true}, // a key under no other name
+		{"monkey", false},
 		{"a.keys", false},
 		{"environment", false},
 		{"x.envelope", false},

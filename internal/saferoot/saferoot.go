@@ -66,8 +66,9 @@ type Root struct {
 	mnt    mountKey // nonzero: the root was a mount point at start; that mount is served
 	dead   bool     // Pin could not resolve it: never exists
 
-	slugs slugDirs // see SetSlugDirs (credentials.go)
-	store bool     // a Store view (store.go): its stores open too
+	slugs  slugDirs   // see SetSlugDirs (credentials.go)
+	copies copyStores // see SetCopyStores (store.go)
+	store  bool       // a Store view (store.go): its stores open too
 
 	held *heldRoot // nil: the root is opened by each operation (see Hold)
 	keep *keptDirs // directories beneath the root its views keep open (hold.go)
@@ -251,7 +252,7 @@ func (r *Root) readDirScratch(rel string) (*scratch, uint64, error) {
 	}
 	defer unix.Close(fd)
 	s := getScratch()
-	s.slug = r.atSlug(rel)
+	s.slug, s.hide = r.atSlug(rel), r.copyChildren(rel)
 	// Size the scratch from the directory's size, so that a huge listing is
 	// not regrown a hundred times.
 	if hint := sizeHint(&st); cap(s.recs) < hint {

@@ -10,7 +10,7 @@ import (
 
 // slugDirs are, per harness, the directories of its root (rel paths) whose
 // entries a harness names after a working directory. A slug there is judged
-// by the credential table without its generic shapes (see
+// by the credential table's store rules alone (see
 // saferoot.SetSlugDirs), so an agent working in ~/src/oauth-server keeps its
 // transcripts in the tree:
 //
@@ -25,6 +25,32 @@ var slugDirs = map[string][]string{
 	"pi":     {"agent/sessions"},
 	"dsh":    {"sessions"},
 	"gemini": {"tmp"},
+}
+
+// copyStores are, per harness, the paths of its root (components may be
+// "*") where it keeps copies of the files of the projects its agents work
+// in: hidden from every view, as a credential is (saferoot.SetCopyStores),
+// because a copy of a project's key is the key under another name.
+//
+//	hermes    checkpoints/<sha256(dir)[:16]>/ (a shadow git repository of
+//	          each working directory: zlib objects of every file), also
+//	          under each profile, profiles/<name>/checkpoints/
+//	claude    file-history/<session>/<hash>@v<n> (each edited file, before)
+//	gemini    history/<project hash>/ (shadow git repositories)
+//	opencode  snapshot/ (git copies of the projects' files)
+//
+// /claude, /gemini and /opencode serve none of these directories anyway
+// (layout.go mirrors only their sessions); the declaration holds for any
+// path the layout may grow. Of the roots served whole: omp's
+// sessions/<slug>/checkpoints/ hold only metadata (a tree hash, the names
+// skipped), its objects live in the project's own repository; pi's rewind
+// extensions keep theirs as refs of the project's repository too; dsh's
+// own layout (sessions/, storages/, profiles/) holds none.
+var copyStores = map[string][]string{
+	"hermes":   {"checkpoints", "profiles/*/checkpoints"},
+	"claude":   {"file-history"},
+	"gemini":   {"history"},
+	"opencode": {"snapshot"},
 }
 
 // The grantee view: what a peer that is not the owner (a uid granted with

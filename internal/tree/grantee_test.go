@@ -201,3 +201,81 @@ func TestGranteeView(t *testing.T) {
 		t.Errorf("grantee opened a file with two links")
 	}
 }
+
+// TestCopyStoresHidden: each harness's store of copies of project files,
+// planted in a fixture with a copy of a key, is absent from the owner's
+// and a grantee's tree, by listing and by walk, and from the harness's
+// root itself; the session state beside it is served.
+//
+// Guards rule 2: no credential is listed or read.
+func TestCopyStoresHidden(t *testing.T) {
+	home := t.TempDir()
+	stores := map[string][]string{ // harness -> host paths inside a store
+		"hermes": {
+			".hermes/checkpoints/0123456789abcdef/objects/ab/cdef0123",
+			".hermes/checkpoints/0123456789abcdef/HERMES_WORKDIR",
+			".hermes/Checkpoints/x",
+			".hermes/profiles/work/checkpoints/fedcba9876543210/objects/12/3456",
+		},
+		"claude":   {".claude/file-history/0a1b2c3d-4e5f/3f2a1b@v2"},
+		"gemini":   {".gemini/history/9f86d081884c7d65/objects/ab/cd"},
+		"opencode": {".local/share/opencode/snapshot/global/objects/ab/cd"},
+	}
+	served := []string{".hermes/sessions/s.jsonl", ".hermes/profiles/work/sessions/s.jsonl", ".claude/projects/-x/s.jsonl"}
+	var all []string
+	for _, ps := range stores {
+		all = append(all, ps...)
+	}
+	for _, f := range append(all, served...) {
+		p := filepath.Join(home, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("COPY OF deploy.key\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots := map[string]*saferoot.Root{}
+	for _, h := range Harnesses {
+		roots[h] = saferoot.New(filepath.Join(home, "."+h))
+	}
+	roots["opencode"] = saferoot.New(filepath.Join(home, ".local/share/opencode"))
+	cfg := Config{Roots: roots, PID: 42, Start: time.Unix(1000, 0)}
+	owner := New(cfg)
+	cfg.Grantee = true
+	grantee := New(cfg)
+	for who, d := range map[string]Dir{"owner": owner, "grantee": grantee} {
+		var got []string
+		walkAll(t, d, "", &got)
+		for _, p := range got {
+			for _, c := range strings.Split(p, "/") {
+				switch strings.ToLower(c) {
+				case "checkpoints", "file-history", "history", "snapshot":
+					if p != "/claude/history" && p != "/codex/history" {
+						t.Errorf("%s: walk serves %s", who, p)
+					}
+				}
+			}
+		}
+		for _, p := range []string{"/hermes/checkpoints", "/hermes/Checkpoints", "/hermes/checkpoints/0123456789abcdef/HERMES_WORKDIR",
+			"/hermes/profiles/work/checkpoints", "/hermes/profiles/work/checkpoints/fedcba9876543210/objects/12/3456"} {
+			if _, err := lookupPath(d, p); err == nil {
+				t.Errorf("%s: lookup %s served", who, p)
+			}
+		}
+	}
+	if _, err := lookupPath(owner, "/hermes/profiles/work/sessions/s.jsonl"); err != nil {
+		t.Errorf("owner: the profile's sessions: %v", err)
+	}
+	// The roots themselves refuse the stores, whatever a layout mirrors.
+	for h, ps := range stores {
+		r := roots[h]
+		for _, p := range ps {
+			rel := strings.TrimPrefix(p, "."+h+"/")
+			rel = strings.TrimPrefix(rel, ".local/share/opencode/")
+			if _, err := r.Stat(rel); !errs.Is(err, errs.Private) {
+				t.Errorf("%s root: Stat(%s) = %v, want Private", h, rel, err)
+			}
+		}
+	}
+}

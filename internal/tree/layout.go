@@ -33,7 +33,8 @@ type Config struct {
 
 // New builds the root directory of the tree (the owner's view, or with
 // cfg.Grantee a grantee's: see grantee.go). It tells each root where its
-// working-directory slugs are (slugDirs).
+// working-directory slugs are (slugDirs) and where it keeps copies of
+// project files (copyStores).
 //
 //	/active/<harness>/<pid>/...   (when cfg.Active is set)
 //	/pid /uptime
@@ -53,6 +54,11 @@ func New(cfg Config) Dir {
 	for h, dirs := range slugDirs {
 		if r := root(h); r != nil {
 			r.SetSlugDirs(dirs...)
+		}
+	}
+	for h, paths := range copyStores {
+		if r := root(h); r != nil {
+			r.SetCopyStores(paths...)
 		}
 	}
 
