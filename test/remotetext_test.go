@@ -95,7 +95,7 @@ func TestRemoteTextQuoted(t *testing.T) {
 			!bytes.Contains(errOut, []byte("not 9P")) && !bytes.Contains(errOut, []byte("evil")) {
 			t.Errorf("9harness %s: stderr names neither the host nor its words: %q", strings.Join(args, " "), errOut)
 		}
-		t.Logf("9harness %s: stderr %q", strings.Join(args, " "), firstLine(errOut))
+		t.Logf("9harness %s: stderr %q", strings.Join(args, " "), headLine(errOut))
 	}
 }
 
@@ -118,7 +118,8 @@ func runKilled(t *testing.T, env []string, d time.Duration, touch func(), args .
 	return []byte(o.String()), []byte(e.String())
 }
 
-func firstLine(b []byte) string {
+// headLine is b's first line.
+func headLine(b []byte) string {
 	s, _, _ := strings.Cut(string(b), "\n")
 	return s
 }
