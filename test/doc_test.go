@@ -625,3 +625,49 @@ func TestDocVerifiedVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutListsPackages: the README's Layout names every Go package of
+// the module (go list ./..., and test/redteam, which a build tag keeps
+// out of it), and everything it names is in the tree: the map of the code
+// stays true as packages come and go.
+func TestLayoutListsPackages(t *testing.T) {
+	src, err := os.ReadFile("../README.md")
+	must(t, err)
+	_, rest, ok := strings.Cut(string(src), "\n## Layout\n\n```text\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no Layout block")
+	}
+	named := map[string]bool{}
+	for _, line := range strings.Split(block, "\n") {
+		// The first column: one path, or several separated by ", ".
+		col, _, _ := strings.Cut(line, "  ")
+		for _, p := range strings.Split(col, ", ") {
+			if p = strings.TrimSuffix(strings.TrimSpace(p), "/"); p != "" {
+				named[p] = true
+			}
+		}
+	}
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]bool{"test/redteam": true}
+	for _, p := range strings.Fields(string(out)) {
+		pkgs[strings.TrimPrefix(p, "github.com/9harness/9harness/")] = true
+	}
+	for p := range pkgs {
+		if !named[p] {
+			t.Errorf("the README's Layout does not name the package %s", p)
+		}
+	}
+	// A path that is no package of the module is a directory of another
+	// kind (the p9 fork's own module, test/system's scripts), or gone.
+	for p := range named {
+		if _, err := os.Stat(filepath.Join("..", p)); !pkgs[p] && err != nil {
+			t.Errorf("the README's Layout names %s, which is neither a package nor in the tree", p)
+		}
+	}
+}
