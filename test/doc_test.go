@@ -671,3 +671,61 @@ func TestLayoutListsPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestTestMap: test/README.md's tables name every test file of test/,
+// test/realcli/ and test/redteam/ (each under its section, which says the
+// make target that runs it), with its tier in the row, and name no file
+// that is gone.
+func TestTestMap(t *testing.T) {
+	src, err := os.ReadFile("README.md")
+	must(t, err)
+	listed := map[string]map[string]bool{}
+	section := ""
+	for _, line := range strings.Split(string(src), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			section = ""
+			for _, dir := range []string{"test/redteam/", "test/realcli/", "test/"} {
+				if strings.HasPrefix(h, dir+" ") {
+					section = dir
+					break
+				}
+			}
+			if section != "" && !strings.Contains(h, "make ") {
+				t.Errorf("test/README.md: the section %q names no make target", h)
+			}
+			continue
+		}
+		if section == "" || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.TrimSpace(cells[2]) == "" {
+			t.Errorf("test/README.md: a row with no tier or purpose: %s", line)
+		}
+		for _, f := range strings.Split(cells[1], "`") {
+			if strings.HasSuffix(f, ".go") {
+				if listed[section] == nil {
+					listed[section] = map[string]bool{}
+				}
+				listed[section][f] = true
+			}
+		}
+	}
+	for _, dir := range []string{"test/", "test/realcli/", "test/redteam/"} {
+		files, err := filepath.Glob(filepath.Join("..", dir, "*_test.go"))
+		must(t, err)
+		if len(files) == 0 {
+			t.Fatalf("no test files in %s", dir)
+		}
+		for _, f := range files {
+			if !listed[dir][filepath.Base(f)] {
+				t.Errorf("test/README.md does not map %s%s", dir, filepath.Base(f))
+			}
+		}
+		for f := range listed[dir] {
+			if _, err := os.Stat(filepath.Join("..", dir, f)); err != nil {
+				t.Errorf("test/README.md maps %s%s, which is gone", dir, f)
+			}
+		}
+	}
+}
