@@ -153,3 +153,46 @@ func FromContext(ctx context.Context) *Pool {
 	p, _ := ctx.Value(ctxKey{}).(*Pool)
 	return p
 }
+
+// Hold is what one piece of work has taken from a pool: charged as it
+// grows, given back piece by piece or all at once when the work is done.
+// The zero Hold of a nil pool charges nothing. It is not safe for
+// concurrent use.
+type Hold struct {
+	pool *Pool
+	n    int64
+}
+
+// NewHold returns a Hold on p.
+func NewHold(p *Pool) *Hold { return &Hold{pool: p} }
+
+// Take charges n more bytes to the pool, or returns the pool's refusal
+// and holds nothing more.
+func (h *Hold) Take(n int64) error {
+	if err := h.pool.Charge(n); err != nil {
+		return err
+	}
+	h.n += n
+	return nil
+}
+
+// Give gives n of the held bytes back.
+func (h *Hold) Give(n int64) {
+	h.pool.Release(n)
+	h.n -= n
+}
+
+// Held is what h holds now.
+func (h *Hold) Held() int64 {
+	if h == nil {
+		return 0
+	}
+	return h.n
+}
+
+// Release gives back everything h holds. A nil Hold holds nothing.
+func (h *Hold) Release() {
+	if h != nil && h.n > 0 {
+		h.Give(h.n)
+	}
+}

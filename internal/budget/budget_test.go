@@ -75,3 +75,27 @@ func TestConcurrentNeverOver(t *testing.T) {
 		t.Fatalf("used %d peak %d", daemon.Used(), daemon.Peak())
 	}
 }
+
+// TestHold: a piece of work's charges, taken as it grows, refused past the
+// ceiling without holding more, given back in part and then whole.
+func TestHold(t *testing.T) {
+	p := New("pool", 100)
+	h := NewHold(p)
+	if err := h.Take(60); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Take(50); !errs.Is(err, errs.NoMem) || h.Held() != 60 || p.Used() != 60 {
+		t.Fatalf("a take past the ceiling: %v, held %d, pool %d", err, h.Held(), p.Used())
+	}
+	h.Give(20)
+	h.Release()
+	if h.Held() != 0 || p.Used() != 0 {
+		t.Fatalf("after Release: held %d, pool %d", h.Held(), p.Used())
+	}
+	var none *Hold
+	none.Release()
+	free := &Hold{}
+	if err := free.Take(1 << 40); err != nil || free.Held() != 1<<40 {
+		t.Fatalf("a Hold of no pool: %v, %d", err, free.Held())
+	}
+}

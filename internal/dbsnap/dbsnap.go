@@ -107,7 +107,7 @@ func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 	// closed, after the last connection.
 	defer func() {
 		if ch != nil {
-			ch.release()
+			ch.Release()
 		}
 	}()
 	readervfs.Create(name, image(img))
@@ -136,39 +136,15 @@ func Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, error) {
 type connector struct {
 	driver.Connector
 	name   string
-	charge *charge
+	charge *budget.Hold
 }
 
 func (c *connector) Close() error {
 	readervfs.Delete(c.name)
-	c.charge.release()
+	c.charge.Release()
 	return nil
 }
 
-// charge is what a snapshot has taken from its pool.
-type charge struct {
-	pool *budget.Pool
-	n    int64
-}
-
-func (c *charge) take(n int64) error {
-	if err := c.pool.Charge(n); err != nil {
-		return err
-	}
-	c.n += n
-	return nil
-}
-
-func (c *charge) give(n int64) {
-	c.pool.Release(n)
-	c.n -= n
-}
-
-func (c *charge) release() {
-	if c != nil && c.n > 0 {
-		c.give(c.n)
-	}
-}
 
 // image is the snapshot as the reader VFS wants it.
 type image []byte
@@ -187,7 +163,7 @@ var errChanged = errors.New("changed during the read")
 // return: it is the caller's to account for.
 func Image(root *saferoot.Root, rel string, opts ...Option) ([]byte, error) {
 	img, ch, err := takeImage(root, rel, configure(opts))
-	ch.release()
+	ch.Release()
 	return img, err
 }
 
@@ -200,14 +176,14 @@ func configure(opts []Option) config {
 }
 
 // takeImage is Image with the image's charge, which the caller releases.
-func takeImage(root *saferoot.Root, rel string, cfg config) ([]byte, *charge, error) {
+func takeImage(root *saferoot.Root, rel string, cfg config) ([]byte, *budget.Hold, error) {
 	const op = "dbsnap.Image"
 	pause := firstPause
 	for i := 0; ; i++ {
-		ch := &charge{pool: cfg.pool}
+		ch := budget.NewHold(cfg.pool)
 		img, err := read(root, rel, cfg.max, ch)
 		if err != nil {
-			ch.release()
+			ch.Release()
 		}
 		if !errors.Is(err, errChanged) {
 			if err != nil {
@@ -244,7 +220,7 @@ func statID(f *os.File) (fileID, error) {
 // read takes one snapshot, or errChanged. The bytes it holds are charged
 // to ch before they are read: the main file with room for the WAL's pages
 // (so applying them never copies the image), and the WAL until applied.
-func read(root *saferoot.Root, rel string, max int64, ch *charge) ([]byte, error) {
+func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, error) {
 	const op = "dbsnap.read"
 	f, err := root.Open(rel)
 	if err != nil {
@@ -294,7 +270,7 @@ func read(root *saferoot.Root, rel string, max int64, ch *charge) ([]byte, error
 		return nil, errChanged
 	}
 
-	if err := ch.take(id1.size + 2*walSize); err != nil {
+	if err := ch.Take(id1.size + 2*walSize); err != nil {
 		return nil, err
 	}
 	main, err := readExactly(f, id1.size, id1.size+walSize)
@@ -351,7 +327,7 @@ func read(root *saferoot.Root, rel string, max int64, ch *charge) ([]byte, error
 	if err != nil {
 		return nil, errs.E(op, errs.Invalid, rel, err)
 	}
-	ch.give(walSize) // the WAL's bytes are in the image now, or dropped
+	ch.Give(walSize) // the WAL's bytes are in the image now, or dropped
 	return img, nil
 }
 

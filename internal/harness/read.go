@@ -191,39 +191,13 @@ func (w *zwork) refund(n int64) {
 	w.left += n
 }
 
-// zcharge is what one decode has taken from the pool.
-type zcharge struct {
-	pool *budget.Pool
-	n    int64
-}
-
-func (c *zcharge) take(n int64) bool {
-	if c.pool.Charge(n) != nil {
-		return false
-	}
-	c.n += n
-	return true
-}
-
-func (c *zcharge) give(n int64) {
-	c.pool.Release(n)
-	c.n -= n
-}
-
-// done releases what is still charged: call it when the decoded lines are
-// no longer used.
-func (c *zcharge) done() {
-	if c.n > 0 {
-		c.give(c.n)
-	}
-}
 
 // zsink keeps the output of a decode: all of it while it fits keepHead +
 // keepTail; past that, the first keepHead bytes (head) and the last
 // keepTail bytes (ring). It checks the shape of the lines as they come.
 type zsink struct {
 	keepHead, keepTail int
-	ch                 *zcharge
+	ch                 *budget.Hold
 	head               []byte // the first keepHead bytes, once the ring dropped any
 	ring               []byte
 	ringAt             int64 // the offset of ring[0] in the output
@@ -311,7 +285,7 @@ func (s *zsink) keep(p []byte) bool {
 	}
 	if s.head == nil && s.keepHead > 0 {
 		// Past keepHead+keepTail: the head is kept apart from now on.
-		if !s.ch.take(int64(s.keepHead)) {
+		if s.ch.Take(int64(s.keepHead)) != nil {
 			return false
 		}
 		s.head = append(make([]byte, 0, s.keepHead), s.ring[:min(len(s.ring), s.keepHead)]...)
@@ -340,12 +314,12 @@ func (s *zsink) grow(n, limit int) bool {
 		return true
 	}
 	c := min(max(2*cap(s.ring), n, zChunk), limit)
-	if !s.ch.take(int64(c)) {
+	if s.ch.Take(int64(c)) != nil {
 		return false
 	}
 	r := make([]byte, len(s.ring), c)
 	copy(r, s.ring)
-	s.ch.give(int64(cap(s.ring)))
+	s.ch.Give(int64(cap(s.ring)))
 	s.ring = r
 	return true
 }
@@ -361,14 +335,14 @@ type zresult struct {
 // zdecode decodes the frames of b from its start into a sink of keepHead
 // and keepTail bytes, spending w's work. With keepTail 0 it stops once the
 // head is full.
-func zdecode(w *zwork, ch *zcharge, b []byte, keepHead, keepTail int) zresult {
+func zdecode(w *zwork, ch *budget.Hold, b []byte, keepHead, keepTail int) zresult {
 	if w == nil {
 		w = newZWork(nil)
 	}
-	if !ch.take(zDecoderBytes) {
+	if ch.Take(zDecoderBytes) != nil {
 		return zresult{cut: true}
 	}
-	defer ch.give(zDecoderBytes)
+	defer ch.Give(zDecoderBytes)
 	d, err := zstd.NewReader(bytes.NewReader(b),
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
@@ -459,7 +433,7 @@ func unzstd(b []byte, max int64) []byte {
 // decodes, so the next one is tried; one that decodes to anything but the
 // harness's lines ends the search (nil). cut says a bound stopped it: the
 // tail is then unknown.
-func ztail(w *zwork, ch *zcharge, b []byte, keep int) (out []byte, cut bool) {
+func ztail(w *zwork, ch *budget.Hold, b []byte, keep int) (out []byte, cut bool) {
 	off := 0
 	for tries := 0; tries < zMaxTries; tries++ {
 		i := bytes.Index(b[off:], zstdMagic)
@@ -483,7 +457,7 @@ func ztail(w *zwork, ch *zcharge, b []byte, keep int) (out []byte, cut bool) {
 
 // unzstdTail is ztail with its own work bound, keeping at most max bytes.
 func unzstdTail(b []byte, max int64) []byte {
-	out, _ := ztail(nil, &zcharge{}, b, int(max))
+	out, _ := ztail(nil, &budget.Hold{}, b, int(max))
 	return out
 }
 
@@ -494,22 +468,22 @@ func unzstdTail(b []byte, max int64) []byte {
 // (nil means the head holds the whole file), and keep is false: what is
 // derived from the lines is not the file's to keep.
 func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLines, tailLines [][]byte, done func(), keep bool) {
-	ch := &zcharge{}
+	ch := &budget.Hold{}
 	if w != nil {
-		ch.pool = w.pool
+		ch = budget.NewHold(w.pool)
 	}
 	whole, hb, tb := rawWindows(r, rel, head, tail)
 	if whole != nil {
 		d := zdecode(w, ch, whole, zKeep/4, zKeep)
 		switch {
 		case d.whole != nil && !d.cut:
-			return lines(d.whole), nil, ch.done, true
+			return lines(d.whole), nil, ch.Release, true
 		case d.whole != nil:
-			return lines(d.whole), [][]byte{}, ch.done, false // the end is unknown
+			return lines(d.whole), [][]byte{}, ch.Release, false // the end is unknown
 		case d.cut:
-			return lines(d.head), [][]byte{}, ch.done, false
+			return lines(d.head), [][]byte{}, ch.Release, false
 		}
-		return lines(d.head), nonNil(lines(d.tail)), ch.done, true
+		return lines(d.head), nonNil(lines(d.tail)), ch.Release, true
 	}
 	ok := true
 	if hb != nil {
@@ -522,7 +496,7 @@ func zwindows(w *zwork, r *saferoot.Root, rel string, head, tail int64) (headLin
 		tailLines = lines(out)
 		ok = ok && !cut
 	}
-	return headLines, nonNil(tailLines), ch.done, ok
+	return headLines, nonNil(tailLines), ch.Release, ok
 }
 
 func nonNil(ls [][]byte) [][]byte {

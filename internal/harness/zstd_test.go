@@ -88,7 +88,7 @@ func TestZstdBomb(t *testing.T) {
 			// a frame start stops at the first one that decodes.
 			w = newZWork(nil)
 			tail := log[len(log)-zTailWindow:]
-			out, cut := ztail(w, &zcharge{}, tail, zKeep)
+			out, cut := ztail(w, &budget.Hold{}, tail, zKeep)
 			if n := spent(w); n > c.max {
 				t.Errorf("tail: decoded %d bytes, want at most %d", n, c.max)
 			}
@@ -185,7 +185,7 @@ func TestZdecodeRandom(t *testing.T) {
 		if keepTail == 0 && keepHead == 0 {
 			keepHead = 1
 		}
-		r := zdecode(nil, &zcharge{}, z, keepHead, keepTail)
+		r := zdecode(nil, &budget.Hold{}, z, keepHead, keepTail)
 		name := fmt.Sprintf("iter %d (text %d, bad %d, head %d, tail %d)", iter, len(text), bad, keepHead, keepTail)
 		switch {
 		case r.whole != nil:
