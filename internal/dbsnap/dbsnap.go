@@ -145,7 +145,6 @@ func (c *connector) Close() error {
 	return nil
 }
 
-
 // image is the snapshot as the reader VFS wants it.
 type image []byte
 

@@ -191,7 +191,6 @@ func (w *zwork) refund(n int64) {
 	w.left += n
 }
 
-
 // zsink keeps the output of a decode: all of it while it fits keepHead +
 // keepTail; past that, the first keepHead bytes (head) and the last
 // keepTail bytes (ring). It checks the shape of the lines as they come.
