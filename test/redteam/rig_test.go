@@ -257,13 +257,17 @@ func rootArgs(home string) []string {
 
 // startRig runs 9harnessd as owner on w, with extra flags, inside a fresh
 // memory cgroup, and waits until the owner is answered.
+// REDTEAM_DAEMON_ARGS adds flags after them, to show the tier failing when
+// a bound is taken away: "--max-bytes 8G --max-bytes-per-uid 8G" lifts the
+// byte budget, and the listing and fid attackers then pass the ceiling.
 func startRig(t *testing.T, name string, owner int, w *world, extra ...string) *rig {
 	t.Helper()
 	requireRoot(t)
 	r := &rig{t: t, name: name, sock: w.sock, owner: owner, log: &syncBuffer{}, done: make(chan struct{}), stop: make(chan struct{})}
 	r.cg = newCgroup(t, strings.ReplaceAll(name, " ", "-"), memoryMax)
 	args := append([]string{"--unix", w.sock, "--audit", "stderr"}, rootArgs(w.home)...)
-	r.cmd = exec.Command(bin("9harnessd"), append(args, extra...)...)
+	args = append(append(args, extra...), strings.Fields(os.Getenv("REDTEAM_DAEMON_ARGS"))...)
+	r.cmd = exec.Command(bin("9harnessd"), args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(owner), Gid: uint32(owner)}}
 	r.cmd.Env = []string{"PATH=" + bins + ":/usr/bin:/bin", "HOME=/nonexistent"}
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
