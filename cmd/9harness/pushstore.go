@@ -197,9 +197,11 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 		p, had := byKey[k]
 		n := seenAgent{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: a.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
 		if n.Since == "" {
-			// The harness does not say: the state began when first seen.
+			// The harness does not say: the state began when first seen,
+			// and a wait for something else is another wait (as ps
+			// --notify counts them).
 			n.Since = stamp
-			if had && p.State == a.State {
+			if had && p.State == a.State && (a.State != "waiting" || p.Waiting == a.Waiting) {
 				n.Since = p.Since
 			}
 		}
