@@ -223,7 +223,7 @@ func TestPushStore(t *testing.T) {
 			s.settle(id, tg, true, now)
 		}
 	}
-	if got := step(7*time.Minute); !slices.Equal(got, []string{"exit "}) { // agent 1 is gone too
+	if got := step(7 * time.Minute); !slices.Equal(got, []string{"exit "}) { // agent 1 is gone too
 		t.Errorf("agent 1's exit: %q", got)
 	}
 	for _, r := range s.st.Records {
