@@ -260,6 +260,12 @@ func TestNotify(t *testing.T) {
 	setStatus(t, e, "waiting", "approve Bash")
 	want("waiting", 1, "the first wait")
 
+	// A second notify on the same state would send everything twice: it
+	// is refused.
+	if _, stderr, code := run9harness(t, n.env(e.home), "-s", e.d.sock, "notify"); code != 1 || !strings.Contains(stderr, "another 9harness notify uses") {
+		t.Errorf("a second notify: exit %d, stderr %q", code, stderr)
+	}
+
 	// (a) The daemon restarts on the same socket; the agent still waits:
 	// nothing again.
 	e.d.stop()

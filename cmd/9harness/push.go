@@ -134,6 +134,12 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		hosts = []client.Host{{Name: client.LocalHost}}
 	}
+	lock, err := lockPushState(pushStatePath())
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
+		return exitError
+	}
+	defer lock.Close()
 	store, err := openPushStore(pushStatePath())
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness notify: %v\n", err)

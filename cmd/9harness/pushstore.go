@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/9harness/9harness/internal/client"
 )
 
@@ -102,6 +104,27 @@ func pushStatePath() string {
 		dir = filepath.Join(home, ".local", "state")
 	}
 	return filepath.Join(dir, "9harness", "notify.state")
+}
+
+// lockPushState makes this notify the only one using the state file: two
+// would each deliver every transition. The lock is the kernel's, on a
+// file beside it, and ends with the process.
+func lockPushState(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another 9harness notify uses %s (systemctl --user stop 9harness-notify.service, if it is the unit's)", path)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 // openPushStore reads the state file, or starts an empty one where there
