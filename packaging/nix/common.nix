@@ -341,7 +341,6 @@ rec {
       PrivateUsers = "yes";
       ProtectSystem = "strict";
       ProtectHome = "read-only";
-      PrivateTmp = "yes";
       PrivateDevices = "yes";
       PrivateMounts = "yes";
       ProtectKernelTunables = "yes";
