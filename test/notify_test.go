@@ -467,3 +467,60 @@ func TestNotifyDesktop(t *testing.T) {
 		t.Errorf("notify after SIGTERM: exit %d; stderr %q", code, s.stderr.String())
 	}
 }
+
+// TestNotifyFleet: notify --hosts follows a host over ssh (a real sshd on
+// loopback): one webhook message for a wait there, naming the host, none
+// again when the host's stream is cut and comes back, and one for the
+// agent's exit.
+func TestNotifyFleet(t *testing.T) {
+	h := newSSHHost(t)
+	name := h.user + "@127.0.0.1:" + itoa(h.port)
+	local := fixtureHome(t)
+	d := startDaemon(t, local)
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"), 0o644))
+	const token = "tk_fleet-s3cret-0123"
+	rcv := newPushReceiver(t, token)
+	n := newNotifyEnv(t, token)
+	n.write(t, "on waiting exit", "target webhook url=http://"+rcv.addr+"/hook token-credential=hook")
+	a := startFakeAs(t, h)
+	waitRegistry(t, h.fixture, a.pid())
+	count := func(state string) int {
+		_, hooks, _ := rcv.snapshot()
+		k := 0
+		for _, m := range hooks {
+			if m["host"] == name && m["pid"] == float64(a.pid()) && m["state"] == state {
+				k++
+			}
+		}
+		return k
+	}
+	s := start9harness(t, n.env(local), "-s", d.sock, "notify", "--hosts", hostsFile)
+	within(t, 10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "following 1 host") }, "notify to start")
+	// The host's stream may not be open yet: its first table says the
+	// wait as well as a change would.
+	setStatusAs(t, h, a.pid(), "waiting", "approve Bash")
+	within(t, 60*time.Second, func() bool { return count("waiting") >= 1 }, "the remote wait at the webhook")
+
+	relays := h.relayPids()
+	if len(relays) == 0 {
+		t.Fatalf("no relay of %s running", h.user)
+	}
+	for _, pid := range relays {
+		// A process of the user this test made, started for this test.
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	within(t, 60*time.Second, func() bool { return strings.Contains(s.stderr.String(), name+": back") }, "the host back")
+	time.Sleep(3 * time.Second)
+	if k := count("waiting"); k != 1 {
+		t.Errorf("%d messages for one wait after the host came back", k)
+	}
+	a.stop(t)
+	within(t, 60*time.Second, func() bool { return count("exit") >= 1 }, "the remote exit at the webhook")
+	time.Sleep(2 * time.Second)
+	if w, x := count("waiting"), count("exit"); w != 1 || x != 1 {
+		t.Errorf("%d wait and %d exit messages, want 1 each", w, x)
+	}
+	n.noToken(t, s)
+	t.Logf("notify said:\n%s", s.stderr.String())
+}
