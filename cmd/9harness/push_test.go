@@ -253,6 +253,30 @@ func TestPushStore(t *testing.T) {
 	}
 }
 
+// A config that stops following a harness does not make its agents exit.
+func TestPushStoreHarnessFilter(t *testing.T) {
+	s, _ := openPushStore(filepath.Join(t.TempDir(), "s"))
+	now := time.Now()
+	codex := pushAgent(2, "working", "", "")
+	codex.Harness = "codex"
+	agents := []client.Agent{pushAgent(1, "working", "", ""), codex}
+	if ts, _ := s.observe("-", "box", agents, &pushConfig{on: pushKinds}, []string{"a"}, now); len(ts) != 0 {
+		t.Fatalf("first read: %+v", ts)
+	}
+	ts, _ := s.observe("-", "box", agents, &pushConfig{on: pushKinds, harnesses: []string{"claude"}}, []string{"a"}, now.Add(time.Second))
+	if len(ts) != 0 {
+		t.Errorf("a harness no longer followed: %q", states(ts))
+	}
+	ts, _ = s.observe("-", "box", agents[:1], &pushConfig{on: pushKinds, harnesses: []string{"claude"}}, []string{"a"}, now.Add(2*time.Second))
+	if len(ts) != 0 {
+		t.Errorf("an agent of a harness no longer followed exits: %q", states(ts))
+	}
+	ts, _ = s.observe("-", "box", nil, &pushConfig{on: pushKinds, harnesses: []string{"claude"}}, []string{"a"}, now.Add(3*time.Second))
+	if !slices.Equal(states(ts), []string{"exit "}) {
+		t.Errorf("the followed agent's exit: %q", states(ts))
+	}
+}
+
 // An agent whose harness gives no since: a wait for something else is
 // another wait; the same wait is not.
 func TestPushStoreNoSince(t *testing.T) {

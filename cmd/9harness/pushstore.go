@@ -210,13 +210,17 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 		out = append(out, t)
 	}
 	var next []seenAgent
+	// live is every agent of the table, whatever the harness setting: one
+	// that a changed config no longer follows has not exited.
 	live := map[agentKey]bool{}
+	for _, a := range agents {
+		live[keyOf(a)] = true
+	}
 	for _, a := range agents {
 		if len(cfg.harnesses) > 0 && !slices.Contains(cfg.harnesses, a.Harness) {
 			continue
 		}
 		k := keyOf(a)
-		live[k] = true
 		p, had := byKey[k]
 		n := seenAgent{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: a.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
 		if n.Since == "" {
