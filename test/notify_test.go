@@ -200,8 +200,9 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 
 // TestNotify: one message per transition to an ntfy server and a webhook,
 // through a daemon restart, a restart of notify (and a transition while
-// notify was stopped), and 10 s of the endpoint refusing connections; the
-// token is nowhere but in the Authorization header.
+// notify was stopped, and a SIGKILL between deliveries), and 10 s of the
+// endpoint refusing connections; the token is nowhere but in the
+// Authorization header.
 func TestNotify(t *testing.T) {
 	e := newPsEnv(t)
 	pid := e.claude.pid()
@@ -292,6 +293,13 @@ func TestNotify(t *testing.T) {
 	setStatus(t, e, "waiting", "approve Write")
 	s = start()
 	want("waiting", 3, "the wait while notify was stopped")
+	// Killed outright between deliveries: nothing again either.
+	time.Sleep(time.Second)
+	must(t, s.cmd.Process.Kill())
+	s.end(t, 10*time.Second)
+	s = start()
+	settle()
+	want("waiting", 3, "after notify was killed")
 
 	// (c) The endpoint refuses connections for 10 s while the agent
 	// waits; the message arrives once after it listens again.
