@@ -212,6 +212,7 @@ func TestNotify(t *testing.T) {
 	const token = "tk_s3cret-notify-token-0123456789"
 	rcv := newPushReceiver(t, token)
 	n := newNotifyEnv(t, token)
+	cmdLog := filepath.Join(t.TempDir(), "cmd.log")
 	n.write(t,
 		"# what and where",
 		"on waiting idle exit",
@@ -219,7 +220,19 @@ func TestNotify(t *testing.T) {
 		"harness claude",
 		"target ntfy url=http://"+rcv.addr+" topic=agents token-file="+n.tokenFile,
 		"target webhook url=http://"+rcv.addr+"/hook token-credential=hook",
+		`target command printf '%s %s %s\n' "$HARNESS_PID" "$HARNESS_STATE" "$HARNESS_ID" >>`+cmdLog,
 	)
+	// cmdCount is how many times the command target ran for state.
+	cmdCount := func(state string) int {
+		b, _ := os.ReadFile(cmdLog)
+		k := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == strconv.Itoa(pid) && f[1] == state {
+				k++
+			}
+		}
+		return k
+	}
 	start := func() *started {
 		s := start9harness(t, n.env(e.home), "-s", e.d.sock, "notify")
 		within(t, 10*time.Second, func() bool { return strings.Contains(s.stderr.String(), "following") }, "notify to start")
@@ -239,10 +252,10 @@ func TestNotify(t *testing.T) {
 		t.Helper()
 		within(t, 90*time.Second, func() bool {
 			a, b := rcv.count(pid, state)
-			return a >= k && b >= k
+			return a >= k && b >= k && cmdCount(state) >= k
 		}, what)
-		if a, b := rcv.count(pid, state); a != k || b != k {
-			t.Errorf("%s: ntfy had %d %s messages, the webhook %d; want %d each", what, a, state, b, k)
+		if a, b := rcv.count(pid, state); a != k || b != k || cmdCount(state) != k {
+			t.Errorf("%s: ntfy had %d %s messages, the webhook %d, the command ran %d times; want %d each", what, a, state, b, cmdCount(state), k)
 		}
 	}
 	settle := func() { time.Sleep(3 * time.Second) }
@@ -310,6 +323,10 @@ func TestNotify(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	if a, b := rcv.count(pid, "waiting"); a != 3 || b != 3 {
 		t.Errorf("while refused: %d and %d waits recorded", a, b)
+	}
+	// The command target is not held up by the others' endpoint.
+	if k := cmdCount("waiting"); k != 4 {
+		t.Errorf("while the endpoint refused, the command ran %d times for waits, want 4", k)
 	}
 	rcv.reopen()
 	reopened := time.Now()
