@@ -45,7 +45,7 @@ The config, $XDG_CONFIG_HOME/9harness/notify.conf (default
   on waiting idle exit
   idle-after 1m
   harness claude codex
-  target ntfy url=https://ntfy.sh topic=alice-agents token-file=~/.config/9harness/ntfy.token
+  target ntfy topic=alice-agents token-file=~/.config/9harness/ntfy.token
   target webhook url=https://hooks.example.net/agents token-credential=hook
   target desktop
   target command notify-send "$HARNESS_NAME/$HARNESS_PID" "$HARNESS_STATE"
