@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -90,9 +91,10 @@ const (
 
 // pushStore is the state file and its lock.
 type pushStore struct {
-	mu   sync.Mutex
-	path string
-	st   pushState
+	mu    sync.Mutex
+	path  string
+	st    pushState
+	saved []byte // what the file holds: an unchanged state is not written again
 }
 
 // pushStatePath is $XDG_STATE_HOME/9harness/notify.state, or under
@@ -158,6 +160,9 @@ func (s *pushStore) save() error {
 	if err != nil {
 		return err
 	}
+	if bytes.Equal(b, s.saved) {
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
 		return err
 	}
@@ -178,8 +183,10 @@ func (s *pushStore) save() error {
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return err
 	}
-	return err
+	s.saved = b
+	return nil
 }
 
 // observe takes a host's fresh table: it returns the transitions it
