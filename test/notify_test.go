@@ -271,8 +271,10 @@ func TestNotify(t *testing.T) {
 	if a, b := rcv.count(pid, "waiting"); a+b != 0 {
 		t.Fatalf("messages while the agent worked: %d, %d", a, b)
 	}
+	asked := time.Now()
 	setStatus(t, e, "waiting", "approve Bash")
 	want("waiting", 1, "the first wait")
+	t.Logf("the first wait reached all three targets %v after the registry changed", time.Since(asked).Round(10*time.Millisecond))
 
 	// A second notify on the same state would send everything twice: it
 	// is refused.
@@ -347,6 +349,16 @@ func TestNotify(t *testing.T) {
 	s = start()
 	settle()
 	n.noToken(t, s)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid)); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "Threads:") {
+				t.Logf("notify's %s", strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(n.state, "9harness", "notify.state")); err == nil {
+		t.Logf("the state file: %d bytes", fi.Size())
+	}
 	stopNotify(s)
 	want("waiting", 4, "in the end")
 	want("idle", 1, "in the end")
