@@ -165,6 +165,7 @@ USERCOMPLETIONS = packaging/completions/9harness.bash:$(HOME)/.local/share/bash-
 INSTALLED = $(BINDIR)/9harnessd $(BINDIR)/9harness $(BINDIR)/zmxify \
 	$(USERUNITDIR)/9harness.socket $(USERUNITDIR)/9harness.service \
 	$(USERUNITDIR)/9harness-proc.socket $(USERUNITDIR)/9harness-proc.service \
+	$(USERUNITDIR)/9harness-notify.service \
 	$(CATALOGDIR)/9harness.catalog $(POLKITACTIONDIR)/org.ninep.harness.move.policy \
 	$(MANDIR)/man1/9harness.1 $(MANDIR)/man8/9harnessd.8 \
 	$(foreach c,$(COMPLETIONS),$(word 2,$(subst :, ,$(c))))
@@ -177,7 +178,7 @@ install-files:
 		$(DESTDIR)$(POLKITACTIONDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness contrib/zmxify $(DESTDIR)$(BINDIR)/
 	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(DESTDIR)$(USERUNITDIR)/
-	for u in 9harness 9harness-proc; do \
+	for u in 9harness 9harness-proc 9harness-notify; do \
 		sed 's|@BINDIR@|$(BINDIR)|g' packaging/systemd/$$u.service.in > $(DESTDIR)$(USERUNITDIR)/$$u.service && \
 		chmod 0644 $(DESTDIR)$(USERUNITDIR)/$$u.service || exit 1; \
 	done
@@ -220,7 +221,7 @@ install-user: build
 	install -d $(HOME)/.local/bin $(HOME)/.config/systemd/user $(HOME)/.local/share/man/man1 $(HOME)/.local/share/man/man8
 	install -m 0755 $(BIN)/9harnessd $(BIN)/9harness contrib/zmxify $(HOME)/.local/bin/
 	install -m 0644 packaging/systemd/9harness.socket packaging/systemd/9harness-proc.socket $(HOME)/.config/systemd/user/
-	for u in 9harness 9harness-proc; do \
+	for u in 9harness 9harness-proc 9harness-notify; do \
 		sed 's|@BINDIR@|$(HOME)/.local/bin|g' packaging/systemd/$$u.service.in > $(HOME)/.config/systemd/user/$$u.service && \
 		chmod 0644 $(HOME)/.config/systemd/user/$$u.service || exit 1; \
 	done
@@ -241,10 +242,11 @@ install-user: build
 	@echo "Installed. Enable the daemon with: systemctl --user daemon-reload && systemctl --user enable --now 9harness.socket"
 
 uninstall-user:
-	-systemctl --user disable --now 9harness.socket 9harness.service 9harness-proc.socket 9harness-proc.service
+	-systemctl --user disable --now 9harness-notify.service 9harness.socket 9harness.service 9harness-proc.socket 9harness-proc.service
 	rm -f $(HOME)/.local/bin/9harnessd $(HOME)/.local/bin/9harness $(HOME)/.local/bin/zmxify \
 		$(HOME)/.config/systemd/user/9harness.socket $(HOME)/.config/systemd/user/9harness.service \
 		$(HOME)/.config/systemd/user/9harness-proc.socket $(HOME)/.config/systemd/user/9harness-proc.service \
+		$(HOME)/.config/systemd/user/9harness-notify.service \
 		$(HOME)/.local/share/man/man1/9harness.1 $(HOME)/.local/share/man/man8/9harnessd.8 \
 		$(foreach c,$(USERCOMPLETIONS),$(word 2,$(subst :, ,$(c))))
 	-systemctl --user daemon-reload

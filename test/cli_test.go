@@ -372,7 +372,7 @@ func TestCompletion(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(user, ".config", "9harness", "hosts"), []byte("# mine\nzeta\nalpha\n"), 0o644))
 
 	s := d.sock
-	commands := []string{"cat", "events", "help", "ls", "mount", "move", "ps", "relay", "stat", "umount", "version", "wait"}
+	commands := []string{"cat", "events", "help", "ls", "mount", "move", "notify", "ps", "relay", "stat", "umount", "version", "wait"}
 	cases := []struct {
 		name  string
 		words []string
@@ -380,6 +380,7 @@ func TestCompletion(t *testing.T) {
 	}{
 		{"commands", []string{""}, commands},
 		{"command prefix", []string{"m"}, []string{"mount", "move"}},
+		{"notify's flags", []string{"notify", "--c"}, []string{"--config"}},
 		{"help's command", []string{"help", "u"}, []string{"umount"}},
 		{"ls flags", []string{"ls", "--l"}, []string{"--long"}},
 		{"global flags after the command", []string{"cat", "--ss"}, []string{"--ssh", "--ssh-cmd", "--ssh-forward", "--ssh-opt"}},

@@ -37,16 +37,17 @@ func haveCompletion(name string) bool {
 func wantSystemFiles(prefix string) map[string]fs.FileMode {
 	p := strings.TrimPrefix(prefix, "/")
 	want := map[string]fs.FileMode{
-		p + "/bin/9harnessd":                          0o755,
-		p + "/bin/9harness":                           0o755,
-		p + "/bin/zmxify":                             0o755,
-		p + "/lib/systemd/user/9harness.socket":       0o644,
-		p + "/lib/systemd/user/9harness.service":      0o644,
-		p + "/lib/systemd/user/9harness-proc.socket":  0o644,
-		p + "/lib/systemd/user/9harness-proc.service": 0o644,
-		p + "/lib/systemd/catalog/9harness.catalog":   0o644,
-		p + "/share/man/man1/9harness.1":              0o644,
-		p + "/share/man/man8/9harnessd.8":             0o644,
+		p + "/bin/9harnessd":                            0o755,
+		p + "/bin/9harness":                             0o755,
+		p + "/bin/zmxify":                               0o755,
+		p + "/lib/systemd/user/9harness.socket":         0o644,
+		p + "/lib/systemd/user/9harness.service":        0o644,
+		p + "/lib/systemd/user/9harness-proc.socket":    0o644,
+		p + "/lib/systemd/user/9harness-proc.service":   0o644,
+		p + "/lib/systemd/user/9harness-notify.service": 0o644,
+		p + "/lib/systemd/catalog/9harness.catalog":     0o644,
+		p + "/share/man/man1/9harness.1":                0o644,
+		p + "/share/man/man8/9harnessd.8":               0o644,
 	}
 	// For /usr and /usr/local: the one directory every polkitd reads
 	// (before polkit 126 the only one); any other prefix keeps
@@ -159,11 +160,11 @@ func TestInstallDestdir(t *testing.T) {
 			sameFiles(t, "make install DESTDIR", filesUnder(t, dest), wantSystemFiles(prefix))
 
 			// The units run the installed binary, not the staging path.
-			for _, u := range []string{"9harness.service", "9harness-proc.service"} {
+			for u, exe := range map[string]string{"9harness.service": "9harnessd", "9harness-proc.service": "9harnessd", "9harness-notify.service": "9harness"} {
 				b, err := os.ReadFile(filepath.Join(dest, prefix, "lib/systemd/user", u))
 				must(t, err)
-				if !strings.Contains(string(b), "\nExecStart="+prefix+"/bin/9harnessd ") || strings.Contains(string(b), dest) || strings.Contains(string(b), "@BINDIR@") {
-					t.Errorf("%s: ExecStart is not %s/bin/9harnessd:\n%s", u, prefix, b)
+				if !strings.Contains(string(b), "\nExecStart="+prefix+"/bin/"+exe+" ") || strings.Contains(string(b), dest) || strings.Contains(string(b), "@BINDIR@") {
+					t.Errorf("%s: ExecStart is not %s/bin/%s:\n%s", u, prefix, exe, b)
 				}
 			}
 
@@ -331,15 +332,16 @@ func TestInstallUser(t *testing.T) {
 		t.Errorf("install-user with ~/.local/bin off PATH said nothing about it:\n%s", errOut)
 	}
 	want := map[string]fs.FileMode{
-		".local/bin/9harnessd":                       0o755,
-		".local/bin/9harness":                        0o755,
-		".local/bin/zmxify":                          0o755,
-		".config/systemd/user/9harness.socket":       0o644,
-		".config/systemd/user/9harness.service":      0o644,
-		".config/systemd/user/9harness-proc.socket":  0o644,
-		".config/systemd/user/9harness-proc.service": 0o644,
-		".local/share/man/man1/9harness.1":           0o644,
-		".local/share/man/man8/9harnessd.8":          0o644,
+		".local/bin/9harnessd":                         0o755,
+		".local/bin/9harness":                          0o755,
+		".local/bin/zmxify":                            0o755,
+		".config/systemd/user/9harness.socket":         0o644,
+		".config/systemd/user/9harness.service":        0o644,
+		".config/systemd/user/9harness-proc.socket":    0o644,
+		".config/systemd/user/9harness-proc.service":   0o644,
+		".config/systemd/user/9harness-notify.service": 0o644,
+		".local/share/man/man1/9harness.1":             0o644,
+		".local/share/man/man8/9harnessd.8":            0o644,
 	}
 	for src, dst := range completionFiles {
 		if haveCompletion(src) {

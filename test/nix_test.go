@@ -121,6 +121,7 @@ type nixCfg struct {
 	ExtraArgs   []string `json:"extraArgs"`
 	MemoryMax   string   `json:"memoryMax"`
 	TasksMax    any      `json:"tasksMax"`
+	Notify      bool     `json:"notify"`
 }
 
 // nixModuleEval is one evaluation of either module. The units are in the
@@ -138,6 +139,8 @@ type nixModuleEval struct {
 	Service     map[string]any `json:"service"`
 	ProcSocket  map[string]any `json:"procSocket"`
 	ProcService map[string]any `json:"procService"`
+	// NotifyService is 9harness-notify.service, with notify = true.
+	NotifyService map[string]any `json:"notifyService"`
 }
 
 type nixAssertion struct {
@@ -296,6 +299,7 @@ const (
 	serviceUnit     = "9harness.service"
 	procSocketUnit  = "9harness-proc.socket"
 	procServiceUnit = "9harness-proc.service"
+	notifyUnit      = "9harness-notify.service"
 )
 
 // unitsOf is the four units of one evaluation, by file name; a unit the
@@ -308,7 +312,7 @@ func unitsOf(t *testing.T, module string, e nixModuleEval) map[string]iniUnit {
 	}
 	units := map[string]iniUnit{}
 	for name, raw := range map[string]map[string]any{
-		socketUnit: e.Socket, serviceUnit: e.Service, procSocketUnit: e.ProcSocket, procServiceUnit: e.ProcService,
+		socketUnit: e.Socket, serviceUnit: e.Service, procSocketUnit: e.ProcSocket, procServiceUnit: e.ProcService, notifyUnit: e.NotifyService,
 	} {
 		if u := from(t, module+" "+name, raw); u != nil {
 			units[name] = u
@@ -332,6 +336,7 @@ func loadRefUnits(t *testing.T) refUnits {
 	for name, file := range map[string]string{
 		socketUnit: "9harness.socket", serviceUnit: "9harness.service.in",
 		procSocketUnit: "9harness-proc.socket", procServiceUnit: "9harness-proc.service.in",
+		notifyUnit: "9harness-notify.service.in",
 	} {
 		r.units[name] = parseUnitFile(t, filepath.Join("../packaging/systemd", file))
 	}
@@ -457,14 +462,14 @@ func TestNixModules(t *testing.T) {
 	}
 	nixEval(t, "modules", &got)
 	ref := loadRefUnits(t)
-	wantOptions := []string{"allowGroups", "allowMove", "allowUids", "enable", "extraArgs", "memoryMax", "package", "socketPath", "tasksMax"}
+	wantOptions := []string{"allowGroups", "allowMove", "allowUids", "enable", "extraArgs", "memoryMax", "notify", "package", "socketPath", "tasksMax"}
 	wantUnits := []string{procServiceUnit, procSocketUnit, serviceUnit, socketUnit}
 	const fakePackage = "/nix/store/0000000000000000000000000000000a-fake-9harness"
 	const defaultPackage = "/nix/store/0000000000000000000000000000000a-ninep-harness-dev"
 
 	for module, byCase := range map[string]map[string]nixModuleEval{"nixos": got.NixOS, "home-manager": got.HM} {
 		t.Run(module, func(t *testing.T) {
-			for _, c := range []string{"default", "grants", "reachable", "disabled"} {
+			for _, c := range []string{"default", "grants", "reachable", "disabled", "notify"} {
 				if _, ok := byCase[c]; !ok {
 					t.Fatalf("case %s missing from the evaluation", c)
 				}
@@ -482,8 +487,26 @@ func TestNixModules(t *testing.T) {
 					continue
 				}
 				names := slices.Sorted(slices.Values(e.UnitNames))
-				if !slices.Equal(names, wantUnits) || len(units) != len(wantUnits) {
-					t.Errorf("%s: units %v, want %v", name, names, wantUnits)
+				want := wantUnits
+				if name == "notify" {
+					// The notifier: the unit file's, but for ExecStart (the
+					// package's path) and Environment= (no NOTIFY_ARGS).
+					want = slices.Sorted(slices.Values(append(slices.Clone(wantUnits), notifyUnit)))
+					n := units[notifyUnit]
+					skip := []string{"Service.ExecStart", "Service.Environment"}
+					if d := diffUnits(n.without(skip...), ref.units[notifyUnit].without(skip...)); len(d) > 0 {
+						t.Errorf("notify: %s differs from packaging/systemd:\n\t%s", notifyUnit, strings.Join(d, "\n\t"))
+					}
+					if ex := n.get("Service", "ExecStart"); len(ex) != 1 || !slices.Equal(execWords(t, ex[0]), []string{pkg + "/bin/9harness", "notify"}) {
+						t.Errorf("notify: ExecStart %q, want %s/bin/9harness notify", ex, pkg)
+					}
+					if env := n.get("Service", "Environment"); !slices.Contains(env, "XDG_STATE_HOME=%S") {
+						t.Errorf("notify: Environment %q lacks XDG_STATE_HOME=%%S", env)
+					}
+					delete(units, notifyUnit)
+				}
+				if !slices.Equal(names, want) || len(units) != len(wantUnits) {
+					t.Errorf("%s: units %v, want %v", name, names, want)
 					continue
 				}
 				sock, svc, psock, psvc := units[socketUnit], units[serviceUnit], units[procSocketUnit], units[procServiceUnit]

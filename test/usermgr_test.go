@@ -149,6 +149,18 @@ func TestUserManager(t *testing.T) {
 	// The helper can have only what a user manager enforces outside a user
 	// namespace (9harness-proc.service.in lists what it lacks and why).
 	expect("security-helper", func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f <= 5.7 }, "the helper's seccomp/prctl hardening (at most 5.7)")
+	// 9harness-notify.service, as installed: hardened, in its own user
+	// namespace, a sandboxed peer of the daemon that still sees the
+	// agents' states; its token from LoadCredential= reaches the webhook
+	// in the header and nowhere else.
+	expect("notify-verify", eq("0 "), "systemd-analyze verify to pass")
+	expect("security-notify", func(v string) bool { f, err := strconv.ParseFloat(v, 64); return err == nil && f <= 4.0 }, "an exposure of at most 4.0")
+	expect("notify-active", eq("active"), "active")
+	expect("notify-userns", eq("own"), "notify in a user namespace of its own")
+	expect("notify-hook", eq("1 waiting approve Bash True "), "one webhook message for the wait, with the credential's token")
+	expect("notify-state", func(v string) bool { return strings.Contains(v, "9harness/notify.state") }, "the state file in systemd's state directory")
+	expect("notify-token-journal", eq("0"), "the token in no journal entry")
+	expect("notify-token-argv", eq("0"), "the token in no process's argv")
 	expect("slice", eq("background.slice background.slice"), "both services in background.slice")
 	expect("type", eq("exec exec"), "both services Type=exec")
 	expect("helper-userns", eq("host"), "the helper outside any user namespace")

@@ -52,6 +52,11 @@ Commands:
                     print each change as it happens: an agent appears,
                     exits, works, waits, goes idle or is moved; with
                     --all, every host's, each line host first
+  notify [--config FILE] [--test] [--all]
+                    deliver each agent that starts waiting, goes idle
+                    or exits to ntfy, a webhook, the desktop or a
+                    command, once each, as the config says (9harness
+                    help notify)
   move [--tmux] HARNESS/PID NAME
                     stop an agent and resume the same session inside a new
                     zmx (or tmux) session NAME, to attach to from anywhere;
@@ -343,7 +348,7 @@ func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
+	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -382,6 +387,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWait(g, rest, stdout, stderr)
 	case "events":
 		return runEvents(g, rest, stdout, stderr)
+	case "notify":
+		return runNotify(g, rest, stdout, stderr)
 	case "move":
 		return runMove(g, rest, stdout, stderr)
 	case "ls", "cat", "stat":

@@ -13,9 +13,9 @@ _9harness() {
 	prev=
 	((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local nh=${COMP_WORDS[0]}
-	local commands='ps wait events move mount umount ls cat stat relay version help'
+	local commands='ps wait events notify move mount umount ls cat stat relay version help'
 	# The flags that take a value (the next word is theirs).
-	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts -n --interval '
+	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts --config -n --interval '
 
 	# Walk the words before the cursor: the global flags that say which
 	# daemon to ask, the command, and the operands before the cursor.
@@ -50,7 +50,7 @@ _9harness() {
 	[[ $prev == = ]] && ((COMP_CWORD > 1)) && prev=${COMP_WORDS[COMP_CWORD - 2]}
 	[[ $cur == = ]] && cur=
 	case $prev in
-	-s | --socket | --hosts)
+	-s | --socket | --hosts | --config)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;

@@ -188,6 +188,8 @@ rec {
         '';
       };
 
+      notify = mkEnableOption "9harness-notify.service, which runs `9harness notify` while you are logged in: it pushes each agent that starts waiting, goes idle or exits to ntfy, a webhook, the desktop or a command, as ~/.config/9harness/notify.conf says (9harness help notify); without that file it stops with a config error";
+
       extraArgs = mkOption {
         type = types.listOf types.str;
         default = [ ];
@@ -302,6 +304,53 @@ rec {
       TasksMax = "256";
     }
     // helperHardening;
+
+  # 9harness-notify.service (9harness-notify.service.in says why each
+  # line): a client of the daemon and of the network, not socket-activated.
+  notifyServiceUnit = "9harness-notify.service";
+  notifyDescription = "9harness notify: push agents that need you to ntfy, a webhook or the desktop";
+  notifyDocumentation = [ "man:9harness(1)" ];
+  notifyWants = [ socketUnit ];
+  notifyAfter = [
+    socketUnit
+    "network-online.target"
+  ];
+  notifyWantedBy = [ "default.target" ];
+  notifyServiceConfig =
+    cfg:
+    # Not IPAddressDeny=: it talks to ntfy and webhooks.
+    removeAttrs sharedHardening [ "IPAddressDeny" ]
+    // {
+      Type = "simple";
+      Slice = "background.slice";
+      ExecStart = lib.concatStringsSep " " (
+        map escapeArg [
+          "${cfg.package}/bin/9harness"
+          "notify"
+        ]
+      );
+      Restart = "on-failure";
+      RestartSec = "5s";
+      RestartPreventExitStatus = "2";
+      StateDirectory = "9harness";
+      StateDirectoryMode = "0700";
+      Environment = [ "XDG_STATE_HOME=%S" ];
+      MemoryMax = "128M";
+      TasksMax = "64";
+      RestrictAddressFamilies = "AF_UNIX AF_INET AF_INET6";
+      PrivateUsers = "yes";
+      ProtectSystem = "strict";
+      ProtectHome = "read-only";
+      PrivateDevices = "yes";
+      PrivateMounts = "yes";
+      ProtectKernelTunables = "yes";
+      ProtectKernelModules = "yes";
+      ProtectKernelLogs = "yes";
+      ProtectControlGroups = "yes";
+      ProtectClock = "yes";
+      ProtectHostname = "yes";
+      CapabilityBoundingSet = "";
+    };
 
   socketMode = cfg: if grants cfg then "0666" else "0600";
   # Only for directories systemd itself creates on the way to the socket.

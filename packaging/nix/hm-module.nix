@@ -101,5 +101,17 @@ in
       };
       Service = common.procServiceConfig cfg;
     };
+
+    # The notifier, only with notify = true; it starts at login.
+    systemd.user.services."9harness-notify" = lib.mkIf cfg.notify {
+      Unit = {
+        Description = common.notifyDescription;
+        Documentation = common.notifyDocumentation;
+        Wants = common.notifyWants;
+        After = common.notifyAfter;
+      };
+      Service = common.notifyServiceConfig cfg;
+      Install.WantedBy = common.notifyWantedBy;
+    };
   };
 }

@@ -85,5 +85,15 @@ in
       after = [ common.procSocketUnit ];
       serviceConfig = common.procServiceConfig cfg;
     };
+
+    # The notifier, only with notify = true; it starts at login.
+    systemd.user.services."9harness-notify" = lib.mkIf cfg.notify {
+      description = common.notifyDescription;
+      documentation = common.notifyDocumentation;
+      wants = common.notifyWants;
+      after = common.notifyAfter;
+      serviceConfig = common.notifyServiceConfig cfg;
+      wantedBy = common.notifyWantedBy;
+    };
   };
 }

@@ -24,6 +24,14 @@ mkdir -p /run/systemd/system /run/systemd/journal /run/systemd/unit-root /run/sy
 ( cd /run/systemd/inaccessible && mkdir -p dir && touch reg && mkfifo fifo && mknod chr c 0 0 && mknod blk b 0 0 &&
   python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")' && chmod 000 dir reg fifo chr blk sock )
 mount -t tmpfs -o mode=755 tmpfs /run/log
+# /run/credentials: on a booted system the first unit with LoadCredential=
+# (systemd-sysctl.service, systemd-tmpfiles-setup.service) makes it; a
+# user unit with LoadCredential= and a mount namespace mounts its
+# credentials beneath it (226/NAMESPACE without). Made here only if the
+# machine lacks it, with a tmpfs over it, and removed at the end.
+MADE_CREDS=
+if [ ! -d /run/credentials ]; then mkdir /run/credentials && MADE_CREDS=1; fi
+mount -t tmpfs -o mode=755 tmpfs /run/credentials
 mount -t tmpfs -o mode=755 tmpfs /run/user
 mkdir -p "$RUNDIR" && chown "$U:$U" "$RUNDIR" && chmod 700 "$RUNDIR"
 
@@ -66,6 +74,8 @@ cleanup() {
   kill $MPID 2>/dev/null
   kill $JPID 2>/dev/null
   wait 2>/dev/null
+  umount /run/credentials 2>/dev/null
+  [ -n "$MADE_CREDS" ] && rmdir /run/credentials 2>/dev/null
 }
 trap cleanup EXIT
 
@@ -158,6 +168,64 @@ P2=$(asuser 9harness cat /pid)
 M2=$(asuser systemctl --user show -p MainPID --value 9harness.service)
 check reactivated "$([ "$P2" = "$M2" ] && [ "$M2" != "$M1" ] && [ "$M2" != 0 ] && echo yes || echo "no: $M1 $M2 $P2")"
 check journal-idle "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'idle for 2s' || true)"
+
+# 9harness-notify.service, as installed, with its token from a credential
+# the unit loads: one webhook message when an agent starts waiting, the
+# token in its Authorization header and nowhere else (no argv, no journal).
+cat >"$WORK/hook.py" <<'PY'
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open(sys.argv[1] + "/hook.log", "a") as f:
+            f.write(json.dumps({"auth": self.headers.get("Authorization", ""), "body": json.loads(body)}) + "\n")
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + "/hook.port", "w").write(str(s.server_port))
+s.serve_forever()
+PY
+python3 "$WORK/hook.py" "$WORK" </dev/null >/dev/null 2>&1 &
+HOOKPID=$!
+for i in $(seq 100); do [ -s "$WORK/hook.port" ] && break; sleep 0.05; done
+NTOKEN=tk-notify-$RANDOM$RANDOM$RANDOM
+mkdir -p "$UHOME/.config/9harness" "$UD/9harness-notify.service.d"
+printf '%s\n' "$NTOKEN" >"$UHOME/.config/9harness/hook.token"
+chmod 600 "$UHOME/.config/9harness/hook.token"
+printf '%s\n' "$NTOKEN" >"$WORK/ntoken"
+printf 'on waiting\ntarget webhook url=http://127.0.0.1:%s/hook token-credential=hook\n' "$(cat "$WORK/hook.port")" >"$UHOME/.config/9harness/notify.conf"
+printf '[Service]\nLoadCredential=hook:%s/.config/9harness/hook.token\n' "$UHOME" >"$UD/9harness-notify.service.d/test.conf"
+chown -R "$U:$U" "$UHOME/.config/9harness" "$UD/9harness-notify.service.d"
+nverify=$(asuser systemd-analyze --user verify "$UD/9harness-notify.service" 2>&1) && nvrc=0 || nvrc=$?
+check notify-verify "$nvrc $(printf "%s" "$nverify" | grep -v "man 9harness" | tr "\n" "|")"
+nscore=$(asuser systemd-analyze --user security 9harness-notify.service 2>&1 | sed -n 's/.*Overall exposure level for 9harness-notify.service: \([0-9.]*\).*/\1/p')
+check security-notify "${nscore:-none}"
+echo "--- systemd-analyze --user security 9harness-notify.service:"; asuser systemd-analyze --user security 9harness-notify.service 2>&1 | grep -v '✓' || true
+asuser systemctl --user daemon-reload
+asuser systemctl --user enable --now 9harness-notify.service
+for i in $(seq 100); do journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness-notify.service 2>/dev/null | grep -q following && break; sleep 0.1; done
+check notify-active "$(asuser systemctl --user is-active 9harness-notify.service)"
+NPID=$(asuser systemctl --user show -p MainPID --value 9harness-notify.service)
+check notify-userns "$([ "$NPID" != 0 ] && [ "$(readlink /proc/"$NPID"/ns/user)" != "$(readlink /proc/self/ns/user)" ] && echo own || echo "host or none ($NPID)")"
+WPID=$(pgrep -u "$U" -x claude | sort -n | head -1)
+asuser python3 - "$UHOME/.claude/sessions/$WPID.json" <<'PY'
+import json, os, sys, time
+p = sys.argv[1]
+r = json.load(open(p))
+now = int(time.time() * 1000)
+r.update(status="waiting", waitingFor="approve Bash", updatedAt=now, statusUpdatedAt=now)
+json.dump(r, open(p + ".tmp", "w"))
+os.rename(p + ".tmp", p)
+PY
+for i in $(seq 150); do grep -q "\"pid\": $WPID," "$WORK/hook.log" 2>/dev/null && break; sleep 0.1; done
+sleep 2
+check notify-hook "$(grep -c "\"pid\": $WPID," "$WORK/hook.log" 2>/dev/null || echo 0) $(grep "\"pid\": $WPID," "$WORK/hook.log" 2>/dev/null | python3 -c 'import json,sys; [print(d["body"]["state"], d["body"]["waiting"], d["auth"] == "Bearer " + open(sys.argv[1]).read().strip()) for d in map(json.loads, sys.stdin)]' "$WORK/ntoken" | tr '\n' ' ')"
+check notify-state "$(asuser sh -c 'ls "$HOME"/.config/9harness/notify.state "$HOME"/.local/state/9harness/notify.state 2>/dev/null' | sed "s|$UHOME|~|g" | tr '\n' ' ')"
+check notify-token-journal "$(journalctl --no-pager -o export 2>/dev/null | grep -cFf "$WORK/ntoken" || true)"
+check notify-token-argv "$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -cFf "$WORK/ntoken" || true)"
+echo "--- notify's journal:"; journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness-notify.service 2>/dev/null | tail -n 20
+asuser systemctl --user stop 9harness-notify.service
+kill $HOOKPID 2>/dev/null || true
 
 # A spy of the user's own uid in a user and mount namespace of its own that
 # shares the launch directory (TestHelperSpy, test/handoff_test.go): during

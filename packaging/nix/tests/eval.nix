@@ -213,10 +213,17 @@ let
         service = outputAt all' [ "systemd" "user" "services" "9harness" ];
         procSocket = outputAt all' [ "systemd" "user" "sockets" "9harness-proc" ];
         procService = outputAt all' [ "systemd" "user" "services" "9harness-proc" ];
-        # Every unit the module declares, so no stray one goes unnoticed.
+        notifyService = outputAt all' [ "systemd" "user" "services" "9harness-notify" ];
+        # Every unit the module declares, so no stray one goes unnoticed; a
+        # name whose definitions are all under a false mkIf is no unit, as
+        # attrsOf drops it.
         unitNames =
           let
-            names = kind: attrNames (orEmptyAttrs (outputAt all' [ "systemd" "user" "${kind}s" ]));
+            names =
+              kind:
+              filter (n: outputAt all' [ "systemd" "user" "${kind}s" n ] != null) (
+                attrNames (orEmptyAttrs (outputAt all' [ "systemd" "user" "${kind}s" ]))
+              );
           in
           map (n: "${n}.socket") (names "socket") ++ map (n: "${n}.service") (names "service");
         packages = outputAt all' outputs.packages;
@@ -300,6 +307,7 @@ let
       service = nixosUnit [ "serviceConfig" "environment" "path" ] e.service;
       procSocket = nixosUnit [ "listenStreams" "socketConfig" ] e.procSocket;
       procService = nixosUnit [ "serviceConfig" "environment" "path" ] e.procService;
+      notifyService = nixosUnit [ "serviceConfig" "environment" "path" ] e.notifyService;
       packages = map toString (orEmpty e.packages);
     };
 
@@ -321,6 +329,7 @@ let
       service = hmUnit e.service;
       procSocket = hmUnit e.procSocket;
       procService = hmUnit e.procService;
+      notifyService = hmUnit e.notifyService;
       packages = map toString (orEmpty e.packages);
     };
 
@@ -362,6 +371,12 @@ let
     };
     disabled = {
       services.ninep-harness.allowMove = true;
+    };
+    notify = {
+      services.ninep-harness = {
+        enable = true;
+        notify = true;
+      };
     };
   };
 

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/9harness/9harness/internal/client"
+)
+
+const notifyHelp = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
+       9harness [--ssh DEST]... notify --all | --hosts FILE [--config FILE]
+
+Deliver "an agent needs you" wherever you are: follow the daemon's
+/active/events (with --all, every host's, as events --all does) and send
+each transition the config chooses to each target it names: an ntfy
+topic, a webhook, the desktop's notifications, a command. It runs until
+interrupted; the user unit 9harness-notify.service keeps it running
+(systemctl --user enable --now 9harness-notify.service).
+
+Transitions (the config's "on" line; all three by default):
+  waiting   an agent starts waiting for you (a permission, a question)
+  idle      an agent goes idle after a turn of at least idle-after (1m)
+  exit      an agent exits
+
+A transition is its host, harness, pid, start time, state and since.
+Each reaches each target once: what was delivered is kept in
+$XDG_STATE_HOME/9harness/notify.state (default ~/.local/state), so a
+restart of notify or of the daemon, or a host that comes back, sends
+nothing twice; an agent that exited or went idle while notify was not
+running is told when it runs again. A delivery that fails is tried again
+after 1 s, 2 s, 4 s ... up to 1 min between attempts, and given up after
+an hour (one line on standard error). A target that took a message but
+whose answer was lost (notify killed at that moment) may get it twice.
+
+The config, $XDG_CONFIG_HOME/9harness/notify.conf (default
+~/.config/9harness/notify.conf), one setting a line, # comments:
+
+  on waiting idle exit
+  idle-after 1m
+  harness claude codex
+  target ntfy topic=alice-agents token-file=~/.config/9harness/ntfy.token
+  target webhook url=https://hooks.example.net/agents token-credential=hook
+  target desktop
+  target command notify-send "$HARNESS_NAME/$HARNESS_PID" "$HARNESS_STATE"
+
+  ntfy     POST ntfy's JSON message to the server's root (url=, default
+           https://ntfy.sh, a self-hosted one too): topic=, title, message,
+           tags and priority (priority=1..5 for a wait; default 4)
+  webhook  POST a JSON object to url=: id (the same for every delivery of
+           one transition), host, harness, pid, started and since (RFC 3339),
+           state (waiting, idle or exit), waiting, cwd, title
+  desktop  org.freedesktop.Notifications.Notify on the session bus; the
+           body's markup characters (& < >) are escaped
+  command  the rest of the line, run by /bin/sh -c, the facts only in its
+           environment, as ps --notify does: HARNESS_NAME, HARNESS_PID,
+           HARNESS_STATE, HARNESS_WAITING, HARNESS_CWD, HARNESS_TITLE,
+           HARNESS_HOST, HARNESS_SINCE, HARNESS_ID; exit 0 is delivered
+
+  name=NAME names a target (default: its URL and topic, or its kind); its
+  deliveries are kept under that name. A token (sent as Authorization:
+  Bearer) comes from token-file=FILE, which must be yours and of mode 0600
+  or 0400, or token-credential=NAME, the unit's LoadCredential=NAME:FILE
+  ($CREDENTIALS_DIRECTORY/NAME); never from the command line, and it is
+  never printed. HTTP redirects are not followed.
+
+The message says the host, harness, pid, directory and title and what
+the agent waits for; nothing else of its transcript. Every target gets
+control characters made printable (as ps shows them).
+
+Options:
+  --config FILE      the config (default ~/.config/9harness/notify.conf)
+  --test             send one test message to each target and exit
+  --all              this machine and every host of the hosts file
+  --hosts FILE       the hosts of FILE (with --all: instead of
+                     ~/.config/9harness/hosts)
+  -h, --help         this text
+
+Exit status: 0 when interrupted, or --test reached every target; 1 when
+--test failed for a target, or the state file cannot be written; 2 for
+a usage or config error (FILE:LINE and what is wrong; nothing is sent).
+`
+
+// Retry backoff of a delivery.
+const (
+	pushMinBackoff = time.Second
+	pushMaxBackoff = time.Minute
+)
+
+func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
+	var (
+		confFile string
+		test     bool
+	)
+	fs := g.flagSet("notify")
+	fs.StringVar(&confFile, "config", "", "")
+	fs.BoolVar(&test, "test", false, "")
+	ff := fleetFlags{timeout: defaultHostTimeout}
+	fs.BoolVar(&ff.all, "all", false, "")
+	fs.StringVar(&ff.hosts, "hosts", "", "")
+	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return status
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "9harness notify: unexpected operand %q (try '9harness notify --help')\n", rest[0])
+		return exitUsage
+	}
+	if confFile == "" {
+		confFile = pushConfigPath()
+	}
+	cfg, err := loadPushConfig(confFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
+		return exitUsage
+	}
+	if test {
+		return pushTest(g, cfg, stdout, stderr)
+	}
+	var hosts []client.Host
+	if ff.all || fs.Changed("hosts") || len(g.sshDests) > 0 {
+		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
+			return status
+		}
+	} else {
+		if _, status := g.check(stderr); status != exitOK {
+			return status
+		}
+		hosts = []client.Host{{Name: client.LocalHost}}
+	}
+	lock, err := lockPushState(pushStatePath())
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
+		return exitError
+	}
+	defer lock.Close()
+	store, err := openPushStore(pushStatePath())
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
+		return exitError
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	return pushRun(ctx, g, cfg, store, hosts, ff.timeout, stderr)
+}
+
+// shownHost is a host's name in a message: this machine's short name for
+// the local one.
+func shownHost(g *globals, name string) string {
+	if name == client.LocalHost {
+		local := *g
+		local.sshDest = ""
+		return notifyHost(&local)
+	}
+	return name
+}
+
+// pushTest sends one made-up wait to each target.
+func pushTest(g *globals, cfg *pushConfig, stdout, stderr io.Writer) int {
+	cwd, _ := os.Getwd()
+	shown := shownHost(g, client.LocalHost)
+	now := time.Now().UTC().Format(time.RFC3339)
+	t := transition{Host: client.LocalHost, Shown: shown, Harness: "9harness", PID: os.Getpid(), State: "waiting",
+		Since: now, Waiting: "nothing: a test of 9harness notify", Cwd: cwd, Title: "a test message"}
+	t.ID = transitionID(t.Host, t.Harness, t.PID, 0, "test", now)
+	status := exitOK
+	for _, target := range cfg.targets {
+		if err := deliver(context.Background(), target, t); err != nil {
+			fmt.Fprintf(stderr, "9harness notify: %s: %v\n", target, err)
+			status = exitError
+			continue
+		}
+		fmt.Fprintf(stdout, "sent to %s\n", target)
+	}
+	return status
+}
+
+// pushRun follows the hosts and delivers until ctx ends. Each host's
+// table is read when it comes up and after each line of its events (a
+// read at a time, one more if lines came meanwhile), compared with the
+// agents kept from the last read, and what changed is queued in the state
+// file before any target is tried; one goroutine per target delivers its
+// queue in order.
+func pushRun(ctx context.Context, g *globals, cfg *pushConfig, store *pushStore, hosts []client.Host, timeout time.Duration, stderr io.Writer) int {
+	var names []string
+	for _, t := range cfg.targets {
+		names = append(names, t.name)
+	}
+	if err := store.forgetTargets(names); err != nil {
+		fmt.Fprintf(stderr, "9harness notify: %s: %v\n", store.path, err)
+		return exitError
+	}
+	var mu sync.Mutex
+	say := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(stderr, "9harness notify: "+format+"\n", a...)
+	}
+	say("following %d host(s) for %d target(s); %s", len(hosts), len(cfg.targets), strings.Join(cfg.on, ", "))
+
+	var wg sync.WaitGroup
+	kicks := make([]chan struct{}, len(cfg.targets))
+	for i, target := range cfg.targets {
+		kicks[i] = make(chan struct{}, 1)
+		kicks[i] <- struct{}{} // what a previous run left pending
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deliverLoop(ctx, store, target, kicks[i], say)
+		}()
+	}
+	kick := func() {
+		for _, k := range kicks {
+			select {
+			case k <- struct{}{}:
+			default:
+			}
+		}
+	}
+
+	news := follow(ctx, g, hosts, timeout)
+	type read struct {
+		host   string
+		agents []client.Agent
+		at     time.Time
+		err    error
+	}
+	reads := make(chan read, len(hosts))
+	type hostState struct {
+		c       *client.Client
+		reading bool
+		dirty   bool
+		down    bool
+	}
+	state := map[string]*hostState{}
+	for _, h := range hosts {
+		state[h.Name] = &hostState{}
+	}
+	startRead := func(host string, st *hostState) {
+		if st.reading {
+			st.dirty = true
+			return
+		}
+		st.reading, st.dirty = true, false
+		go func(c *client.Client) {
+			a, err := c.Agents()
+			reads <- read{host, a, time.Now(), err}
+		}(st.c)
+	}
+	status := exitOK
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case n := <-news:
+			st := state[n.host]
+			switch {
+			case n.err != nil:
+				say("%s: %v", printable(n.host), n.err)
+				st.c, st.down = nil, true
+			case n.c != nil:
+				if st.down {
+					say("%s: back", printable(n.host))
+				}
+				st.c, st.down = n.c, false
+				startRead(n.host, st)
+			case st.c != nil:
+				startRead(n.host, st)
+			}
+		case r := <-reads:
+			st := state[r.host]
+			st.reading = false
+			// A failed read is the stream's end too: follow reports it.
+			if r.err == nil && !st.down {
+				ts, err := store.observe(r.host, shownHost(g, r.host), r.agents, cfg, names, r.at)
+				if err != nil {
+					say("%s: %v", store.path, err)
+					status = exitError
+					break loop
+				}
+				if len(ts) > 0 {
+					kick()
+				}
+			}
+			if st.dirty && st.c != nil {
+				startRead(r.host, st)
+			}
+		}
+	}
+	// The deliveries under way finish (each is bounded); the next ones
+	// wait for the next run.
+	wg.Wait()
+	return status
+}
+
+// deliverLoop delivers the target's queue, oldest first, until ctx ends;
+// a failure is tried again after a backoff that doubles up to
+// pushMaxBackoff. It says when the target starts failing and when it
+// works again, not each attempt.
+func deliverLoop(ctx context.Context, store *pushStore, target *pushTarget, kick <-chan struct{}, say func(string, ...any)) {
+	backoff := pushMinBackoff
+	failing := ""
+	for {
+		t, created, ok := store.next(target.name)
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-kick:
+				continue
+			}
+		}
+		// The attempt is not cut by ctx: a message half sent is worse
+		// than a stop a moment later.
+		err := deliver(context.Background(), target, t)
+		now := time.Now()
+		if err == nil {
+			if failing != "" {
+				say("%s: delivering again", target)
+				failing = ""
+			}
+			backoff = pushMinBackoff
+			if err := store.settle(t.ID, target.name, true, now); err != nil {
+				say("%s: %v", store.path, err)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		if msg := err.Error(); msg != failing {
+			say("%s: %v (trying again, for up to %v)", target, err, giveUpAfter)
+			failing = msg
+		}
+		if now.Sub(created) > giveUpAfter {
+			say("%s: gave up %s of %s after %v", target, t.summary(), printable(t.Shown), giveUpAfter)
+			if err := store.settle(t.ID, target.name, false, now); err != nil {
+				say("%s: %v", store.path, err)
+			}
+			continue
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, pushMaxBackoff)
+	}
+}
