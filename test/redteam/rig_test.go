@@ -220,6 +220,7 @@ type rig struct {
 // tier may reach them.
 type world struct {
 	base, home, sock string
+	env              []string // added to the daemon's environment
 }
 
 // newWorld copies testdata/home for a daemon of uid owner.
@@ -269,7 +270,7 @@ func startRig(t *testing.T, name string, owner int, w *world, extra ...string) *
 	args = append(append(args, extra...), strings.Fields(os.Getenv("REDTEAM_DAEMON_ARGS"))...)
 	r.cmd = exec.Command(bin("9harnessd"), args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(owner), Gid: uint32(owner)}}
-	r.cmd.Env = []string{"PATH=" + bins + ":/usr/bin:/bin", "HOME=/nonexistent"}
+	r.cmd.Env = append([]string{"PATH=" + bins + ":/usr/bin:/bin", "HOME=/nonexistent"}, w.env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	must(t, r.cmd.Start())
 	// Into the cgroup before it serves anyone: it has allocated next to
