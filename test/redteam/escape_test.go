@@ -201,8 +201,16 @@ func TestRedteamTmuxEscape(t *testing.T) {
 	files := written(t, w.home)
 	sessions, _ := tmuxAt(tm, sock, "list-sessions", "-F", "#{session_name}")
 	canaryBytes := strings.Count(loot, canaryText) * len(canaryText)
-	r.note("ps, the tmux file and move --tmux: %d canary bytes in the sandbox server's buffers, %d files written outside it, move %s, agent alive: %v, sandbox sessions %q",
-		canaryBytes, len(files), map[bool]string{true: "refused", false: "done"}[merr != nil], alive, strings.Fields(sessions))
+	// The client's exit: 0 done, 4 failed after the agent was stopped,
+	// anything else refused before it was touched.
+	outcome := "done"
+	if ee, ok := merr.(*exec.ExitError); ok && ee.ExitCode() == 4 {
+		outcome = "failed after the agent was stopped"
+	} else if merr != nil {
+		outcome = "refused"
+	}
+	r.note("ps, the tmux file and move --tmux: %d canary bytes in the sandbox server's buffers, %d files written outside it, move %s, agent alive: %v",
+		canaryBytes, len(files), outcome, alive)
 	t.Logf("the tmux file: %q; move: %v %s", tmx, merr, mout)
 	if canaryBytes > 0 || loot != "" {
 		t.Errorf("the sandbox's server got buffers through the daemon's tmux clients: %q", loot)
@@ -210,7 +218,7 @@ func TestRedteamTmuxEscape(t *testing.T) {
 	if len(files) > 0 {
 		t.Errorf("files written outside the sandbox: %v", files)
 	}
-	if merr == nil || !alive {
+	if outcome != "refused" || !alive {
 		t.Errorf("the move onto the sandbox's server was not refused (client: %v; agent alive: %v): %s", merr, alive, mout)
 	}
 	if strings.TrimSpace(sessions) != "sbx" {
