@@ -55,17 +55,19 @@ func canaryValue(t *testing.T, prefix string) string {
 // --mount --pid`, the owner's home hidden under a tmpfs, with hooks that,
 // after each command a client of the daemon may send, have that client
 // load-buffer canary and save-buffer a file written-CMD into home. The
-// hooks act only for a tmux client with an ancestor (up to four up)
-// whose command line names mark (the daemon under attack, or the
-// control's shell): other daemons on the machine see the agent too. The
-// sandbox shares /proc (no --mount-proc) to look.
-func sandboxTmux(t *testing.T, tm, sock, home, canary, mark string) {
+// hooks act only for a tmux client in a cgroup named cg (the daemon's:
+// whatever it runs, however wrapped) or with an ancestor (up to four up)
+// whose command line names mark (the control's shell): other daemons on
+// the machine see the agent too. The sandbox shares /proc (no
+// --mount-proc) to look.
+func sandboxTmux(t *testing.T, tm, sock, home, canary, cg, mark string) {
 	t.Helper()
 	unshare := require(t, "unshare")
 	cdir := shortDir(t, "sbc")
 	conf, mine := filepath.Join(cdir, "tmux.conf"), filepath.Join(cdir, "mine")
 	must(t, os.WriteFile(mine, []byte(`for d in /proc/[0-9]*; do
 	case "$(tr '\0' ' ' < $d/cmdline 2>/dev/null)" in *tmux*) ;; *) continue ;; esac
+	grep -qF '`+cg+`' $d/cgroup 2>/dev/null && exit 0
 	p=$d
 	for i in 1 2 3 4; do
 		p=/proc/$(sed -n 's/^PPid:[[:space:]]*//p' $p/status 2>/dev/null)
@@ -165,8 +167,8 @@ func TestRedteamTmuxEscape(t *testing.T) {
 	tmuxDir := shortDir(t, "rt")
 	sock := filepath.Join(tmuxDir, "tmux-0", "default")
 	must(t, os.Mkdir(filepath.Dir(sock), 0o700))
-	// The daemon's command line names w.base (its socket and roots).
-	sandboxTmux(t, tm, sock, w.home, canary, w.base)
+	const name = "tmux escape"
+	sandboxTmux(t, tm, sock, w.home, canary, cgroupLeaf(strings.ReplaceAll(name, " ", "-")), w.base)
 
 	// The control: a tmux client outside the sandbox obeys its hooks.
 	ctl := exec.Command("/bin/sh", "-c", `"$1" -S "$2" list-sessions; true`, w.base, tm, sock)
@@ -184,7 +186,7 @@ func TestRedteamTmuxEscape(t *testing.T) {
 	agent := startAgent(t, 0, cwd, []string{"HOME=" + w.home, "PATH=" + bins + ":/usr/bin:/bin", "TMUX_TMPDIR=" + tmuxDir,
 		"TMUX=" + sock + ",1,0", "TMUX_PANE=%0", "FAKE_SESSION=1f2e3d4c-5b6a-4978-8a9b-0c1d2e3f4a5b",
 		"ANTHROPIC_API_KEY=" + canaryValue(t, "sk-ant-"), "LANG=C.UTF-8"}, bin("claude"))
-	r := startRig(t, "tmux escape", 0, w, "--allow-move", "--host-path", bins+":/usr/bin:/bin")
+	r := startRig(t, name, 0, w, "--allow-move", "--host-path", bins+":/usr/bin:/bin")
 	c := dialSelf(t, r)
 	pid := strconv.Itoa(agent.Process.Pid)
 	agentDir := waitAgent(t, r, c, "claude", agent.Process.Pid)

@@ -97,7 +97,7 @@ type cgroup struct {
 func newCgroup(t *testing.T, name string, limitBytes int64) *cgroup {
 	t.Helper()
 	requireRoot(t)
-	leaf := fmt.Sprintf("9harness-redteam-%d-%s", os.Getpid(), name)
+	leaf := cgroupLeaf(name)
 	var cg *cgroup
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		cg = &cgroup{dir: filepath.Join("/sys/fs/cgroup", leaf), v2: true}
@@ -124,6 +124,12 @@ func newCgroup(t *testing.T, name string, limitBytes int64) *cgroup {
 		os.WriteFile(filepath.Join(cg.dir, "memory.memsw.limit_in_bytes"), limit, 0)
 	}
 	return cg
+}
+
+// cgroupLeaf is the name of the cgroup newCgroup makes for name: a
+// process of it shows the name in /proc/PID/cgroup.
+func cgroupLeaf(name string) string {
+	return fmt.Sprintf("9harness-redteam-%d-%s", os.Getpid(), name)
 }
 
 func (cg *cgroup) add(pid int) error {
