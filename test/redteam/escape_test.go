@@ -253,8 +253,9 @@ func TestRedteamLaunchSpy(t *testing.T) {
 	w.env = append(w.env, "XDG_RUNTIME_DIR="+rt)
 	canary := canaryValue(t, "sk-ant-api03-")
 	tmuxDir := shortDir(t, "rt")
+	record := filepath.Join(t.TempDir(), "record.jsonl") // each start of the fake agent, with its environment
 	agent := startAgent(t, 0, cwd, []string{"HOME=" + w.home, "PATH=" + bins + ":/usr/bin:/bin", "TMUX_TMPDIR=" + tmuxDir,
-		"FAKE_SESSION=1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", "ANTHROPIC_API_KEY=" + canary, "LANG=C.UTF-8"}, bin("claude"))
+		"FAKE_SESSION=1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", "ANTHROPIC_API_KEY=" + canary, "LANG=C.UTF-8", "FAKE_RECORD=" + record}, bin("claude"))
 	r := startRig(t, "launch spool spy", 0, w, "--allow-move", "--host-path", bins+":/usr/bin:/bin")
 	t.Cleanup(func() {
 		// The server of this test's private directory, where the move put
@@ -299,9 +300,12 @@ func TestRedteamLaunchSpy(t *testing.T) {
 			got[k] = n
 		}
 	}
-	r.note("%d entries seen, %d files read, %d sockets connected (%d with a handle), %d bytes got; %d canary bytes; move %s",
+	// The move gave the relaunched agent its environment back.
+	b, _ := os.ReadFile(record)
+	kept := strings.Count(string(b), `"ANTHROPIC_API_KEY=`+canary+`"`)
+	r.note("%d entries seen, %d files read, %d sockets connected (%d with a handle), %d bytes got; %d canary bytes; move %s, the canary in %d of %d starts of the agent",
 		got["entries"], got["files"], got["connects"], got["handles"], got["bytes"], got["canary"]*len(canary),
-		map[bool]string{true: "done", false: fmt.Sprintf("failed (%v)", merr)}[merr == nil])
+		map[bool]string{true: "done", false: fmt.Sprintf("failed (%v)", merr)}[merr == nil], kept, strings.Count(string(b), "\n"))
 	if got["entries"] == 0 {
 		t.Errorf("the spy saw nothing appear in %s: it proves nothing\n%s", dir, sout.String())
 	}
@@ -310,6 +314,8 @@ func TestRedteamLaunchSpy(t *testing.T) {
 	}
 	if merr != nil {
 		t.Errorf("the move: %v\n%s", merr, tail(r.log.String(), 2000))
+	} else if kept != 2 {
+		t.Errorf("the canary in %d starts of the agent, want 2 (the agent and its relaunch)", kept)
 	}
 	r.finish("a user+mount sandbox of the owner's uid watches the launch directory (inotify) during a move of an agent with a canary API key")
 }
