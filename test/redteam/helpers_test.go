@@ -30,7 +30,12 @@ import (
 
 // helperMode says this run is a helper peer started by an attacker.
 func helperMode() bool {
-	return os.Getenv("HELPER_FLOOD") != "" || os.Getenv("HELPER_BURST") != "" || os.Getenv("HELPER_CONFINE") != ""
+	for _, k := range []string{"HELPER_FLOOD", "HELPER_BURST", "HELPER_CONFINE", "HELPER_SPY", "HELPER_PROBE"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // helper returns the command that runs the helper test name, wrapped in

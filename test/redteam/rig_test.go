@@ -97,7 +97,7 @@ type cgroup struct {
 func newCgroup(t *testing.T, name string, limitBytes int64) *cgroup {
 	t.Helper()
 	requireRoot(t)
-	leaf := fmt.Sprintf("9harness-redteam-%d-%s", os.Getpid(), name)
+	leaf := cgroupLeaf(name)
 	var cg *cgroup
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		cg = &cgroup{dir: filepath.Join("/sys/fs/cgroup", leaf), v2: true}
@@ -124,6 +124,12 @@ func newCgroup(t *testing.T, name string, limitBytes int64) *cgroup {
 		os.WriteFile(filepath.Join(cg.dir, "memory.memsw.limit_in_bytes"), limit, 0)
 	}
 	return cg
+}
+
+// cgroupLeaf is the name of the cgroup newCgroup makes for name: a
+// process of it shows the name in /proc/PID/cgroup.
+func cgroupLeaf(name string) string {
+	return fmt.Sprintf("9harness-redteam-%d-%s", os.Getpid(), name)
 }
 
 func (cg *cgroup) add(pid int) error {
@@ -220,6 +226,7 @@ type rig struct {
 // tier may reach them.
 type world struct {
 	base, home, sock string
+	env              []string // added to the daemon's environment
 }
 
 // newWorld copies testdata/home for a daemon of uid owner.
@@ -269,7 +276,7 @@ func startRig(t *testing.T, name string, owner int, w *world, extra ...string) *
 	args = append(append(args, extra...), strings.Fields(os.Getenv("REDTEAM_DAEMON_ARGS"))...)
 	r.cmd = exec.Command(bin("9harnessd"), args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(owner), Gid: uint32(owner)}}
-	r.cmd.Env = []string{"PATH=" + bins + ":/usr/bin:/bin", "HOME=/nonexistent"}
+	r.cmd.Env = append([]string{"PATH=" + bins + ":/usr/bin:/bin", "HOME=/nonexistent"}, w.env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	must(t, r.cmd.Start())
 	// Into the cgroup before it serves anyone: it has allocated next to
