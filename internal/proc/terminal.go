@@ -110,6 +110,18 @@ func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	var buf [1024]byte
+	// The usual case first: the shell that started the agent shares its
+	// terminal, and is never its descendant.
+	if b, err := t.read(pid, "stat", buf[:0]); err == nil {
+		if p, err := ParseStat(b); err == nil && p.PPID > 1 && t.uidIs(p.PPID, uid) {
+			if b, err := t.read(p.PPID, "stat", buf[:0]); err == nil {
+				if tty, err := statTTY(b); err == nil && tty == dev {
+					return true, nil
+				}
+			}
+		}
+	}
 	pids, err := t.PIDs()
 	if err != nil {
 		return false, err
@@ -119,13 +131,8 @@ func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 		tty  uint32
 	}
 	procs := make(map[int]st, len(pids))
-	var buf [1024]byte
 	for _, q := range pids {
-		if t.owners {
-			if u, ok, err := t.Owner(q); err != nil || !ok || u != uid {
-				continue
-			}
-		} else if u, err := t.UID(q); err != nil || u != uid {
+		if !t.uidIs(q, uid) {
 			continue
 		}
 		b, err := t.read(q, "stat", buf[:0]) // not held: most are no agent's
@@ -181,6 +188,17 @@ func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// uidIs reports whether q's uid is uid: by its directory's owner on
+// procfs (one stat), else by its status.
+func (t *Table) uidIs(q int, uid uint32) bool {
+	if t.owners {
+		u, ok, err := t.Owner(q)
+		return err == nil && ok && u == uid
+	}
+	u, err := t.UID(q)
+	return err == nil && u == uid
 }
 
 // fdLinks are q's descriptors' targets and their names (numbers).

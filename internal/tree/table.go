@@ -38,7 +38,7 @@ type SessionTable interface {
 // and every other fact file the agent's directory holds, under the file's
 // name, where the fact is known (absent where the file is absent), its
 // value the file's text without the final newline (a file of several
-// lines, such as tokens, keeps its inner newlines); "zmx" and "tmux"
+// lines, such as tokens and limits, keeps its inner newlines); "zmx" and "tmux"
 // always ("" outside such a session, or when not shown); "transcript",
 // the tree path of the agent's transcript file, and "agents", the names
 // of its sub-agents (an array), where it has them. A row's values equal

@@ -24,9 +24,9 @@ type Proc struct {
 	FDs       []string // link targets of fd/0, fd/1, ...
 	// FDInfo are the fdinfo/N texts, by index of FDs ("" writes none):
 	// a pty master's says "tty-index:\tN".
-	FDInfo []string
-	TTY    uint32 // field 7, tty_nr: the controlling terminal's device, 0 for none
-	Threads   []int    // task/<tid> entries (never listed as processes)
+	FDInfo  []string
+	TTY     uint32 // field 7, tty_nr: the controlling terminal's device, 0 for none
+	Threads []int  // task/<tid> entries (never listed as processes)
 }
 
 // Boot is the btime written to the fixture's top-level stat.
