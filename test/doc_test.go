@@ -50,6 +50,7 @@ var unrunnableExamples = map[[2]string]string{
 	{"README.md", "systemctl --user edit 9harness.service     # add:  [Service]"}:                                 "opens an editor on a unit of a running systemd user manager",
 	{"README.md", "ssh -N -L \"$XDG_RUNTIME_DIR/build1.sock:/run/user/1000/9p/harness\" alice@build1 &"}:          "needs a remote host alice@build1 reachable by ssh (test/ssh_test.go forwards a socket over a real sshd)",
 	{"README.md", "sudo install -d -m 0755 -o $USER /run/9harness/$USER   # or a tmpfiles.d line"}:                "makes a directory in the machine's /run and edits units of a running systemd user manager (the Nix modules' test covers the same settings)",
+	{"README.md", `9harness ps --detached -q | while read -r a; do 9harness move "$a" "rescued-${a#*/}"; done`}:   "moves every detached agent of the uid, which on a shared test machine includes other tests' agents (test/reach_test.go rescues a detached agent it started)",
 	{"README.md", "contrib/zmxify                       # pick an agent with fzf and move it into zmx"}:           "interactive: fzf waits for a choice on a terminal (test/zmxify_test.go drives it)",
 	{"README.md", "mount -t 9p -o trans=unix,version=9p2000.L,ro /run/user/1000/9p/harness /mnt/harness"}:         "a kernel 9p mount: root, the 9p modules and uid 1000's daemon granting root",
 	{"README.md", "journalctl -t 9harnessd                                     # everything the daemon recorded"}: "reads the system journal, where only a daemon run under systemd writes (test/system checks the entries)",

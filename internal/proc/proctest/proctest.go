@@ -53,10 +53,8 @@ func Write(dir string, procs ...Proc) error {
 func Add(dir string, p Proc) error {
 	d := filepath.Join(dir, strconv.Itoa(p.PID))
 	os.RemoveAll(d)
-	for _, sub := range []string{"fd", "fdinfo"} {
-		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
-			return err
-		}
+	if err := os.MkdirAll(filepath.Join(d, "fd"), 0o755); err != nil {
+		return err
 	}
 	comm := p.Comm
 	if comm == "" && len(p.Argv) > 0 {
@@ -96,6 +94,9 @@ func Add(dir string, p Proc) error {
 			return err
 		}
 		if i < len(p.FDInfo) && p.FDInfo[i] != "" {
+			if err := os.MkdirAll(filepath.Join(d, "fdinfo"), 0o755); err != nil {
+				return err
+			}
 			if err := os.WriteFile(filepath.Join(d, "fdinfo", strconv.Itoa(i)), []byte(p.FDInfo[i]), 0o644); err != nil {
 				return err
 			}
