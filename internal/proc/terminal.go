@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // CtrlTTY returns the device of pid's controlling terminal (field 7 of
@@ -68,22 +69,14 @@ func TTYPath(dev uint32) string {
 // controlling terminal, holds it open, or holds the pseudo-terminal's
 // master (the terminal window, sshd, the tmux server). Such a process is
 // what someone can answer the agent through; the agent's own children
-// are not. It reads the stat of every process of the uid and, until one
-// is found, their descriptors: a cost in the number of the user's
-// processes, paid only for an agent with a terminal and no session host.
+// are not. It is Terminals(uid).Held for one agent: a caller asking for
+// several makes one Terminals and asks it.
 func (t *Table) TTYHeld(pid int, start uint64) (bool, error) {
-	dev, err := t.CtrlTTY(pid, start)
-	if err != nil || dev == 0 {
+	uid, err := t.UID(pid)
+	if err != nil {
 		return false, err
 	}
-	if t.guard == nil {
-		return t.ttyHeld(pid, dev)
-	}
-	held, err := t.guard.TTYHeld(pid)
-	if err == nil && !t.Alive(pid, start) {
-		return false, ErrGone // the helper may have answered for a reused pid
-	}
-	return held, err
+	return t.Terminals(uid).Held(pid, start)
 }
 
 // TTYHeldNow is TTYHeld for the process pid is now: the proc helper's
@@ -93,28 +86,57 @@ func (t *Table) TTYHeldNow(pid int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dev, err := t.CtrlTTY(pid, p.Start)
+	return t.TTYHeld(pid, p.Start)
+}
+
+// Terminals is one reading of the terminals a uid's processes hold, made
+// when first asked and shared by every question asked of it: one request
+// (a table read, a reach file) makes one, so that its agents cost one
+// pass over the user's processes, not one each, and nothing read before
+// the request is used for it. Safe for concurrent use.
+type Terminals struct {
+	t   *Table
+	uid uint32
+
+	statOnce sync.Once
+	procs    map[int]ttyProc // the uid's processes: parent and controlling terminal
+	statErr  error
+
+	fdOnce sync.Once
+	// holds names, per terminal ("/dev/pts/N", or "ptmx:N" for the master
+	// of /dev/pts/N), the processes of the uid holding it open.
+	holds map[string][]int
+}
+
+type ttyProc struct {
+	ppid int
+	tty  uint32
+}
+
+// Terminals returns an empty reading of uid's terminals.
+func (t *Table) Terminals(uid uint32) *Terminals { return &Terminals{t: t, uid: uid} }
+
+// Held is TTYHeld for pid, from this reading. The agent's own stat is
+// read now; the other processes' stat once for the reading, and their
+// descriptors once, only when an agent's terminal is no other process's
+// controlling terminal (the proc helper reads them for a daemon that may
+// not, and then answers for the one agent).
+func (ts *Terminals) Held(pid int, start uint64) (bool, error) {
+	t := ts.t
+	dev, err := t.CtrlTTY(pid, start)
 	if err != nil || dev == 0 {
 		return false, err
 	}
-	return t.ttyHeld(pid, dev)
-}
-
-// ttyHeld is TTYHeld, from the table itself, for pid's terminal dev.
-func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 	path := TTYPath(dev)
 	if path == "" {
 		return false, fmt.Errorf("proc: pid %d: terminal %d:%d is no pty or console", pid, dev>>8&0xfff, dev&0xff)
 	}
-	uid, err := t.UID(pid)
-	if err != nil {
-		return false, err
-	}
+	// The usual case first, without the pass over every process: the
+	// shell that started the agent shares its terminal, and is never its
+	// descendant.
 	var buf [1024]byte
-	// The usual case first: the shell that started the agent shares its
-	// terminal, and is never its descendant.
-	if b, err := t.read(pid, "stat", buf[:0]); err == nil {
-		if p, err := ParseStat(b); err == nil && p.PPID > 1 && t.uidIs(p.PPID, uid) {
+	if b, err := t.readHeld(pid, heldStat, buf[:0]); err == nil {
+		if p, err := ParseStat(b); err == nil && p.PPID > 1 && t.uidIs(p.PPID, ts.uid) {
 			if b, err := t.read(p.PPID, "stat", buf[:0]); err == nil {
 				if tty, err := statTTY(b); err == nil && tty == dev {
 					return true, nil
@@ -122,17 +144,63 @@ func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 			}
 		}
 	}
+	ts.statOnce.Do(ts.readStats)
+	if ts.statErr != nil {
+		return false, ts.statErr
+	}
+	mine := func(q int) bool {
+		for n := 0; q > 1 && n < 4096; n++ {
+			if q == pid {
+				return true
+			}
+			s, ok := ts.procs[q]
+			if !ok {
+				return false
+			}
+			q = s.ppid
+		}
+		return false
+	}
+	for q, s := range ts.procs {
+		if s.tty == dev && !mine(q) {
+			return true, nil
+		}
+	}
+	if t.guard != nil {
+		held, err := t.guard.TTYHeld(pid)
+		if err == nil && !t.Alive(pid, start) {
+			return false, ErrGone // the helper may have answered for a reused pid
+		}
+		return held, err
+	}
+	ts.fdOnce.Do(ts.readFDs)
+	keys := []string{path}
+	if index, ok := strings.CutPrefix(path, "/dev/pts/"); ok {
+		keys = append(keys, "ptmx:"+index)
+	}
+	for _, k := range keys {
+		for _, q := range ts.holds[k] {
+			if !mine(q) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// readStats reads the parent and controlling terminal of every process
+// of the uid.
+func (ts *Terminals) readStats() {
+	t := ts.t
 	pids, err := t.PIDs()
 	if err != nil {
-		return false, err
+		ts.statErr = err
+		return
 	}
-	type st struct {
-		ppid int
-		tty  uint32
-	}
-	procs := make(map[int]st, len(pids))
+	ts.procs = make(map[int]ttyProc, len(pids))
+	var buf [1024]byte
 	for _, q := range pids {
-		if !t.uidIs(q, uid) {
+		if !t.uidIs(q, ts.uid) {
 			continue
 		}
 		b, err := t.read(q, "stat", buf[:0]) // not held: most are no agent's
@@ -144,50 +212,29 @@ func (t *Table) ttyHeld(pid int, dev uint32) (bool, error) {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		procs[q] = st{p.PPID, tty}
+		ts.procs[q] = ttyProc{p.PPID, tty}
 	}
-	// pid's own and its descendants' hold on the terminal says nothing.
-	mine := func(q int) bool {
-		for n := 0; q > 1 && n < 4096; n++ {
-			if q == pid {
-				return true
-			}
-			s, ok := procs[q]
-			if !ok {
-				return false
-			}
-			q = s.ppid
-		}
-		return false
-	}
-	var others []int
-	for q, s := range procs {
-		if mine(q) {
-			continue
-		}
-		if s.tty == dev {
-			return true, nil
-		}
-		others = append(others, q)
-	}
-	index, pty := strings.CutPrefix(path, "/dev/pts/")
-	for _, q := range others {
-		fds, names, err := t.fdLinks(q)
+}
+
+// readFDs reads which terminals each process of the uid holds open.
+func (ts *Terminals) readFDs() {
+	ts.holds = map[string][]int{}
+	for q := range ts.procs {
+		fds, names, err := ts.t.fdLinks(q)
 		if err != nil {
 			continue
 		}
 		for i, target := range fds {
 			switch {
-			case target == path:
-				return true, nil
-			case pty && (target == "/dev/ptmx" || target == "/dev/pts/ptmx"):
-				if ptyIndex(t.path(q, "fdinfo/"+names[i])) == index {
-					return true, nil
+			case strings.HasPrefix(target, "/dev/pts/") && target != "/dev/pts/ptmx", strings.HasPrefix(target, "/dev/tty"):
+				ts.holds[target] = append(ts.holds[target], q)
+			case target == "/dev/ptmx" || target == "/dev/pts/ptmx":
+				if index := ptyIndex(ts.t.path(q, "fdinfo/"+names[i])); index != "" {
+					ts.holds["ptmx:"+index] = append(ts.holds["ptmx:"+index], q)
 				}
 			}
 		}
 	}
-	return false, nil
 }
 
 // uidIs reports whether q's uid is uid: by its directory's owner on

@@ -336,7 +336,7 @@ func TestOpList(t *testing.T) {
 	for _, m := range listed {
 		ops = append(ops, m[1][0])
 	}
-	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv, opPeer, opRef, opRefConf}
+	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opTTYHeld, opEnviron, opMoveEnv, opPeer, opRef, opRefConf}
 	slices.Sort(ops)
 	slices.Sort(want)
 	if !slices.Equal(ops, want) {

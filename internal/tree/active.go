@@ -425,7 +425,9 @@ var fields = []field{
 	{name: "tmux", value: func(d *agentDir, a harness.Agent) (string, bool) { return "", a.EnvKnown }, read: (*agentDir).tmuxSession},
 	// Who can answer the agent (reach): from its environment and the
 	// kernel's view of its terminal, so the owner's view only.
-	{"reach", func(d *agentDir, a harness.Agent) (string, bool) { return str(d.reach(a)) }, false, nil},
+	{"reach", func(d *agentDir, a harness.Agent) (string, bool) {
+		return str(d.reach(a, d.a.cfg.Procs.Terminals(d.a.cfg.UID)))
+	}, false, nil},
 }
 
 // The words of the reach file.
@@ -444,9 +446,9 @@ const (
 // one only the agent and its own children hold. "" when the daemon cannot
 // tell (the process is gone, its environment or descriptors cannot be
 // read). It is derived on every read: the stat of the agent and, for one
-// at a terminal with no session host, of the user's processes
-// (proc.TTYHeld).
-func (d *agentDir) reach(a harness.Agent) string {
+// at a terminal with no session host, of the user's processes, read once
+// for all the agents of a request (terms, proc.Terminals).
+func (d *agentDir) reach(a harness.Agent, terms *proc.Terminals) string {
 	procs := d.a.cfg.Procs
 	dev, err := procs.CtrlTTY(d.p.PID, d.p.Start)
 	switch {
@@ -461,7 +463,7 @@ func (d *agentDir) reach(a harness.Agent) string {
 	case a.TmuxSocket != "":
 		return ReachTmux
 	}
-	held, err := procs.TTYHeld(d.p.PID, d.p.Start)
+	held, err := terms.Held(d.p.PID, d.p.Start)
 	switch {
 	case err != nil:
 		return ""
