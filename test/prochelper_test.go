@@ -3,9 +3,11 @@ package test
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +81,32 @@ func TestProcHelper(t *testing.T) {
 			t.Errorf("with the helper, %s = %q (%v), want %q", f, got, err, want)
 		}
 	}
+	// An agent at a terminal only this test holds the master of: the
+	// daemon may not read the test's descriptors, the helper says one bit
+	// about them (tty); once the terminal closes, detached. Alone, a peer
+	// of the daemon is a grantee's, and sees no reach.
+	sleep, err := exec.LookPath("sleep")
+	must(t, err)
+	b, err := os.ReadFile(sleep)
+	must(t, err)
+	claude := filepath.Join(t.TempDir(), "claude")
+	must(t, os.WriteFile(claude, b, 0o755))
+	master, slave := openPTY(t)
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP; exec `+claude+" 600")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	must(t, cmd.Start())
+	slave.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	atTTY := "/active/claude/" + strconv.Itoa(cmd.Process.Pid) + "/reach"
+	eventually(t, func() bool { r, _ := readField(ch, atTTY); return r == "tty" }, "reach tty through the helper")
+	if r, err := readField(ca, atTTY); err == nil {
+		t.Errorf("without the helper (a grantee's view), reach = %q, want none", r)
+	}
+	master.Close()
+	eventually(t, func() bool { r, _ := readField(ch, atTTY); return r == "detached" }, "reach detached once the terminal closed")
+
 	// (It refused this test, which dialled it to see it was up.)
 	if strings.Contains(helper.stderr.String(), "refused pid="+strconv.Itoa(helped.cmd.Process.Pid)+" ") {
 		t.Errorf("the helper refused its daemon:\n%s", helper.stderr.String())

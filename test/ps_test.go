@@ -99,8 +99,8 @@ func psRowOf(lines []string, pid int) []string {
 var agePattern = regexp.MustCompile(`^[0-9]+[smhd]$`)
 
 // TestPsTable: one row per agent under the header, with its harness, pid,
-// age, turn state, tokens, status, directory (HOME shortened to ~), zmx
-// session, route and title; sorted by harness then pid; piped, nothing is
+// age, turn state, tokens, limits, status, directory (HOME shortened to
+// ~), reach, zmx session, route and title; sorted by harness then pid; piped, nothing is
 // shortened.
 func TestPsTable(t *testing.T) {
 	e := newPsEnv(t)
@@ -109,10 +109,19 @@ func TestPsTable(t *testing.T) {
 		t.Fatalf("ps: exit %d, stderr %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATE TOKENS STATUS CWD ZMX/TMUX VIA TITLE" {
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATE TOKENS LIMITS STATUS CWD REACH ZMX/TMUX VIA TITLE" {
 		t.Fatalf("header %q", lines[0])
 	}
 	cwd := "~/src/" + filepath.Base(e.cwd)
+	// Reach is the kernel's word on the terminal the test runs in (none
+	// under CI: detached): the row shows what the tree says.
+	reach := func(h string, a *fakeAgent) string {
+		r, err := readField(e.d.client(), e.dir(h, a)+"/reach")
+		if err != nil {
+			return "-"
+		}
+		return r
+	}
 	// The fake codex's rollout has no turn in it: its state is what the
 	// tree says, - when absent.
 	codexState, err := readField(e.d.client(), e.dir("codex", e.codex)+"/state")
@@ -122,11 +131,11 @@ func TestPsTable(t *testing.T) {
 	for _, tc := range []struct {
 		h     string
 		a     *fakeAgent
-		want  []string // STATE TOKENS STATUS CWD ZMX/TMUX VIA
+		want  []string // STATE TOKENS LIMITS STATUS CWD REACH ZMX/TMUX VIA
 		title string
 	}{
-		{"claude", e.claude, []string{"working", "-", "busy", cwd, "zmx:work", "registry"}, "fake claude " + strconv.Itoa(e.claude.pid())},
-		{"codex", e.codex, []string{codexState, "-", "-", cwd, "-", "fd"}, "-"},
+		{"claude", e.claude, []string{"working", "-", "-", "busy", cwd, reach("claude", e.claude), "zmx:work", "registry"}, "fake claude " + strconv.Itoa(e.claude.pid())},
+		{"codex", e.codex, []string{codexState, "-", "-", "-", cwd, reach("codex", e.codex), "-", "fd"}, "-"},
 	} {
 		n := 0
 		for _, l := range lines {
@@ -138,11 +147,11 @@ func TestPsTable(t *testing.T) {
 			t.Errorf("%s %d has %d rows, want 1:\n%s", tc.h, tc.a.pid(), n, out)
 		}
 		f := psRowOf(lines, tc.a.pid())
-		if len(f) < 10 {
+		if len(f) < 12 {
 			t.Errorf("%s row %q", tc.h, f)
 			continue
 		}
-		if f[0] != tc.h || !agePattern.MatchString(f[2]) || strings.Join(f[3:9], " ") != strings.Join(tc.want, " ") || strings.Join(f[9:], " ") != tc.title {
+		if f[0] != tc.h || !agePattern.MatchString(f[2]) || strings.Join(f[3:11], " ") != strings.Join(tc.want, " ") || strings.Join(f[11:], " ") != tc.title {
 			t.Errorf("%s row %q, want %s PID AGE %q %q", tc.h, f, tc.h, tc.want, tc.title)
 		}
 	}
@@ -161,7 +170,7 @@ func TestPsTable(t *testing.T) {
 	}
 	// Without HOME to shorten with, the directory is whole.
 	out, _, _ = run9harness(t, nil, "-s", e.d.sock, "ps")
-	if f := psRowOf(strings.Split(out, "\n"), e.codex.pid()); len(f) < 7 || f[6] != e.cwd {
+	if f := psRowOf(strings.Split(out, "\n"), e.codex.pid()); len(f) < 8 || f[7] != e.cwd {
 		t.Errorf("without HOME, codex row %q, want cwd %s", f, e.cwd)
 	}
 }
@@ -710,7 +719,7 @@ func TestPsMoveHelp(t *testing.T) {
 		if contains(args, "move") {
 			want = append(want, "move [--tmux] HARNESS/PID NAME", "--allow-move", "attach with:")
 		} else {
-			want = append(want, "ps [-qrv] [--json | --format TEMPLATE]", "HARNESS", "TITLE", "VIA, STATUS, AGE, TOKENS, ZMX/TMUX, CWD, STATE")
+			want = append(want, "ps [-qrv] [--json | --format TEMPLATE]", "HARNESS", "TITLE", "VIA, STATUS, LIMITS, AGE, TOKENS, ZMX/TMUX, REACH, CWD, STATE")
 		}
 		for _, w := range want {
 			if !strings.Contains(out, w) {

@@ -239,7 +239,7 @@ func TestPsStateTokens(t *testing.T) {
 		t.Fatalf("ps: exit %d, %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATE TOKENS STATUS CWD ZMX/TMUX VIA TITLE" {
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "HARNESS PID AGE STATE TOKENS LIMITS STATUS CWD REACH ZMX/TMUX VIA TITLE" {
 		t.Fatalf("header %q", lines[0])
 	}
 	row := ""
@@ -253,7 +253,7 @@ func TestPsStateTokens(t *testing.T) {
 	cell := func(name, next string) string {
 		return strings.TrimSpace(row[strings.Index(lines[0], name):strings.Index(lines[0], next)])
 	}
-	st, tok, status := cell("STATE", "TOKENS"), cell("TOKENS", "STATUS"), cell("STATUS", "CWD")
+	st, tok, status := cell("STATE", "TOKENS"), cell("TOKENS", "LIMITS"), cell("STATUS", "CWD")
 	if st != "waiting: approve Bash" || tok != "41k" || status != "waiting" {
 		t.Errorf("claude row: STATE %q TOKENS %q STATUS %q, want \"waiting: approve Bash\" 41k waiting:\n%s", st, tok, status, out)
 	}

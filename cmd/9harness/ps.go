@@ -28,7 +28,7 @@ import (
 )
 
 const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
-           [--sort KEY] [--no-header] [--no-trunc]
+           [--sort KEY] [--no-header] [--no-trunc] [--detached]
            [--watch [--notify CMD]] [--harness NAME]...
            [--all] [--hosts FILE] [--timeout D]
 
@@ -44,8 +44,16 @@ pid (or as --sort says), as the daemon's /active tree shows them:
   TOKENS    the size of its context now: the tokens of the newest model
             call's prompt (input and cache), 41k = 41,000, 1.2M =
             1,200,000; where the harness records it
+  LIMITS    the fullest subscription window the harness records (Codex's
+            5-hour and weekly windows): its length and the share used,
+            as 5h 82% or 7d 40%
   STATUS    what the harness itself publishes (Claude: busy, idle, ...)
   CWD       its working directory, your $HOME shown as ~ (not with --ssh)
+  REACH     who can answer it: zmx or tmux (attach to its session), tty
+            (a terminal that something else still holds: a window, an
+            ssh session) or detached (no terminal, or one nobody else
+            holds, and no session host: nobody can; 9harness move
+            HARNESS/PID zmx NAME rescues it)
   ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME
   VIA       how its session was found, in one word: registry, fd, dir,
             argv, transcript, none or ambiguous; with -v, the daemon's
@@ -56,16 +64,17 @@ A fact the daemon does not know is shown as -. Control characters in a
 value are shown as ?.
 
 On a terminal the table is fitted to its width, emoji and East Asian
-characters counted as the two cells they take. TOKENS is left out when no
-agent has a count, and STATUS when every agent's only repeats its STATE
-(Claude's busy, idle, waiting). Width is given up first by VIA (only -v's
+characters counted as the two cells they take. TOKENS and LIMITS are left
+out when no agent has one, STATUS when every agent's only repeats its
+STATE (Claude's busy, idle, waiting), and REACH when every agent's only
+repeats its ZMX/TMUX. Width is given up first by VIA (only -v's
 note; a route word stays whole), then by CWD (which keeps its end), then
 by TITLE down to 24 cells, and only then by STATE (what a waiting agent
 waits for; "waiting" stays), each marked with …. When the table does not
 fit with TITLE at 24 cells, CWD at 12 and STATE whole (from 80 columns up;
 below, at 8), whole columns are left out, in this order:
 
-  VIA, STATUS, AGE, TOKENS, ZMX/TMUX, CWD, STATE
+  VIA, STATUS, LIMITS, AGE, TOKENS, ZMX/TMUX, REACH, CWD, STATE
 
 HARNESS, PID and TITLE always stay. Written to a pipe or a file, or with
 --no-trunc, nothing is shortened or left out (9harness ps | cat shows every
@@ -113,8 +122,12 @@ Options:
                      found, or why it is not known; also state_via, which
                      jq and templates can name), zmx, tmux, transcript
                      (the transcript's path in the tree), agents (the
-                     names of its sub-agents) and tokens (an object:
-                     context, input, output, cache_read, cache_write). A
+                     names of its sub-agents), tokens (an object:
+                     context, input, output, cache_read, cache_write),
+                     limits (an object of windows, Codex's primary and
+                     secondary, each with used_percent, window_minutes
+                     and resets_at, RFC 3339 UTC) and reach (zmx, tmux,
+                     tty or detached). A
                      fact the daemon does not know is left out; zmx and
                      tmux are always there, "" when the agent is in no such
                      session. These keys are stable: they are those of the
@@ -148,6 +161,10 @@ Options:
                      idle, then working) or tokens (the largest context
                      first); ties go by harness, then pid, and a fact the
                      daemon does not know sorts last
+  --detached         only the agents nobody can answer (REACH detached):
+                     left running after their terminal closed, started by
+                     a script or nohup; 9harness move puts one in zmx or
+                     tmux. Of this machine, or the one --ssh names
   -r, --reverse      reverse the order, whatever the key
   -v, --wide         VIA shows the daemon's whole note, not only its first
                      word
@@ -198,6 +215,7 @@ Examples:
   9harness ps --all --timeout 3s
   9harness ps --json --ssh build1 --ssh alice@build2:2222 | jq -r '.[].host'
   9harness ps -q --harness claude
+  9harness ps --detached
   9harness ps --format '{{.harness}}/{{.pid}} {{.session}}'
   9harness ps --format 'table {{.harness}}\t{{.pid}}\t{{.state}}'
   9harness ps --json | jq -r '.[] | select(.zmx == "" and .tmux == "") | .cwd'
@@ -212,6 +230,7 @@ type psOptions struct {
 	formatTable        bool // --format 'table ...': a header, columns aligned
 	formatJSON         bool // --format json: one JSON object per line
 	harnesses          []string
+	detached           bool          // only the agents whose reach is detached
 	notify             string        // --notify's shell command
 	interval           time.Duration // --watch's period (-n)
 }
@@ -223,6 +242,15 @@ const (
 	defaultInterval = time.Second
 	minInterval     = 200 * time.Millisecond
 )
+
+// keep is the agents the options list: with --detached, only those
+// nobody can answer.
+func (o psOptions) keep(agents []client.Agent) []client.Agent {
+	if !o.detached {
+		return agents
+	}
+	return slices.DeleteFunc(agents, func(a client.Agent) bool { return a.Reach != "detached" })
+}
 
 // period is --watch's period.
 func (o psOptions) period() time.Duration {
@@ -270,6 +298,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	// kubectl's and procps's spelling.
 	fs.BoolVar(&o.noHeader, "no-headers", false, "")
 	fs.BoolVar(&o.noTrunc, "no-trunc", false, "")
+	fs.BoolVar(&o.detached, "detached", false, "")
 	fs.Func("sort", "", func(v string) error {
 		if _, ok := psSortKeys[v]; !ok {
 			return fmt.Errorf("no sort key %q (harness, pid, age, cwd, title, status, state, tokens)", v)
@@ -325,6 +354,10 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
 		return exitUsage
 	}
+	if fleetMode && o.detached {
+		fmt.Fprintln(stderr, "9harness ps: --detached lists one machine, not --all, --hosts or several --ssh")
+		return exitUsage
+	}
 	if fleetMode && o.notify != "" {
 		fmt.Fprintln(stderr, "9harness ps: --notify watches one machine, not --all, --hosts or several --ssh")
 		return exitUsage
@@ -352,6 +385,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness ps: %v\n", describe(err))
 		return errStatus(err)
 	}
+	agents = o.keep(agents)
 	sortAgents(agents, o.sortKey, o.reverse)
 	return psListing{
 		agents: agents,
@@ -548,7 +582,9 @@ var tokenNames = []string{"context", "input", "output", "cache_read", "cache_wri
 // JSON name, present even when the daemon does not know it, and made
 // printable, since each agent is one line. A template cannot name a key
 // with a dot, so state.via is also state_via; tokens holds every count
-// (0 when unknown), so that {{.tokens.context}} never fails.
+// (0 when unknown), so that {{.tokens.context}} never fails, and limits
+// Codex's two windows, so that {{.limits.primary.used_percent}} never
+// does.
 func psFields(a client.Agent) map[string]any {
 	m := map[string]any{}
 	v := reflect.ValueOf(a)
@@ -572,6 +608,17 @@ func psFields(a client.Agent) map[string]any {
 				t[n] = f[n]
 			}
 			m[name] = t
+		case client.Limits:
+			l := map[string]map[string]any{}
+			for n, w := range f {
+				l[printable(n)] = map[string]any{"used_percent": w.UsedPercent, "window_minutes": w.WindowMinutes, "resets_at": printable(w.ResetsAt)}
+			}
+			for _, n := range []string{"primary", "secondary"} {
+				if l[n] == nil {
+					l[n] = map[string]any{"used_percent": 0.0, "window_minutes": int64(0), "resets_at": ""}
+				}
+			}
+			m[name] = l
 		default:
 			m[name] = f
 		}
@@ -654,28 +701,32 @@ const (
 	colAge
 	colState
 	colTokens
+	colLimits
 	colStatus
 	colCwd
+	colReach
 	colHost
 	colVia
 	colTitle
 	nCols
 )
 
-var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATE", "TOKENS", "STATUS", "CWD", "ZMX/TMUX", "VIA", "TITLE"}
+var psHeader = [nCols]string{"HARNESS", "PID", "AGE", "STATE", "TOKENS", "LIMITS", "STATUS", "CWD", "REACH", "ZMX/TMUX", "VIA", "TITLE"}
 
 // psDropOrder is the order in which whole columns are left out when the
 // table cannot fit a terminal even with every column at its floor: the
 // least use for telling agents apart or acting on one goes first. VIA is
 // a diagnostic; STATUS is what the harness publishes, which STATE says
-// for every harness; AGE rarely decides anything; TOKENS says when a
-// context fills up, not whether the agent wants you; ZMX/TMUX says where
-// to attach, which move's HARNESS/PID also reaches; CWD with TITLE says
-// which agent is which; STATE says whether an agent needs you, the
-// question most people ask of the table. HARNESS and PID (the agent's
-// name) and TITLE are never left out. A new column takes its place in
-// this list by the same measure.
-var psDropOrder = []int{colVia, colStatus, colAge, colTokens, colHost, colCwd, colState}
+// for every harness; LIMITS is the account's, the same for each of its
+// agents; AGE rarely decides anything; TOKENS says when a context fills
+// up, not whether the agent wants you; ZMX/TMUX says where to attach,
+// which move's HARNESS/PID also reaches; REACH says whether anyone can
+// answer the agent at all (detached: nobody); CWD with TITLE says which
+// agent is which; STATE says whether an agent needs you, the question
+// most people ask of the table. HARNESS and PID (the agent's name) and
+// TITLE are never left out. A new column takes its place in this list by
+// the same measure.
+var psDropOrder = []int{colVia, colStatus, colLimits, colAge, colTokens, colHost, colReach, colCwd, colState}
 
 // psFloors are the widths that decide whether a column must be left out:
 // a column is dropped (in psDropOrder) only while the table cannot fit
@@ -758,7 +809,7 @@ func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []
 			}
 			pad := max(w[i]-cw, 0)
 			switch {
-			case i == colPID || i == colAge || i == colTokens:
+			case i == colPID || i == colAge || i == colTokens || i == colLimits:
 				buf = appendSpaces(buf, pad)
 				buf = append(buf, cell...)
 			case i == last:
@@ -859,24 +910,43 @@ func psWidths(cells [][nCols]int, width int, idle [nCols]bool) (w [nCols]int, sh
 }
 
 // idleColumns are the columns that say nothing on a terminal of width
-// cells (0: not fitted, none is): TOKENS when no row has a count, STATUS
-// when every row's only repeats its STATE (Claude's busy, idle and
-// waiting are working, idle and waiting). They give their room to the
+// cells (0: not fitted, none is): TOKENS and LIMITS when no row has a
+// count, STATUS when every row's only repeats its STATE (Claude's busy,
+// idle and waiting are working, idle and waiting), REACH when every row's
+// is unknown or only repeats its ZMX/TMUX. They give their room to the
 // rest; a pipe, a file and --no-trunc still get every column.
 func idleColumns(rows [][nCols]string, width int) (idle [nCols]bool) {
 	if width <= 0 || len(rows) == 0 {
 		return idle
 	}
-	idle[colTokens], idle[colStatus] = true, true
+	idle[colTokens], idle[colLimits], idle[colStatus], idle[colReach] = true, true, true, true
 	for _, r := range rows {
 		if r[colTokens] != "-" {
 			idle[colTokens] = false
+		}
+		if r[colLimits] != "-" {
+			idle[colLimits] = false
+		}
+		if !repeatsHost(r[colReach], r[colHost]) {
+			idle[colReach] = false
 		}
 		if !repeatsState(r[colStatus], r[colState]) {
 			idle[colStatus] = false
 		}
 	}
 	return idle
+}
+
+// repeatsHost tells whether a REACH cell says no more than the ZMX/TMUX
+// cell beside it.
+func repeatsHost(reach, host string) bool {
+	switch reach {
+	case "-":
+		return true
+	case "zmx", "tmux":
+		return strings.HasPrefix(host, reach+":")
+	}
+	return false
 }
 
 // repeatsState tells whether a STATUS cell says no more than the STATE
@@ -918,8 +988,10 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 		age(a.Started, now),
 		state,
 		tokens,
+		limitCell(a.Limits),
 		a.Status,
 		shortHome(a.Cwd, home),
+		a.Reach,
 		strings.Join(host, ","),
 		via,
 		a.Title,
@@ -931,6 +1003,38 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 		r[i] = printable(v)
 	}
 	return r
+}
+
+// limitCell is the LIMITS cell: the tightest window, its length and the
+// share used, as "5h 82%" (a week is 7d); "" when none is recorded.
+func limitCell(l client.Limits) string {
+	_, w, ok := l.Tightest()
+	if !ok {
+		return ""
+	}
+	pct := strconv.FormatFloat(math.Round(w.UsedPercent), 'f', 0, 64) + "%"
+	if w.WindowMinutes <= 0 {
+		return pct
+	}
+	return windowSpan(w.WindowMinutes) + " " + pct
+}
+
+// windowSpan writes a window's length in its largest whole unit: 300
+// minutes is 5h, 10080 is 7d. Codex may record a minute short (299,
+// 10079): within a minute of a unit counts as that unit.
+func windowSpan(m int64) string {
+	for _, u := range []struct {
+		min  int64
+		unit string
+	}{{1440, "d"}, {60, "h"}} {
+		if m >= u.min-1 {
+			n := (m + 1) / u.min
+			if r := m - n*u.min; r >= -1 && r <= 1 {
+				return strconv.FormatInt(n, 10) + u.unit
+			}
+		}
+	}
+	return strconv.FormatInt(m, 10) + "m"
 }
 
 // compactCount writes a count in at most four characters, as a
@@ -1205,6 +1309,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 				c = nil
 			}
 		} else {
+			r.agents = o.keep(r.agents)
 			sortAgents(r.agents, o.sortKey, o.reverse)
 			lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
 			if o.noTrunc {

@@ -22,16 +22,17 @@ func psAgents() []client.Agent {
 	return []client.Agent{
 		{Harness: "claude", PID: 345104, Started: psNow.Add(-3 * time.Hour).Unix(), Status: "busy",
 			State: "waiting", Waiting: "approve Bash", Tokens: client.Tokens{"context": 41_234, "input": 12},
-			Cwd: "/home/u/src/a-project-directory-with-a-rather-long-name", Zmx: "work",
+			Cwd: "/home/u/src/a-project-directory-with-a-rather-long-name", Zmx: "work", Reach: "zmx",
 			Via:   "registry (transcript under another project dir)",
 			Title: "🚀 ship the release ✅ then 日本語のタイトルを直す and the rest"},
 		{Harness: "codex", PID: 61034, Started: psNow.Add(-90 * time.Second).Unix(),
 			State: "working", Tokens: client.Tokens{"context": 1_234_567},
-			Cwd: "/home/u/src/x", Via: "fd",
+			Limits: client.Limits{"primary": {UsedPercent: 82.4, WindowMinutes: 299, ResetsAt: "2026-12-01T17:10:00Z"}, "secondary": {UsedPercent: 21, WindowMinutes: 10080, ResetsAt: "2026-12-06T23:33:20Z"}},
+			Cwd:    "/home/u/src/x", Via: "fd", Reach: "detached",
 			Title: "修复构建 👨‍👩‍👧 family cafe\u0301 🇫🇷 ❤️ and a long tail of words"},
 		{Harness: "hermes", PID: 155574, Started: psNow.Add(-50 * time.Hour).Unix(), Status: "idle", State: "idle",
-			Cwd: "/home/u", Via: "registry (2 leases on this pid; the most recently updated)"},
-		{Harness: "omp", PID: 71500, Cwd: "/srv/build/tree", Tmux: "rescued", Via: "dir",
+			Cwd: "/home/u", Via: "registry (2 leases on this pid; the most recently updated)", Reach: "tty"},
+		{Harness: "omp", PID: 71500, Cwd: "/srv/build/tree", Tmux: "rescued", Via: "dir", Reach: "tmux",
 			Title: "Wire the retry queue"},
 	}
 }
@@ -168,13 +169,14 @@ func TestPsLayout(t *testing.T) {
 			width int
 			gone  []string // the columns left out
 		}{
-			{60, []string{"VIA", "STATUS", "AGE", "TOKENS", "ZMX/TMUX", "CWD"}},
+			{60, []string{"VIA", "STATUS", "LIMITS", "AGE", "TOKENS", "ZMX/TMUX", "REACH", "CWD"}},
 			// From 80 columns up STATE keeps what the agent waits for
-			// ("waiting: approve Bash") before AGE, TOKENS and ZMX/TMUX.
-			{80, []string{"VIA", "STATUS", "AGE", "TOKENS", "ZMX/TMUX"}},
-			{100, []string{"VIA", "STATUS", "AGE"}},
-			{120, []string{"VIA"}},
-			{200, nil},
+			// ("waiting: approve Bash") before AGE, TOKENS, ZMX/TMUX
+			// and REACH.
+			{80, []string{"VIA", "STATUS", "LIMITS", "AGE", "TOKENS", "ZMX/TMUX", "REACH"}},
+			{100, []string{"VIA", "STATUS", "LIMITS", "AGE", "TOKENS", "ZMX/TMUX"}},
+			{120, []string{"VIA", "STATUS", "LIMITS"}},
+			{220, nil},
 			{0, nil},
 		} {
 			name := strconv.Itoa(tc.width)
@@ -222,7 +224,7 @@ func TestPsLayout(t *testing.T) {
 			if tc.width >= 80 && !strings.Contains(lines[1], " waiting: approve Bash ") {
 				t.Errorf("%s: the waiting agent's STATE is not whole:\n%s", name, text)
 			}
-			if tc.width == 0 || tc.width == 200 && !wide {
+			if tc.width == 0 || tc.width == 220 && !wide {
 				if strings.Contains(text, ellipsis()) {
 					t.Errorf("%s: something was cut:\n%s", name, text)
 				}
@@ -397,7 +399,8 @@ func TestPsSort(t *testing.T) {
 func TestPsFormat(t *testing.T) {
 	full := client.Agent{Harness: "h", PID: 1, PPID: 1, Started: 1, Cwd: "c", Name: "n", Title: "t", Session: "s",
 		Model: "m", Via: "v", Status: "s", State: "waiting", Waiting: "w", Since: "2026-12-01T00:00:00Z", StateVia: "r",
-		Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}, Tokens: client.Tokens{"input": 1}}
+		Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}, Tokens: client.Tokens{"input": 1},
+		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty"}
 	b, _ := json.Marshal(full)
 	var keys map[string]any
 	json.Unmarshal(b, &keys)
@@ -426,6 +429,8 @@ func TestPsFormat(t *testing.T) {
 		{"{{.state}}|{{.waiting}}|{{.state_via}}|{{.since}}", "waiting|approve Bash||"},
 		// Every count is there, 0 when the harness does not say.
 		{"{{.tokens.context}} {{.tokens.input}} {{.tokens.output}} {{.tokens.cache_read}} {{.tokens.cache_write}}", "41234 12 0 0 0"},
+		// Both windows are there, 0 and "" when not recorded.
+		{"{{.limits.primary.used_percent}}|{{.limits.secondary.window_minutes}}|{{.limits.primary.resets_at}}|{{.reach}}", "0|0||zmx"},
 	} {
 		tm, err := psTemplate(tc.tmpl)
 		if err != nil {

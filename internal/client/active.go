@@ -43,6 +43,8 @@ type Agent struct {
 	Transcript string   `json:"transcript,omitempty"` // the tree path of the live transcript
 	Agents     []string `json:"agents,omitempty"`     // sub-agents: names under agents/
 	Tokens     Tokens   `json:"tokens,omitempty"`     // token counts by name, where the harness records them
+	Limits     Limits   `json:"limits,omitempty"`     // subscription windows by name, where the harness records them
+	Reach      string   `json:"reach,omitempty"`      // zmx, tmux, tty or detached: who can answer it
 }
 
 // MarshalJSON writes the agent as ps --json shows it: its fields, and
@@ -104,6 +106,87 @@ func (t *Tokens) UnmarshalJSON(b []byte) error {
 	}
 	*t = m
 	return nil
+}
+
+// Limit is one subscription window: the share used (0–100), the window's
+// length in minutes and when it resets (RFC 3339 UTC), each as the limits
+// file gives it (0 and "" where the harness did not record them).
+type Limit struct {
+	UsedPercent   float64 `json:"used_percent"`
+	WindowMinutes int64   `json:"window_minutes,omitempty"`
+	ResetsAt      string  `json:"resets_at,omitempty"`
+}
+
+// Limits are an agent's windows by name (Codex: primary, secondary), as
+// its limits file gives them: one "NAME used_percent window_minutes
+// resets_at" line each, "-" for a field not recorded.
+type Limits map[string]Limit
+
+// ParseLimits reads the limits file's text; a malformed line is skipped.
+func ParseLimits(s string) Limits {
+	var l Limits
+	for _, ln := range strings.Split(s, "\n") {
+		f := strings.Fields(ln)
+		if len(f) != 4 {
+			continue
+		}
+		used, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		w := Limit{UsedPercent: used}
+		if f[2] != "-" {
+			if w.WindowMinutes, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+				continue
+			}
+		}
+		if f[3] != "-" {
+			if _, err := time.Parse(time.RFC3339, f[3]); err != nil {
+				continue
+			}
+			w.ResetsAt = f[3]
+		}
+		if l == nil {
+			l = Limits{}
+		}
+		l[f[0]] = w
+	}
+	return l
+}
+
+// UnmarshalJSON takes the object ps --json writes, or the file's text,
+// which is how /active/table carries it.
+func (l *Limits) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*l = ParseLimits(s)
+		return nil
+	}
+	var m map[string]Limit
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*l = m
+	return nil
+}
+
+// Tightest is the window with the largest share used (ties: the
+// shorter window), and false when there is none.
+func (l Limits) Tightest() (string, Limit, bool) {
+	var name string
+	var best Limit
+	found := false
+	for n, w := range l {
+		better := !found || w.UsedPercent > best.UsedPercent ||
+			w.UsedPercent == best.UsedPercent && (w.WindowMinutes < best.WindowMinutes || w.WindowMinutes == best.WindowMinutes && n < name)
+		if better {
+			name, best, found = n, w, true
+		}
+	}
+	return name, best, found
 }
 
 // Dir is the agent's directory in the tree.
@@ -321,7 +404,7 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 func (c *Client) Agent(harness string, pid int) (Agent, error) {
 	dir := AgentDir(harness, pid)
 	a := Agent{Harness: harness, PID: pid}
-	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string), "tokens": new(string)}
+	nums := map[string]*string{"pid": new(string), "ppid": new(string), "started": new(string), "tokens": new(string), "limits": new(string)}
 	ents, err := c.ReadDir(dir)
 	if err != nil {
 		if IsErrno(err, syscall.ENOENT) {
@@ -377,6 +460,7 @@ func (c *Client) Agent(harness string, pid int) (Agent, error) {
 		a.Started = v
 	}
 	a.Tokens = ParseTokens(*nums["tokens"])
+	a.Limits = ParseLimits(*nums["limits"])
 	return a, nil
 }
 
@@ -410,6 +494,8 @@ func (a *Agent) field(name string, nums map[string]*string) *string {
 		return &a.Zmx
 	case "tmux":
 		return &a.Tmux
+	case "reach":
+		return &a.Reach
 	}
 	return nums[name]
 }

@@ -55,7 +55,7 @@ func chunksLen(chunks [][]byte) int {
 var agentKeys = []string{
 	"harness", "pid", "ppid", "started", "cwd", "name", "title", "session",
 	"model", "via", "status", "state", "waiting", "since", "state.via", "zmx",
-	"tmux", "transcript", "agents", "tokens",
+	"tmux", "transcript", "agents", "tokens", "limits", "reach",
 }
 
 // decodeAgent decodes one line into a, which is zero, and tells whether
@@ -136,6 +136,8 @@ func (d *lineDecoder) value(key string, a *Agent) bool {
 		dst = &a.Tmux
 	case "transcript":
 		dst = &a.Transcript
+	case "reach":
+		dst = &a.Reach
 	case "pid", "ppid":
 		n, ok := d.integer()
 		if !ok || int64(int(n)) != n {
@@ -156,6 +158,11 @@ func (d *lineDecoder) value(key string, a *Agent) bool {
 		// (ps --json's) is left to json.Unmarshal.
 		v, ok := d.string()
 		a.Tokens = ParseTokens(v)
+		return ok
+	case "limits":
+		// As tokens: the file's text here, the object to json.Unmarshal.
+		v, ok := d.string()
+		a.Limits = ParseLimits(v)
 		return ok
 	case "agents":
 		return d.stringArray(&a.Agents)

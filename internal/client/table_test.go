@@ -49,6 +49,7 @@ var tableLines = []string{
 	`{"harness":"claude","pid":9086,"ppid":1,"started":1796191645,"cwd":"/w/0","title":"make the tests pass","session":"00000000-0000-4000-8000-00000000237e","model":"claude-opus-4-6","via":"registry","status":"busy","state":"working","state.via":"registry","zmx":"","tmux":"","transcript":"/active/claude/9086/transcript"}`,
 	`{"harness":"codex","pid":7,"name":"n","waiting":"approve Bash","since":"2026-01-02T03:04:05Z","state":"waiting","zmx":"z","tmux":"t","agents":["a","b"],"tokens":"context 120\ninput 7\ncache_read 3"}`,
 	`{"harness":"pi","pid":8,"agents":[],"tokens":""}`,
+	`{"harness":"codex","pid":9,"tokens":"context 1","limits":"primary 82.5 300 2026-12-01T17:10:00Z\nsecondary 21 10080 2026-12-06T23:33:20Z","zmx":"","tmux":"","reach":"detached"}`,
 	`{"harness":"pi","pid":8,"title":"quote \" slash \\ \/ \b\f\n\r\t end"}`,
 	`{"harness":"pi","pid":8,"title":"wide 日本語 🙂 e\u0301 \u00e9"}`,
 	`{"harness":"pi","pid":8,"title":"\ud83d\ude00 \ud800 x"}`,
@@ -90,6 +91,9 @@ var tableLines = []string{
 	`{"agents":["a",]}`,
 	`{"tokens":{"context":5,"input":2}}`,
 	`{"tokens":"context 5\u000ainput 2"}`,
+	`{"limits":{"primary":{"used_percent":5,"window_minutes":300}}}`,
+	`{"limits":"primary 5 - -","reach":1}`,
+	`{"limits":null,"reach":null}`,
 	// Malformed.
 	`{"harness":"a"`,
 	`{"harness":"a",}`,

@@ -190,6 +190,9 @@ type Agent struct {
 	// Tokens is the session's token usage, each count nil where the
 	// harness does not say (tokens.go).
 	Tokens Tokens
+	// Limits are the subscription windows the harness records (Codex's
+	// rate_limits; limits.go), nil where it records none.
+	Limits Limits
 	Zmx    string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".

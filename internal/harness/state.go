@@ -380,7 +380,7 @@ func codexTurn(tail [][]byte) turn {
 	return unknown("no turn in the rollout's tail" + codexNoApproval)
 }
 
-// codexFill sets a's state and tokens from the rollout rel. child says it
+// codexFill sets a's state, tokens and limits from the rollout rel. child says it
 // is a fork or a sub-agent's, whose history replays its parent's.
 func codexFill(env Env, a *Agent, rel string) {
 	// A decode cut short by a bound is not kept for the file's version.
@@ -404,7 +404,7 @@ func codexFill(env Env, a *Agent, rel string) {
 			child = stringField(head[0], "forked_from_id") != "" || stringField(head[0], "parent_thread_id") != "" ||
 				bytes.Contains(head[0], []byte(`"thread_source":"subagent"`))
 		}
-		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child)}, keep
+		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child), limits: codexLimits(head, tail)}, keep
 	})
 	f.fill(a, true, time.Time{})
 }

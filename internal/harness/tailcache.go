@@ -11,13 +11,15 @@ import "time"
 type tailFacts struct {
 	turn, settled turn // settled: Claude's, once the file has been still for settle
 	tokens        Tokens
+	limits        Limits    // the subscription windows the tail records
 	mtime         time.Time // the file's, zero if unread
 }
 
-// fill sets a's tokens and, when state, its state from f. now decides
+// fill sets a's tokens, limits and, when state, its state from f. now decides
 // whether the file has settled.
 func (f tailFacts) fill(a *Agent, state bool, now time.Time) {
 	a.Tokens = f.tokens.clone()
+	a.Limits = f.limits.clone()
 	if !state {
 		return
 	}

@@ -71,6 +71,8 @@ type Guarded interface {
 	Confinement(pid int) (Confinement, error)
 	ReferenceConfinement() (Confinement, error)
 	TTYSize(pid int) (cols, rows int, err error)
+	// TTYHeld is Table.TTYHeld for the process pid is now.
+	TTYHeld(pid int) (bool, error)
 	// MoveEnviron returns the whole environment, for a move the daemon
 	// has authorized; it is never kept, logged or served.
 	MoveEnviron(pid int) ([]string, error)

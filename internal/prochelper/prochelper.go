@@ -72,6 +72,10 @@
 //	                 (int32, -1 unknown), LSM labels (uint16 length and
 //	                 the bytes)
 //	't' tty size     columns, rows of the terminal on fd 0, 1 or 2 (2 uint32)
+//	'h' tty held     whether a process of the uid other than the agent and
+//	                 its descendants holds the agent's controlling terminal
+//	                 (proc.Table.TTYHeld): 1 byte, 0 or 1; one bit about
+//	                 the other processes, never their names
 //	'e' environ      only the variables /active reads (proc.Wanted: the
 //	                 zmx and tmux variables, HOME, PATH, TMPDIR,
 //	                 XDG_RUNTIME_DIR, and each harness's own directory
@@ -177,6 +181,7 @@ const (
 	opExe     = 'x'
 	opNS      = 'n'
 	opTTY     = 't'
+	opTTYHeld = 'h'
 	opEnviron = 'e'
 	opMoveEnv = 'm'
 	opPeer    = 'p'
@@ -189,7 +194,7 @@ const (
 // agentOps are the ops about one candidate agent.
 func agentOp(op byte) bool {
 	switch op {
-	case opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv:
+	case opCwd, opFDs, opExe, opNS, opConf, opTTY, opTTYHeld, opEnviron, opMoveEnv:
 		return true
 	}
 	return false
@@ -460,6 +465,13 @@ func (s *Server) agent1(op byte, pid int) (byte, []byte) {
 		cols, rows, err := t.TTYSize(pid)
 		b := binary.LittleEndian.AppendUint32(nil, uint32(cols))
 		return status(err, binary.LittleEndian.AppendUint32(b, uint32(rows)))
+	case opTTYHeld:
+		held, err := t.TTYHeldNow(pid)
+		b := []byte{0}
+		if held {
+			b[0] = 1
+		}
+		return status(err, b)
 	case opEnviron:
 		env, err := t.Environ(pid)
 		return status(err, []byte(strings.Join(proc.OnlyWanted(env), "\x00")))
@@ -947,6 +959,19 @@ func (c *Client) TTYSize(pid int) (int, int, error) {
 		return 0, 0, fmt.Errorf("proc helper %s: malformed tty size reply of %d bytes", c.Path, len(b))
 	}
 	return int(binary.LittleEndian.Uint32(b)), int(binary.LittleEndian.Uint32(b[4:])), nil
+}
+
+// TTYHeld implements proc.Guarded: whether another process holds the
+// agent's controlling terminal.
+func (c *Client) TTYHeld(pid int) (bool, error) {
+	b, err := c.ask(opTTYHeld, pid, -1)
+	if err != nil {
+		return false, err
+	}
+	if len(b) != 1 || b[0] > 1 {
+		return false, fmt.Errorf("proc helper %s: malformed tty held reply of %d bytes", c.Path, len(b))
+	}
+	return b[0] == 1, nil
 }
 
 // MoveEnviron implements proc.Guarded: the agent's whole environment, for

@@ -217,6 +217,43 @@ func TestTTYSize(t *testing.T) {
 	}
 }
 
+// The tty held op: an agent whose controlling terminal this test holds
+// the master of is held (the test is another process of the uid); one
+// without a terminal is not; a process no harness claims is refused.
+func TestTTYHeld(t *testing.T) {
+	sock, _ := start(t, 0)
+	ptm, pts := openPTY(t)
+	defer ptm.Close()
+	defer pts.Close()
+	run := func(ctty bool) *exec.Cmd {
+		cmd := exec.Command("sleep", "60")
+		cmd.Args[0] = "claude"
+		if ctty {
+			cmd.Stdin, cmd.Stdout = pts, pts
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		} else {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	atTTY, noTTY := run(true), run(false)
+	c := Dial(sock)
+	defer c.Close()
+	if held, err := c.TTYHeld(atTTY.Process.Pid); err != nil || !held {
+		t.Errorf("agent at a terminal the test holds: held %v, %v", held, err)
+	}
+	if held, err := c.TTYHeld(noTTY.Process.Pid); err != nil || held {
+		t.Errorf("agent without a terminal: held %v, %v", held, err)
+	}
+	if _, err := c.TTYHeld(os.Getpid()); err == nil {
+		t.Error("the test itself (no harness process): answered")
+	}
+}
+
 func openPTY(t *testing.T) (*os.File, *os.File) {
 	t.Helper()
 	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
@@ -300,7 +337,7 @@ func TestOpList(t *testing.T) {
 	for _, m := range listed {
 		ops = append(ops, m[1][0])
 	}
-	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opEnviron, opMoveEnv, opPeer, opPeerExe, opRef, opRefConf}
+	want := []byte{opCwd, opFDs, opExe, opNS, opConf, opTTY, opTTYHeld, opEnviron, opMoveEnv, opPeer, opPeerExe, opRef, opRefConf}
 	slices.Sort(ops)
 	slices.Sort(want)
 	if !slices.Equal(ops, want) {

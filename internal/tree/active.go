@@ -410,6 +410,10 @@ var fields = []field{
 		}
 		return harness.Count(d.a.cfg.Envs[d.h], a).String()
 	}},
+	// The subscription windows the harness records (Codex's rate_limits),
+	// one "NAME used_percent window_minutes resets_at" line each: an
+	// account's, so the owner's view only.
+	{"limits", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Limits.String()) }, false, nil},
 	// zmx and tmux are present whenever the agent's environment could be
 	// read: empty outside a session is itself the answer ("not in one"),
 	// and the move writes here. When it could not be read (a daemon in a
@@ -419,6 +423,54 @@ var fields = []field{
 	// derived only when the file is read: its stat shows size 0, as
 	// /proc's generated files do.
 	{name: "tmux", value: func(d *agentDir, a harness.Agent) (string, bool) { return "", a.EnvKnown }, read: (*agentDir).tmuxSession},
+	// Who can answer the agent (reach): from its environment and the
+	// kernel's view of its terminal, so the owner's view only.
+	{"reach", func(d *agentDir, a harness.Agent) (string, bool) {
+		return str(d.reach(a, d.a.cfg.Procs.Terminals(d.a.cfg.UID)))
+	}, false, nil},
+}
+
+// The words of the reach file.
+const (
+	ReachZmx      = "zmx"      // in a zmx session: attach to it
+	ReachTmux     = "tmux"     // in a tmux pane: attach to it
+	ReachTTY      = "tty"      // a terminal some other process still holds (a window, an ssh session)
+	ReachDetached = "detached" // no terminal, or one nobody else holds, and no session host
+)
+
+// reach says how the agent can be answered: in the session host its
+// environment names (zmx, tmux) while it still has a terminal; at a
+// terminal another process of the user holds (tty); or not at all
+// (detached): no controlling terminal (never had one, or its window, ssh
+// connection or pane was closed, which takes the terminal from it), or
+// one only the agent and its own children hold. "" when the daemon cannot
+// tell (the process is gone, its environment or descriptors cannot be
+// read). It is derived on every read: the stat of the agent and, for one
+// at a terminal with no session host, of the user's processes, read once
+// for all the agents of a request (terms, proc.Terminals).
+func (d *agentDir) reach(a harness.Agent, terms *proc.Terminals) string {
+	procs := d.a.cfg.Procs
+	dev, err := procs.CtrlTTY(d.p.PID, d.p.Start)
+	switch {
+	case err != nil:
+		return ""
+	case dev == 0:
+		return ReachDetached
+	case !a.EnvKnown:
+		return ""
+	case a.Zmx != "":
+		return ReachZmx
+	case a.TmuxSocket != "":
+		return ReachTmux
+	}
+	held, err := terms.Held(d.p.PID, d.p.Start)
+	switch {
+	case err != nil:
+		return ""
+	case held:
+		return ReachTTY
+	}
+	return ReachDetached
 }
 
 // tmuxLookup bounds the question to the tmux server: a read of the tmux
@@ -444,9 +496,17 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 }
 
 // shows reports whether f is in this view: a grantee is shown no field
-// derived from the agent's environment.
+// derived from the agent's environment (zmx, tmux, reach) nor the
+// account's limits.
 func (d *agentDir) shows(f field) bool {
-	return !d.a.cfg.grantee || (f.name != "zmx" && f.name != "tmux")
+	if !d.a.cfg.grantee {
+		return true
+	}
+	switch f.name {
+	case "zmx", "tmux", "reach", "limits":
+		return false
+	}
+	return true
 }
 
 func (d *agentDir) Lookup(name string) (Node, error) {

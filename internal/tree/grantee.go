@@ -57,8 +57,9 @@ var copyStores = map[string][]string{
 // --allow-uid or --allow-group, or the owner's uid inside a sandbox) sees.
 // Each harness's mirror is an allowlist of its session state; everything
 // else in the root does not exist for that peer (absent from listings,
-// NotExist on lookup). Beside the allowlists: /active (without the zmx and
-// tmux fields, which come from an agent's environment, and never writable),
+// NotExist on lookup). Beside the allowlists: /active (without the zmx,
+// tmux and reach fields, which come from an agent's environment, nor the
+// account's limits, and never writable),
 // /pid and /uptime. Inside an allowed directory every name is still judged by
 // the credential table, and a regular file with more than one link is never
 // served (it may be a hardlink to a key the grantee may not read).

@@ -38,7 +38,7 @@ type SessionTable interface {
 // and every other fact file the agent's directory holds, under the file's
 // name, where the fact is known (absent where the file is absent), its
 // value the file's text without the final newline (a file of several
-// lines, such as tokens, keeps its inner newlines); "zmx" and "tmux"
+// lines, such as tokens and limits, keeps its inner newlines); "zmx" and "tmux"
 // always ("" outside such a session, or when not shown); "transcript",
 // the tree path of the agent's transcript file, and "agents", the names
 // of its sub-agents (an array), where it has them. A row's values equal
@@ -70,7 +70,7 @@ func (a *active) table() ([]byte, error) {
 		return nil, err
 	}
 	r := &tableRead{memo: harness.NewMemoCache(a.files), servers: map[string]*tmuxServer{},
-		envs: map[string]harness.Env{}}
+		envs: map[string]harness.Env{}, terms: a.cfg.Procs.Terminals(a.cfg.UID)}
 	defer r.release()
 	for _, d := range all {
 		r.env(d) // every harness's Env made before the rows are shared out
@@ -142,6 +142,9 @@ type tableRead struct {
 	// of one root cost one open of the root, not one per file. It is
 	// filled before the rows are derived, and only read after.
 	envs map[string]harness.Env
+	// terms is the user's terminals, read at most once for the read's
+	// reach values (proc.Terminals).
+	terms *proc.Terminals
 }
 
 // env is the Env d's facts are resolved against in this read, made at
@@ -236,6 +239,9 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 		always := f.name == "zmx" || f.name == "tmux"
 		v, ok := "", d.shows(f)
 		switch {
+		case ok && f.name == "reach":
+			v = d.reach(a, r.terms)
+			ok = v != ""
 		case ok && f.name == "ppid" && d.p.PPID > 0:
 			// From this read's scan, which resolveWith has just checked
 			// is still this process: no second read of its stat.

@@ -31,7 +31,10 @@
 //     agent.db: found by the dir route (the title-slot transcript in -src-x)
 //   - pi (node …/bin/pi) in /home/goblin/src/x: the dir route
 //   - hermes (venv python …/bin/hermes), pid 155574 and starttime 1200051:
-//     btime + 12000.51 s is both leases' process_start_time
+//     btime + 12000.51 s is both leases' process_start_time; started with
+//     setsid, so it has no controlling terminal (reach detached), while
+//     every other agent's is its pane's, which its shell holds (tty), and
+//     claude 345104 runs in zmx
 //   - hermes gateway (python -m hermes_cli.main gateway run --replace) and
 //     dsh web: never listed
 //   - dsh (node …/bin/dsh) in /home/goblin/src/x: the dir route
@@ -171,7 +174,9 @@ var procs = []proctest.Proc{
 	// pi, an npm install.
 	{PID: 72001, PPID: 2972, Start: 120000, Comm: "node", Argv: []string{"node", home + "/.npm-global/bin/pi"}, Cwd: srcX, Env: env(),
 		FDs: tty(5, "anon_inode:[eventpoll]"), Threads: threads(72001, 7)},
-	// hermes, interactive: the console script runs under the venv's python.
+	// hermes, interactive: the console script runs under the venv's python,
+	// started with setsid: no controlling terminal (reach detached), its
+	// descriptors still on the pane's terminal.
 	{PID: 155574, PPID: 2986, Start: 1200051, Comm: "hermes", Argv: []string{venv + "/python3", venv + "/hermes"}, Cwd: srcX, Env: env(),
 		FDs: tty(6, home+"/.hermes/state.db", home+"/.hermes/state.db-wal", home+"/.hermes/logs/agent.log"), Threads: threads(155574, 3)},
 	// dsh: node runs bin/dsh; no process.title.
@@ -210,6 +215,17 @@ func write(dir string) error {
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return err
+		}
+	}
+	for i, p := range procs {
+		// A process on a terminal has it as its controlling terminal,
+		// as its session's leader (the pane's shell) took it: but the
+		// one setsid started.
+		if len(p.FDs) >= 3 && p.FDs[0] == p.FDs[1] && p.FDs[1] == p.FDs[2] && p.PID != 155574 {
+			if n, ok := strings.CutPrefix(p.FDs[0], "/dev/pts/"); ok {
+				k, _ := strconv.Atoi(n)
+				procs[i].TTY = 136<<8 | uint32(k)
+			}
 		}
 	}
 	if err := proctest.Write(dir, procs...); err != nil {

@@ -22,7 +22,11 @@ type Proc struct {
 	Env       []string // KEY=VALUE
 	Cwd       string
 	FDs       []string // link targets of fd/0, fd/1, ...
-	Threads   []int    // task/<tid> entries (never listed as processes)
+	// FDInfo are the fdinfo/N texts, by index of FDs ("" writes none):
+	// a pty master's says "tty-index:\tN".
+	FDInfo  []string
+	TTY     uint32 // field 7, tty_nr: the controlling terminal's device, 0 for none
+	Threads []int  // task/<tid> entries (never listed as processes)
 }
 
 // Boot is the btime written to the fixture's top-level stat.
@@ -66,6 +70,7 @@ func Add(dir string, p Proc) error {
 	}
 	f[0] = "S"
 	f[1] = strconv.Itoa(p.PPID)
+	f[4] = strconv.FormatUint(uint64(p.TTY), 10)
 	f[19] = strconv.FormatUint(p.Start, 10)
 	stat := fmt.Sprintf("%d (%s) %s\n", p.PID, comm, strings.Join(f, " "))
 	files := map[string]string{
@@ -87,6 +92,14 @@ func Add(dir string, p Proc) error {
 	for i, target := range p.FDs {
 		if err := os.Symlink(target, filepath.Join(d, "fd", strconv.Itoa(i))); err != nil {
 			return err
+		}
+		if i < len(p.FDInfo) && p.FDInfo[i] != "" {
+			if err := os.MkdirAll(filepath.Join(d, "fdinfo"), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(d, "fdinfo", strconv.Itoa(i)), []byte(p.FDInfo[i]), 0o644); err != nil {
+				return err
+			}
 		}
 	}
 	for _, tid := range p.Threads {
