@@ -294,6 +294,13 @@ func spyOnMoves(t *testing.T, mode string) {
 	canary := marker(t, "CANARY")
 	sp := startSpy(t, dir, canary)
 	d := startDaemon(t, m.home, handoffArgs(t, mode, m.moveArgs()...)...)
+	// The zmx session the move makes, and its agent, are the test's: ended
+	// whatever happens below.
+	t.Cleanup(func() {
+		kill := exec.Command(bin("zmx"), "kill", "spied-zmx")
+		kill.Env = []string{"ZMX_DIR=" + m.zmxDir, "PATH=/usr/bin:/bin"}
+		kill.Run()
+	})
 	c := d.client()
 	for i, host := range []string{"tmux", "zmx"} {
 		a := m.startClaude(t, fmt.Sprintf("1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c%02d", i), "ANTHROPIC_API_KEY="+canary)
