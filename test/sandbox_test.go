@@ -1,14 +1,17 @@
 package test
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,23 +25,31 @@ import (
 // kernel refuses it /proc/<pid>/environ of every process outside, so
 // neither the proc helper nor the daemon may hand it any.
 //
-// The sandboxes are `unshare --user` and `unshare --user --pid --fork`.
+// The sandboxes are `unshare --user` and `unshare --user --pid --fork`,
+// and the ones the kernel shows without a namespace: Landlock,
+// `setpriv --no-new-privs` and a seccomp filter (kernelsandbox_test.go).
 // The tests run as root, and --map-root-user (or --map-current-user) maps
 // uid 0 inside to uid 0 outside: SO_PEERCRED, which the kernel translates
 // into the reader's namespace, names the owner's uid, so a uid check alone
-// would let such a peer through, as it did before. Only the namespace and
-// executable checks stand between it and the agents' secrets.
+// would let such a peer through. Only the confinement and executable
+// checks stand between it and the agents' secrets.
 
 const sandboxMarker = "sk-sandbox-marker"
 
 // sandboxes are the ways a peer is run in a sandbox, as the owner's uid.
 func sandboxes(t *testing.T) map[string][]string {
 	unshare := require(t, "unshare")
-	return map[string][]string{
+	kinds := map[string][]string{
 		"unshare --user":               {unshare, "--user", "--map-root-user"},
 		"unshare --user (current uid)": {unshare, "--user", "--map-current-user"},
 		"unshare --user --pid":         {unshare, "--user", "--map-root-user", "--pid", "--fork"},
 	}
+	// And every sandbox the kernel shows without a namespace: Landlock,
+	// no_new_privs, a seccomp filter.
+	for name, k := range kernelSandboxes(t) {
+		kinds[name] = k.wrap
+	}
+	return kinds
 }
 
 // sandboxPeer runs this test binary (its copy in bins) as a peer, wrapped
@@ -233,7 +244,21 @@ func TestSandboxDaemon(t *testing.T) {
 			eventually(t, func() bool {
 				return strings.Contains(sandboxPeer(t, nil, "daemon", d.sock, cl.pid()), `READ zmx "sbx\n"`)
 			}, "the owner's view of the agent's zmx")
-			for name, wrap := range sandboxes(t) {
+			// The namespaces first, "unshare --user" the first of all: the
+			// daemon logs one sandbox verdict a second per uid, and the
+			// check below reads that first line.
+			kinds := sandboxes(t)
+			rank := func(s string) int {
+				if strings.HasPrefix(s, "unshare") {
+					return 0
+				}
+				return 1
+			}
+			names := slices.SortedFunc(maps.Keys(kinds), func(a, b string) int {
+				return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
+			})
+			for _, name := range names {
+				wrap := kinds[name]
 				t.Setenv("HELPER_SANDBOX_WRITE", "1")
 				out := sandboxPeer(t, wrap, "daemon", d.sock, cl.pid())
 				t.Setenv("HELPER_SANDBOX_WRITE", "")
