@@ -223,7 +223,7 @@ func stringField(ln []byte, key string) string {
 // TUI's own argv ("codex resume <id>": argv), else the guarded dir route
 // over state_5.sqlite's threads (codexDaemonThread).
 func (codex) Resolve(env Env, p proc.Proc) Agent {
-	env.zw = newZWork(env.Budget)
+	env.zw = newZWork(env.Budget, env.Memo.decodeWork())
 	a, _ := start("codex", env, p)
 	if env.Root == nil {
 		return a

@@ -153,7 +153,7 @@ func dshLogIn(r *saferoot.Root, dir string) (string, time.Time, bool) {
 
 // Resolve implements Harness.
 func (dsh) Resolve(env Env, p proc.Proc) Agent {
-	env.zw = newZWork(env.Budget)
+	env.zw = newZWork(env.Budget, env.Memo.decodeWork())
 	a, _ := start("dsh", env, p)
 	if env.Root == nil {
 		return a

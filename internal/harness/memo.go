@@ -32,6 +32,24 @@ type Memo struct {
 	stats map[memoKey]int
 	statv []statRes
 	files *FileCache // nil: nothing is kept past the request
+	// zw is what the request may still decode of compressed logs, all
+	// its agents together (zMaxRequestWork).
+	zw *zwork
+}
+
+// decodeWork is the request's bound on decoding, shared by the resolves
+// it makes; nil for a nil memo (a single agent's files: its resolve's own
+// bound is the request's).
+func (m *Memo) decodeWork() *zwork {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.zw == nil {
+		m.zw = &zwork{left: zMaxRequestWork}
+	}
+	return m.zw
 }
 
 type statRes struct {
@@ -66,6 +84,7 @@ func (m *Memo) Release() {
 	clear(m.statv) // no error kept alive
 	m.statv = m.statv[:0]
 	m.files = nil
+	m.zw = nil // the next request's decoding is its own
 	m.mu.Unlock()
 	if n > memoKeptMax {
 		return // a one-off's room is not worth keeping

@@ -137,9 +137,12 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 //   - zKeep: the decoded bytes kept of one window: the first (a head) or
 //     the last (a tail: its latest records are what the facts come from).
 //   - zMaxWork: the decoded bytes one resolve of one agent may decode in
-//     all, kept or not, so a request's CPU is bounded (tens of
-//     milliseconds); a tail whose decode it cuts short is unknown, not
-//     taken from what came before (that would be stale).
+//     all, kept or not (tens of milliseconds of CPU); a tail whose decode
+//     it cuts short is unknown, not taken from what came before (that
+//     would be stale).
+//   - zMaxRequestWork: the same for all the agents one request resolves
+//     (a table read, which shares a Memo), so a request's CPU is bounded
+//     however many agents with compressed logs there are.
 //   - zMaxLine: the longest line the decoder accepts as a harness record.
 //
 // The decode checks as it goes that the output is what the harnesses
@@ -156,8 +159,11 @@ const (
 	zMaxWindow = 4 << 20
 	zKeep      = 2 << 20
 	zMaxWork   = 32 << 20
-	zMaxLine   = 1 << 20
-	zMaxTries  = 64 // frame-start candidates that fail to decode at all, tried in a tail window
+	// zMaxRequestWork is eight agents' worth: a table of hundreds of
+	// agents with honest logs decodes far less (a tail window each).
+	zMaxRequestWork = 256 << 20
+	zMaxLine        = 1 << 20
+	zMaxTries       = 64 // frame-start candidates that fail to decode at all, tried in a tail window
 
 	zDecoderBytes = zMaxWindow + 2*(128<<10+64) + zChunk // the decoder's history ring at most, and the read buffer
 	zChunk        = 64 << 10                             // decoded per read
@@ -165,21 +171,31 @@ const (
 )
 
 // zwork is what one resolve may still decode, and the pool the decoded
-// bytes are charged to while held. A nil *zwork gives each decode a
-// zMaxWork of its own and charges nothing.
+// bytes are charged to while held; its request's zwork (nil: none) bounds
+// it too. A nil *zwork gives each decode a zMaxWork of its own and
+// charges nothing.
 type zwork struct {
-	mu   sync.Mutex
-	left int64
-	pool *budget.Pool
+	mu      sync.Mutex
+	left    int64
+	pool    *budget.Pool
+	request *zwork
 }
 
-func newZWork(pool *budget.Pool) *zwork { return &zwork{left: zMaxWork, pool: pool} }
+// newZWork is the work of one resolve, within its request's (nil: the
+// resolve is the request).
+func newZWork(pool *budget.Pool, request *zwork) *zwork {
+	return &zwork{left: zMaxWork, pool: pool, request: request}
+}
 
-// spend takes up to n bytes of decoding from w and says how many.
+// spend takes up to n bytes of decoding from w (and its request's) and
+// says how many.
 func (w *zwork) spend(n int64) int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n = min(n, w.left)
+	if w.request != nil {
+		n = w.request.spend(n)
+	}
 	w.left -= n
 	return n
 }
@@ -187,8 +203,11 @@ func (w *zwork) spend(n int64) int64 {
 // refund gives back n bytes spent but not decoded.
 func (w *zwork) refund(n int64) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.left += n
+	w.mu.Unlock()
+	if w.request != nil {
+		w.request.refund(n)
+	}
 }
 
 // zsink keeps the output of a decode: all of it while it fits keepHead +
@@ -336,7 +355,7 @@ type zresult struct {
 // head is full.
 func zdecode(w *zwork, ch *budget.Hold, b []byte, keepHead, keepTail int) zresult {
 	if w == nil {
-		w = newZWork(nil)
+		w = newZWork(nil, nil)
 	}
 	if ch.Take(zDecoderBytes) != nil {
 		return zresult{cut: true}

@@ -67,7 +67,7 @@ func TestZstdBomb(t *testing.T) {
 			root := saferoot.New(dir)
 			pool := budget.New("test", 256<<20)
 
-			w := newZWork(pool)
+			w := newZWork(pool, nil)
 			title, _ := dshFacts(w, root, "session.jsonl.zstd", true)
 			if n := spent(w); n > c.max {
 				t.Errorf("decoded %d bytes, want at most %d", n, c.max)
@@ -86,7 +86,7 @@ func TestZstdBomb(t *testing.T) {
 
 			// The tail window alone, from inside the frames: the search for
 			// a frame start stops at the first one that decodes.
-			w = newZWork(nil)
+			w = newZWork(nil, nil)
 			tail := log[len(log)-zTailWindow:]
 			out, cut := ztail(w, &budget.Hold{}, tail, zKeep)
 			if n := spent(w); n > c.max {
@@ -117,7 +117,7 @@ func TestZstdTailKept(t *testing.T) {
 	}
 	root := saferoot.New(dir)
 	pool := budget.New("test", 64<<20)
-	title, _ := dshFacts(newZWork(pool), root, "session.jsonl.zstd", true)
+	title, _ := dshFacts(newZWork(pool, nil), root, "session.jsonl.zstd", true)
 	if title != "title 19999 "+fmt.Sprintf("%x", 19999*7919) {
 		t.Errorf("title %q, want the last one", title)
 	}
@@ -126,7 +126,7 @@ func TestZstdTailKept(t *testing.T) {
 	}
 
 	tiny := budget.New("tiny", 64<<10)
-	if title, _ := dshFacts(newZWork(tiny), root, "session.jsonl.zstd", true); title != "" {
+	if title, _ := dshFacts(newZWork(tiny, nil), root, "session.jsonl.zstd", true); title != "" {
 		t.Errorf("title %q read past a pool too small to decode", title)
 	}
 	if tiny.Used() != 0 {
@@ -239,5 +239,34 @@ func TestZstdCutNotKept(t *testing.T) {
 		if a.State != want {
 			t.Errorf("read %d (room %d): state %q, want %q", i, left, a.State, want)
 		}
+	}
+}
+
+// TestZWorkRequest: the agents one request resolves share its bound on
+// decoding: each has zMaxWork of its own, and together no more than
+// zMaxRequestWork; a memo released for the next request starts afresh.
+func TestZWorkRequest(t *testing.T) {
+	m := NewMemo()
+	req := m.decodeWork()
+	var total int64
+	for range 2 * zMaxRequestWork / zMaxWork {
+		w := newZWork(nil, m.decodeWork())
+		got := w.spend(zMaxWork + 1)
+		if got > zMaxWork {
+			t.Fatalf("one resolve decoded %d, over its own %d", got, zMaxWork)
+		}
+		total += got
+	}
+	if total != zMaxRequestWork || req.left != 0 {
+		t.Fatalf("the request's resolves decoded %d in all (left %d), want %d", total, req.left, zMaxRequestWork)
+	}
+	w := newZWork(nil, req)
+	w.refund(0)
+	if got := w.spend(1); got != 0 {
+		t.Fatalf("a resolve past the request's bound decoded %d", got)
+	}
+	var none *Memo
+	if none.decodeWork() != nil {
+		t.Fatal("a nil memo has a request bound")
 	}
 }
