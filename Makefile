@@ -40,7 +40,7 @@ vet:
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: deps vet
-	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) test -race -count=1 -timeout 60m ./...
 	# The p9 fork is a module of its own: ./... does not enter it.
 	cd internal/ninep/p9fork && $(GO) test -race -count=1 ./p9/
 
