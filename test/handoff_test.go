@@ -391,7 +391,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 	}
 	slices.Sort(sorted)
 	for i, k := range sorted {
-		imps["i"+strconv.Itoa(i+1)] = impostor{"9harnessd in " + k, append(append([]string{}, kinds[k]...), bin("9harnessd")), "it is in a sandbox"}
+		imps["i"+strconv.Itoa(i+1)] = impostor{"9harnessd in " + k, append(append([]string{}, kinds[k]...), bin("9harnessd")), "(a sandbox)"}
 	}
 	// The host: zmx as the daemon runs it (run NAME -d LAUNCHER...), with
 	// the impostor the session's name picks in the launcher's place.

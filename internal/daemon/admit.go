@@ -291,7 +291,7 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 		// against the sandbox's bound now, judged in full after.
 		sl := slot{uid: cr.UID}
 		if ok, why := s.enter(sl); !ok {
-			s.refuseQuick(cr, why)
+			s.refuseQuick(c, cr, why)
 			c.Close()
 			return entry{}, false
 		}
@@ -303,7 +303,7 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 		// of them is refused all the same.
 		subj := authz.Subject{UID: cr.UID, GID: cr.GID, Groups: groups, PID: cr.PID}
 		if d := pol.Decide(context.Background(), subj, authz.Read); !d.Allow {
-			s.refuseQuick(cr, d.Reason)
+			s.refuseQuick(c, cr, d.Reason)
 			c.Close()
 			return entry{}, false
 		}
@@ -312,7 +312,7 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 	// (counted meanwhile under the overflow uid, all such peers together).
 	sl := slot{uid: cr.UID}
 	if ok, why := s.enter(sl); !ok {
-		s.refuseQuick(cr, why)
+		s.refuseQuick(c, cr, why)
 		c.Close()
 		return entry{}, false
 	}
@@ -498,17 +498,33 @@ func (s *Server) refuseUnknown(err error) {
 }
 
 // refuseQuick records a connection refused on its credentials alone.
-func (s *Server) refuseQuick(cr peer.Cred, reason string) {
-	s.refuseAs(cr, "", reason)
+func (s *Server) refuseQuick(c net.Conn, cr peer.Cred, reason string) {
+	log, suppressed := s.refused.note(cr.UID, s.clock())
+	if !log {
+		return
+	}
+	// Inside a user namespace (PeerCreds set) the kernel names every
+	// other user as one overflow uid: only a line that is logged, at most
+	// one a second, asks the proc helper who it is.
+	if s.PeerCreds != nil && cr.UID != s.UID {
+		if real, err := s.PeerCreds(c); err == nil {
+			cr.UID, cr.GID = real.UID, real.GID
+		}
+	}
+	s.logRefusal(cr, "", reason, suppressed)
 }
 
 // refuseAs records a refused connection, at most once per uid per
 // refusalInterval.
 func (s *Server) refuseAs(cr peer.Cred, comm, reason string) {
-	log, suppressed := s.refused.note(cr.UID, s.clock())
-	if !log {
-		return
+	if log, suppressed := s.refused.note(cr.UID, s.clock()); log {
+		s.logRefusal(cr, comm, reason, suppressed)
 	}
+}
+
+// logRefusal writes the line (or journal entry) of a refused connection,
+// saying how many of the uid's were not logged before it.
+func (s *Server) logRefusal(cr peer.Cred, comm, reason string, suppressed int) {
 	more := ""
 	if suppressed > 0 {
 		more = fmt.Sprintf(" (and %d more of this uid not logged since the last line)", suppressed)

@@ -485,7 +485,7 @@ func (o *Offer) judge(c net.Conn, p *peer.Peer) string {
 	case err != nil:
 		return "its confinement is unknown: " + err.Error()
 	case v != "":
-		return "it is in a sandbox (" + v + ")"
+		return "it " + sandboxName(v) + " (a sandbox)"
 	}
 	exe, err := o.peerExe(c, p)
 	if err != nil {

@@ -265,7 +265,7 @@ func TestHandoff(t *testing.T) {
 	if _, err := Fetch(sock, other); err == nil {
 		t.Fatal("a launcher with another token got the relaunch")
 	}
-	for _, want := range []string{"sandbox (user)", "executable (1:2)", "token is not this move's"} {
+	for _, want := range []string{"another user namespace than the reference's (a sandbox)", "executable (1:2)", "token is not this move's"} {
 		if !strings.Contains(o.Refused(), want) {
 			t.Errorf("refusals %q lack %q", o.Refused(), want)
 		}

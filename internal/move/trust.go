@@ -16,6 +16,7 @@ import (
 
 	"github.com/9harness/9harness/internal/confine"
 	"github.com/9harness/9harness/internal/peer"
+	"github.com/9harness/9harness/internal/proc"
 )
 
 // errNoServer is a socket of the user's in a safe directory that nothing
@@ -132,7 +133,7 @@ func judgeTmux(socket string, uid uint32, judge Judge) (*tmuxServer, error) {
 		return nil, fmt.Errorf("the tmux server on %s (pid %d) cannot be judged: %v", socket, p.PID, err)
 	}
 	if verdict != "" {
-		return nil, fmt.Errorf("the tmux server on %s (pid %d) is in a sandbox (%s): a sandbox's server is never asked, nor given an agent", socket, p.PID, sandboxName(verdict))
+		return nil, fmt.Errorf("the tmux server on %s (pid %d) %s (a sandbox): a sandbox's server is never asked, nor given an agent", socket, p.PID, sandboxName(verdict))
 	}
 	ok = true
 	return &tmuxServer{path: socket, sock: sock}, nil
@@ -142,11 +143,9 @@ func judgeTmux(socket string, uid uint32, judge Judge) (*tmuxServer, error) {
 func sandboxName(verdict string) string {
 	switch verdict {
 	case "user", "mnt", "pid":
-		return "another " + nsName(verdict) + " namespace than the reference's"
-	case "unknown":
-		return "its namespaces cannot be compared with the reference's"
+		return "is in another " + nsName(verdict) + " namespace than the reference's"
 	}
-	return verdict
+	return proc.Restriction(verdict).Phrase("the reference's")
 }
 
 // tmuxRules are the files a confined tmux client may read besides its

@@ -252,7 +252,7 @@ for i in $(seq 100); do grep -q '^count leaks' "$WORK/spy.out" 2>/dev/null && br
 echo "--- the spy:"; cat "$WORK/spy.out"
 check spy-canary "$(sed -n 's/^count canary //p' "$WORK/spy.out")"
 check spy-connects "$(sed -n 's/^count connects //p' "$WORK/spy.out")"
-check spy-refused "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'refused a launcher.*in a sandbox (user)' || true)"
+check spy-refused "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep -c 'refused a launcher.*another user namespace.*(a sandbox)' || true)"
 echo "--- the daemon's journal:"; journalctl --no-pager -o cat -t 9harnessd 2>/dev/null | tail -n 20
 # From a shell outside the daemon's unit, the user finds both sessions.
 check tmux-found "$(asuser tmux has-session -t =sysmoved-t 2>&1 && echo yes || echo no)"
@@ -277,7 +277,7 @@ check secret-argv "$(cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep 
 # daemon's namespaces, were judged through the helper and given it; the
 # only launchers refused were the spy's connections.
 check launch-left "$(ls -A "$RUNDIR/9harness/launch" 2>/dev/null | wc -l)"
-check launcher-refused-other "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep 'refused a launcher' | grep -vc 'in a sandbox (user)' || true)"
+check launcher-refused-other "$(journalctl --no-pager -o cat _SYSTEMD_USER_UNIT=9harness.service 2>/dev/null | grep 'refused a launcher' | grep -vc 'another user namespace.*(a sandbox)' || true)"
 for id in 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e55; do
   journalctl --no-pager -o json MESSAGE_ID=$id >"$WORK/j-$id.json" 2>/dev/null || true
   check journal-$id "$(wc -l <"$WORK/j-$id.json")"
