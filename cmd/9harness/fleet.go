@@ -377,7 +377,6 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
-	defer quitKey(sigs)()
 	io.WriteString(term, hideCursor+cursorHome+clearScreen)
 	title := "Every " + o.period().String() + ": 9harness ps (" + strconv.Itoa(len(f.hosts)) + " hosts)"
 	type answer struct {

@@ -175,8 +175,8 @@ Options:
   --harness NAME     only the agents of harness NAME; repeatable, or a comma
                      separated list (--harness claude,codex)
   --watch            redraw the table every second, like watch(1), until
-                     q or Ctrl-C; standard output must be a terminal (but
-                     see --notify); not with --json, --format or -q
+                     Ctrl-C; standard output must be a terminal (but see
+                     --notify); not with --json, --format or -q
   -n, --interval D   with --watch, redraw every D instead: 2, 0.5, 5s
                      (200ms at least: each frame reads the whole table)
   --notify CMD       with --watch: run CMD through /bin/sh -c each time an
@@ -1263,7 +1263,6 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
-	defer quitKey(sigs)()
 	io.WriteString(term, hideCursor+cursorHome+clearScreen)
 	title := "Every " + o.period().String() + ": 9harness ps"
 	if len(o.harnesses) > 0 {
@@ -1334,39 +1333,6 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 			c, dialErr = g.dial()
 		}
 	}
-}
-
-// quitKey makes q typed at the terminal end a --watch as Ctrl-C does: it
-// puts standard input in cbreak mode (each key at once, not echoed) and
-// sends an interrupt to sigs for q. The function it returns gives the
-// terminal its mode back. Off a terminal it does nothing.
-func quitKey(sigs chan<- os.Signal) (restore func()) {
-	fd := int(os.Stdin.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return func() {}
-	}
-	raw := *old
-	raw.Lflag &^= unix.ICANON | unix.ECHO
-	raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-	if unix.IoctlSetTermios(fd, unix.TCSETS, &raw) != nil {
-		return func() {}
-	}
-	go func() {
-		var b [1]byte
-		for {
-			if n, err := os.Stdin.Read(b[:]); err != nil || n == 0 {
-				return
-			}
-			if b[0] == 'q' || b[0] == 'Q' {
-				select {
-				case sigs <- os.Interrupt:
-				default:
-				}
-			}
-		}
-	}()
-	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, old) }
 }
 
 // drawFrame draws one frame of a --watch over the last: lines[0] is the
