@@ -363,29 +363,44 @@ func attackIdle(sock string) (func(), error) {
 	return func() { in.Close(); cmd.Wait() }, nil
 }
 
-// holdIdle is the attacker's side of attackIdle: it reports how many of
-// its connections were answered, then holds them until stdin closes.
+// holdIdle is the attacker's side of attackIdle: it opens its connections
+// all at once, reports how many were answered within the dial's 10 s (the
+// daemon may queue the ones past the grantee's cap, or close them), then
+// holds them until stdin closes.
 func holdIdle(sock string) {
-	var held []net.Conn
+	held := make([]net.Conn, attackConns)
+	answered := make([]bool, attackConns)
+	var wg sync.WaitGroup
+	for i := range attackConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("unix", sock, 10*time.Second)
+			if err != nil {
+				return
+			}
+			held[i] = c
+			r := &raw9b{c: c, r: bufio.NewReader(c), msize: 8192}
+			f := proto.AppendVersion(nil, proto.Tversion, proto.Version{Tag: proto.NoTag, Msize: 8192, Version: proto.Version2000L})
+			if typ, _, err := r.rpcFrame(f); err == nil && typ == proto.Rversion {
+				answered[i] = true
+				c.SetDeadline(time.Time{})
+			}
+		}()
+	}
+	wg.Wait()
 	served := 0
-	for range attackConns {
-		c, err := net.DialTimeout("unix", sock, 10*time.Second)
-		if err != nil {
-			fmt.Printf("dial: %v\n", err)
-			os.Exit(1)
-		}
-		held = append(held, c)
-		r := &raw9b{c: c, r: bufio.NewReader(c), msize: 8192}
-		f := proto.AppendVersion(nil, proto.Tversion, proto.Version{Tag: proto.NoTag, Msize: 8192, Version: proto.Version2000L})
-		if typ, _, err := r.rpcFrame(f); err == nil && typ == proto.Rversion {
+	for _, ok := range answered {
+		if ok {
 			served++
-			c.SetDeadline(time.Time{})
 		}
 	}
-	fmt.Printf("%d of %d connections served, the rest closed at once\n", served, attackConns)
+	fmt.Printf("%d of %d connections served, the rest queued or closed\n", served, attackConns)
 	io.Copy(io.Discard, os.Stdin)
 	for _, c := range held {
-		c.Close()
+		if c != nil {
+			c.Close()
+		}
 	}
 	os.Exit(0)
 }
