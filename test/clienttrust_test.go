@@ -243,3 +243,34 @@ func TestClientRefusesForeignServer(t *testing.T) {
 		t.Errorf("the squatter in the sticky directory got %d connections and %d bytes, want 0", conns, n)
 	}
 }
+
+// TestClientDeniedHint: a client of another uid pointed at a daemon's
+// socket (mode 0600) is told whose socket it is and what to do, not to
+// start a daemon that is running; behind a directory it may not search, it
+// is told that instead.
+func TestClientDeniedHint(t *testing.T) {
+	requireRoot(t)
+	base := trustBase(t)
+	dir := filepath.Join(base, "rootd")
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, os.Chmod(dir, 0o755))
+	sock := filepath.Join(dir, "harness.sock")
+	d := launch(t, append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(fixtureHome(t))...)...)
+	d.sock = sock
+	d.waitReady()
+
+	out, err := runAsVictim(t, []string{"HARNESS_SOCKET=" + sock}, "", "ls", "/")
+	want := fmt.Sprintf("9harness: cannot reach the daemon at %s: permission denied: it is the socket of uid 0's daemon (mode 0600). Start your own", sock)
+	if err == nil || !strings.HasPrefix(out, want) || !strings.Contains(out, fmt.Sprintf("grant uid %d (9harnessd --allow-uid)", victimUID)) || strings.Count(out, "\n") != 1 {
+		t.Errorf("another uid's socket: %v\n%s\nwant %q...", err, out, want)
+	}
+	if strings.Contains(out, "start it with") {
+		t.Errorf("told to start a daemon that runs: %s", out)
+	}
+
+	must(t, os.Chmod(dir, 0o700))
+	out, err = runAsVictim(t, []string{"HARNESS_SOCKET=" + sock}, "", "ls", "/")
+	if err == nil || !strings.Contains(out, "permission denied: a directory on its path keeps this uid out") {
+		t.Errorf("a socket behind a closed directory: %v\n%s", err, out)
+	}
+}

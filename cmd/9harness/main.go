@@ -317,14 +317,8 @@ func (g *globals) dial() (*client.Client, error) {
 		return client.DialSSH(*s)
 	}
 	c, err := client.DialAname(g.sock, g.aname)
-	if sockpath.IsUntrusted(err) {
-		return nil, err // "refusing PATH: its directory is owned by uid N, ..."
-	}
-	if errors.Is(err, client.ErrUnanswered) {
-		return nil, fmt.Errorf("%s: %v", g.sock, err)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the daemon at %s: %v (start it with 9harnessd, or systemctl --user start 9harness.socket)", g.sock, unwrapSyscall(err))
+		return nil, client.DialError(g.sock, err)
 	}
 	return c, nil
 }

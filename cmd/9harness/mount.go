@@ -245,12 +245,8 @@ func detach(notify *os.File) {
 func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int {
 	notify := notifyFile()
 	c, err := client.Dial(sock)
-	if errors.Is(err, client.ErrUnanswered) {
-		fmt.Fprintf(stderr, "9harness mount: %s: %v\n", sock, err)
-		return exitError
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "9harness mount: cannot reach the daemon at %s: %v\n  (start it with 9harnessd, or systemctl --user start 9harness.socket)\n", sock, unwrapSyscall(err))
+		fmt.Fprintf(stderr, "9harness mount: %v\n", client.DialError(sock, err))
 		return exitError
 	}
 	defer c.Close()

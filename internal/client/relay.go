@@ -1,11 +1,8 @@
 package client
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/9harness/9harness/internal/sockpath"
@@ -90,19 +87,6 @@ type RelayError struct {
 	Err    error
 }
 
-func (e *RelayError) Error() string {
-	if sockpath.IsUntrusted(e.Err) {
-		return e.Err.Error()
-	}
-	if errors.Is(e.Err, ErrUnanswered) {
-		return fmt.Sprintf("the daemon at %s closed the connection without answering: this uid may not read it, or it is at its connection cap", e.Socket)
-	}
-	err := e.Err
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		err = errno
-	}
-	return fmt.Sprintf("cannot reach the daemon at %s: %v (start it with 9harnessd, or systemctl --user start 9harness.socket)", e.Socket, err)
-}
+func (e *RelayError) Error() string { return DialError(e.Socket, e.Err).Error() }
 
 func (e *RelayError) Unwrap() error { return e.Err }
