@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -510,4 +511,86 @@ func filterPrefix(list []string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// TestDaemonErrorsInWords: what the daemon says when it cannot start, or
+// cannot serve a root, names the path and the cause in words a user can
+// act on, never the Go operation that failed ("sockpath.EnsureDir:").
+func TestDaemonErrorsInWords(t *testing.T) {
+	requireRoot(t)
+	other := t.TempDir()
+	must(t, os.Chown(other, victimUID, victimUID))
+	goName := regexp.MustCompile(`\b(sockpath|saferoot|daemon|tree|proc|errs|harness|ninep)\.[A-Z]\w*`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"socket directory a file", []string{"--unix", "/dev/null/x.sock"},
+			"9harnessd: listen /dev/null/x.sock: the socket's directory /dev/null is not a directory\n"},
+		{"socket directory another uid's", []string{"--unix", other + "/x.sock"},
+			fmt.Sprintf("the socket's directory %s is owned by uid %d, not you (uid 0): another user may have made it", other, victimUID)},
+		{"a root whose directory is missing", []string{"--unix", other + "/x.sock", "--root", "opencode=/nonexistent/share/opencode"},
+			"root opencode: /nonexistent/share: does not exist: not served"},
+	} {
+		r := runProg(t, nil, nil, bin("9harnessd"), tc.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", tc.name, r.code, r.stderr, tc.want)
+		}
+		if m := goName.FindString(r.stderr); m != "" {
+			t.Errorf("%s: names %s: %q", tc.name, m, r.stderr)
+		}
+	}
+}
+
+// TestCompletionDescriptions: zsh and fish show what each command and flag
+// does beside it, in the words of the help (bash has no place for them).
+func TestCompletionDescriptions(t *testing.T) {
+	dir, _ := filepath.Abs("../packaging/completions")
+	env := []string{"PATH=" + bins + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_RUNTIME_DIR=" + t.TempDir()}
+	// zsh's compadd, stubbed as in completionDrivers, prints the
+	// descriptions its -d array gives.
+	const zshDescs = `fpath=("$1" $fpath); shift
+autoload -Uz _9harness
+compadd() {
+	while (( $# )); do
+		case $1 in
+		-d) print -rl -- "${(@P)2}"; shift 2 ;;
+		--) break ;;
+		*) shift ;;
+		esac
+	done
+}
+words=("$@"); CURRENT=${#words}
+_9harness
+`
+	for _, tc := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"9harness", ""}, []string{"ps -- list the live agents, one row each", "move -- stop an agent and resume the same session inside a new", "help -- this text, or one command's"}},
+		{[]string{"9harness", "ps", "--no-h"}, []string{"--no-headers -- the same, as kubectl and procps spell it"}},
+		{[]string{"9harness", "ls", "--ss"}, []string{"--ssh -- read the tree on DEST"}},
+	} {
+		for _, shell := range []string{"zsh", "fish"} {
+			path := require(t, shell)
+			var cmd *exec.Cmd
+			if shell == "zsh" {
+				cmd = exec.Command(path, append([]string{"-f", "-c", zshDescs, "zsh", dir}, tc.words...)...)
+			} else {
+				cmd = exec.Command(path, "-c", "source $argv[1]; complete -C $argv[2]", filepath.Join(dir, "9harness.fish"), strings.Join(tc.words, " "))
+			}
+			cmd.Env = env
+			out, err := cmd.Output()
+			got := string(out)
+			if shell == "fish" {
+				got = strings.ReplaceAll(got, "\t", " -- ")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w+"\n") {
+					t.Errorf("%s %q: no %q in\n%s(%v)", shell, tc.words, w, got, err)
+				}
+			}
+		}
+	}
 }

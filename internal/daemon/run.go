@@ -16,6 +16,7 @@ import (
 	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/confine"
 	"github.com/9harness/9harness/internal/dbsnap"
+	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
 	"github.com/9harness/9harness/internal/move"
@@ -189,7 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 		explicit := userHome == "" || p != harness.DefaultRoot(name, userHome, os.Getenv("XDG_DATA_HOME"))
 		switch {
 		case err != nil:
-			cfg.Logf("root %s: %v: not served", name, err)
+			cfg.Logf("root %s: %s: not served", name, errs.Plain(err))
 		case explicit || res.Link || res.Mount:
 			x := ""
 			if cfg.CrossMounts[name] {

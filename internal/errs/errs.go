@@ -99,3 +99,27 @@ func KindOf(err error) Kind {
 
 // Is reports whether err has the given kind.
 func Is(err error, k Kind) bool { return KindOf(err) == k }
+
+// Plain is err for a person at a terminal or in the journal: the path and
+// what went wrong, without the operation names that help a developer
+// ("saferoot.OpenAnchor"). An unclassified cause is kept; a classified one
+// is said by its kind alone, which the cause would only repeat.
+func Plain(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	s := e.Kind.String()
+	if e.Kind == Other || e.Kind == IO {
+		if e.Err != nil {
+			s = Plain(e.Err)
+		}
+	}
+	if e.Path != "" {
+		return e.Path + ": " + s
+	}
+	return s
+}

@@ -69,22 +69,21 @@ func Default() string {
 // be a real directory (not a symlink) owned by this uid, because a directory
 // under a shared /tmp could have been planted by someone else.
 func EnsureDir(dir string) error {
-	const op = "sockpath.EnsureDir"
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("cannot make the socket's directory: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("cannot make the socket's directory: %w", err)
 	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("the socket's directory: %w", err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("%s: %s is not a directory", op, dir)
+		return fmt.Errorf("the socket's directory %s is not a directory", dir)
 	}
 	if uid, ok := owner(fi); ok && uid != os.Getuid() {
-		return fmt.Errorf("%s: %s is owned by uid %d, not by us (uid %d)", op, dir, uid, os.Getuid())
+		return fmt.Errorf("the socket's directory %s is owned by uid %d, not you (uid %d): another user may have made it; remove it, or name another socket", dir, uid, os.Getuid())
 	}
 	return nil
 }
