@@ -51,7 +51,7 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	var list func() ([]string, error)
 	switch kind {
-	case "flags":
+	case "flags", "flagdescs":
 		text, ok := helps[prefix]
 		if prefix == "" {
 			text, ok = usage, true
@@ -60,7 +60,18 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		for _, f := range helpFlags(text) {
-			fmt.Fprintln(stdout, f)
+			if kind == "flags" {
+				fmt.Fprintln(stdout, f.name)
+			} else {
+				fmt.Fprintf(stdout, "%s\t%s\n", f.name, f.desc)
+			}
+		}
+		return exitOK
+	case "commands":
+		for _, c := range usageCommands(usage) {
+			if strings.HasPrefix(c.name, prefix) {
+				fmt.Fprintf(stdout, "%s\t%s\n", c.name, c.desc)
+			}
 		}
 		return exitOK
 	case "hosts":
@@ -226,22 +237,95 @@ func forLines(path string, fn func(string)) {
 	}
 }
 
+// described is a candidate and the first line of what its help says of it.
+type described struct{ name, desc string }
+
 // helpFlags is the flags a help text lists: its lines that start with two
 // spaces and a dash ("  -l, --long  text", "  --json  text") hold them,
-// up to the first word that is not one.
-func helpFlags(text string) []string {
-	var out []string
-	for _, line := range strings.Split(text, "\n") {
+// up to the first word that is not one; each is described by the first
+// clause of the rest of the line (or, for a long flag, of the next line).
+func helpFlags(text string) []described {
+	var out []described
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
 		if !strings.HasPrefix(line, "  -") {
 			continue
 		}
-		for _, w := range strings.Fields(line) {
+		words := strings.Fields(line)
+		var names []string
+		rest := ""
+		for j, w := range words {
 			w = strings.TrimSuffix(w, ",")
 			if !strings.HasPrefix(w, "-") {
-				break
+				if !isMetavar(w) {
+					rest = strings.Join(words[j:], " ")
+					break
+				}
+				continue
 			}
-			out = append(out, w)
+			names = append(names, w)
+		}
+		if rest == "" && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "      ") {
+			rest = lines[i+1]
+		}
+		for _, n := range names {
+			out = append(out, described{n, firstClause(rest)})
 		}
 	}
 	return out
 }
+
+// isMetavar says whether w is a flag's value in a help line (FILE, D,
+// KEY, [=WHEN]), not the first word of its description.
+func isMetavar(w string) bool {
+	w = strings.Trim(w, "[]=")
+	return w != "" && (strings.Contains(w, "|") || strings.ToUpper(w) == w && strings.ToLower(w) != w)
+}
+
+// usageCommands is the commands of the Commands section of usage, each
+// with the first clause of its description: the line's text after the
+// synopsis and two spaces ("  mount [-f] DIR    mount the tree ..."), or
+// the next line's.
+func usageCommands(text string) []described {
+	_, section, _ := strings.Cut(text, "\nCommands:\n")
+	var out []described
+	lines := strings.Split(section, "\n")
+	for i, line := range lines {
+		if line == "" || !strings.HasPrefix(line, "  ") {
+			if line != "" {
+				break
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "   ") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		// The synopsis ends where the description starts, at column 20,
+		// unless it runs past it: then the description is on the next line.
+		desc := ""
+		if syn := line[:min(len(line), descColumn)]; len(line) > descColumn && syn[descColumn-1] == ' ' &&
+			strings.Count(syn, "[") == strings.Count(syn, "]") {
+			desc = line[descColumn:]
+		} else if i+1 < len(lines) && strings.HasPrefix(lines[i+1], strings.Repeat(" ", descColumn)) {
+			desc = lines[i+1]
+		}
+		out = append(out, described{name, firstClause(desc)})
+	}
+	return out
+}
+
+// firstClause is a help line's text up to its first colon, semicolon or
+// parenthesis: what fits beside a candidate.
+func firstClause(s string) string {
+	s = strings.TrimSpace(s)
+	for _, sep := range []string{": ", "; ", " ("} {
+		if i := strings.Index(s, sep); i > 0 {
+			s = s[:i]
+		}
+	}
+	return strings.TrimSuffix(strings.TrimSpace(s), ",")
+}
+
+// descColumn is where usage's command descriptions start.
+const descColumn = 20

@@ -123,17 +123,33 @@ func TestCheckSessionName(t *testing.T) {
 // TestHelpFlags: every flag line of every help is in the "  -x, --long"
 // form, and __complete flags reads them all.
 func TestHelpFlags(t *testing.T) {
-	if got := helpFlags(lsHelp); !slices.Equal(got, []string{"-l", "--long", "--human-readable", "-a", "--all", "-h", "--help"}) {
+	names := func(ds []described) []string {
+		var out []string
+		for _, d := range ds {
+			if d.desc == "" {
+				t.Errorf("%s has no description", d.name)
+			}
+			out = append(out, d.name)
+		}
+		return out
+	}
+	if got := names(helpFlags(lsHelp)); !slices.Equal(got, []string{"-l", "--long", "--human-readable", "-a", "--all", "-h", "--help"}) {
 		t.Errorf("ls's flags %q", got)
 	}
-	top := helpFlags(usage)
+	top := names(helpFlags(usage))
 	for _, f := range []string{"-s", "--socket", "--aname", "--version", "-h", "--help", "--ssh", "--ssh-opt", "--ssh-cmd"} {
 		if !slices.Contains(top, f) {
 			t.Errorf("the usage's flags %q lack %s", top, f)
 		}
 	}
+	cmds := names(usageCommands(usage))
+	for cmd := range helps {
+		if !slices.Contains(cmds, cmd) {
+			t.Errorf("the usage's commands %q lack %s", cmds, cmd)
+		}
+	}
 	for cmd, h := range helps {
-		if !slices.Contains(helpFlags(h), "--help") {
+		if !slices.Contains(names(helpFlags(h)), "--help") {
 			t.Errorf("%s's help lists no --help", cmd)
 		}
 	}

@@ -1,7 +1,8 @@
 # fish completion for 9harness.
 #
-# Commands and the flags that take a value are written here; the flags of
-# each command come from its --help (9harness __complete flags CMD), and
+# The flags that take a value are written here; the commands and their
+# descriptions come from 9harness --help (9harness __complete commands),
+# the flags of each command from its --help (__complete flagdescs CMD), and
 # the candidates only the daemon or your files know from
 # `9harness __complete KIND PREFIX`: agents (HARNESS/PID) for move and
 # wait, tree paths for ls, cat and stat, harnesses for --harness, and hosts
@@ -11,7 +12,6 @@ function __9harness_complete
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l nh $tokens[1]
-    set -l commands ps wait events notify move mount umount ls cat stat relay version help
     # The flags that take a value (the next word is theirs).
     set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts --config -n --interval
     set -l reach
@@ -72,17 +72,17 @@ function __9harness_complete
 
     if test -z "$dashdash"; and string match -q -- '-*' $cur
         if test -z "$cmd"
-            $nh __complete flags 2>/dev/null
+            $nh __complete flagdescs 2>/dev/null
         else
             # The command's flags, then the global ones it also takes.
-            $nh __complete flags $cmd 2>/dev/null
-            $nh __complete flags 2>/dev/null | string match -v -r -- '^(-h|--help|--version)$'
+            $nh __complete flagdescs $cmd 2>/dev/null
+            $nh __complete flagdescs 2>/dev/null | string match -v -r -- '^(-h|--help|--version)\t'
         end
         return
     end
 
     if test -z "$cmd"
-        printf '%s\n' $commands
+        $nh __complete commands 2>/dev/null
         return
     end
     switch $cmd
@@ -95,7 +95,7 @@ function __9harness_complete
         case mount umount
             __fish_complete_directories $cur
         case help
-            test $nops -eq 0; and printf '%s\n' $commands
+            test $nops -eq 0; and $nh __complete commands 2>/dev/null
     end
 end
 
