@@ -617,3 +617,57 @@ func splitPIDDomain(d string) (machine, ns string, ok bool) {
 	machine, ns, ok = strings.Cut(rest, ":")
 	return machine, ns, ok && strings.HasPrefix(ns, "pid:[")
 }
+
+func init() { register(claude{}) }
+
+// Spec implements Harness.
+func (claude) Spec() Spec { return claudeSpec }
+
+var claudeSpec = Spec{
+	Name:  "claude",
+	Order: 10,
+	Mirrors: []Mirror{
+		{At: "projects", Rel: "projects"},
+		{At: "history", Rel: "history.jsonl", File: true},
+		{At: "skills", Rel: "skills"},
+	},
+	Skills: "skills",
+	// projects/<-home-u-src-x>/<session>.jsonl
+	SlugDirs: []string{"projects"},
+	// file-history/<session>/<hash>@v<n>: each edited file, before.
+	CopyStores: []string{"file-history"},
+	Credentials: []Credential{
+		{"settings.json", "Claude Code (may hold API keys, MCP env)"},
+		{"settings.local.json", "Claude Code"},
+		{".credentials.json", "Claude Code ~/.claude/.credentials.json"},
+		{".claude.json", "Claude Code ~/.claude.json: oauthAccount, MCP env (and backups/.claude.json.backup.<ms>)"},
+	},
+	Programs:  []string{"claude.exe"},
+	PathParts: []string{"/claude/versions/"},
+	OwnExecutable: func(exe string) bool {
+		return path.Base(exe) == "claude.exe" || strings.Contains(exe, "/claude/versions/")
+	},
+	Env: []string{"CLAUDE_CONFIG_DIR"},
+	// The live registry record, the first route of its state rule.
+	EventFiles: func(pid int) []string { return []string{"sessions/" + strconv.Itoa(pid) + ".json"} },
+	Keep: []keep{
+		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--permission-mode"}, emit: "--permission-mode", value: true, max: 64, ok: word},
+		{names: []string{"--dangerously-skip-permissions"}, emit: "--dangerously-skip-permissions"},
+		{names: []string{"--add-dir"}, emit: "--add-dir", value: true, many: true, max: 4 << 10},
+		{names: []string{"--settings"}, emit: "--settings", value: true, max: 16 << 10},
+		{names: []string{"--mcp-config"}, emit: "--mcp-config", value: true, many: true, max: 16 << 10},
+	},
+	Flags:    claudeFlags,
+	Summed:   true,
+	Counter:  func() counter { return &claudeTokens{} },
+	Verified: "2.1.197",
+	Doc: Doc{
+		Title:   "Claude Code",
+		Root:    "~/.claude",
+		Process: "the native `claude` (npm or native install)",
+		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
+		Resume:  "`claude --resume ID`",
+		RealCLI: "2.1.197 (`make realcli-latest`: 2.1.332)",
+	},
+}

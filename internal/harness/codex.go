@@ -634,3 +634,44 @@ func codexRival(env Env, p proc.Proc, cwd string, created time.Time) int {
 	}
 	return 0
 }
+
+func init() { register(codex{}) }
+
+// Spec implements Harness.
+func (codex) Spec() Spec { return codexSpec }
+
+var codexSpec = Spec{
+	Name:  "codex",
+	Order: 20,
+	Mirrors: []Mirror{
+		{At: "sessions", Rel: "sessions"},
+		{At: "session-index", Rel: "session_index.jsonl", File: true},
+		{At: "history", Rel: "history.jsonl", File: true},
+	},
+	Skills: "skills",
+	Credentials: []Credential{
+		{"config.toml", "Codex (MCP env)"},
+		{"auth.json", "Codex ~/.codex/auth.json"},
+		{"installation_id", "Codex: installation identity"},
+	},
+	ProgramPrefixes: []string{"codex-"},
+	Env:             []string{"CODEX_HOME", "CODEX_SQLITE_HOME"},
+	Keep: []keep{
+		{names: []string{"-c", "--config"}, emit: "--config", value: true, max: 8 << 10},
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"-p", "--profile"}, emit: "--profile", value: true, max: 256},
+		{names: []string{"-s", "--sandbox"}, emit: "--sandbox", value: true, max: 64, ok: word},
+		{names: []string{"-a", "--ask-for-approval"}, emit: "--ask-for-approval", value: true, max: 64, ok: word},
+	},
+	Flags:         codexFlags,
+	FlagsBeforeID: true,
+	Verified:      "0.169.0",
+	Doc: Doc{
+		Title:   "Codex",
+		Root:    "~/.codex",
+		Process: "the native TUI, not the node wrapper nor the app-server daemon",
+		Via:     "`fd` (no daemon); under the default app-server daemon `dir` (the one thread of the cwd created since the TUI started, from `state_5.sqlite`), `argv` for `codex resume ID`, `relaunch` after a move; `ambiguous` when two TUIs could own a thread",
+		Resume:  "`codex resume ID`",
+		RealCLI: "0.169.0",
+	},
+}

@@ -302,3 +302,32 @@ func dshSubs(zw *zwork, r *saferoot.Root, cands []byMtime, rel string, hdr dshHe
 func (dsh) Resume(a Agent, env Env) ([]string, error) {
 	return nil, errs.E("harness.Resume", errs.Permission, "", errors.New("dsh's shipped profiles take no resume flag"))
 }
+
+func init() { register(dsh{}) }
+
+// Spec implements Harness.
+func (dsh) Spec() Spec { return dshSpec }
+
+var dshSpec = Spec{
+	Name:    "dsh",
+	Order:   60,
+	Mirrors: []Mirror{{At: "", Rel: ""}},
+	// The session index beside the sessions.
+	Grantee: []string{"sessions", "storages/workspace.json"},
+	// sessions/<--home-u-src-x-->/session-<id>/session.jsonl.zstd. Its own
+	// layout (sessions/, storages/, profiles/) holds no copy store.
+	SlugDirs: []string{"sessions"},
+	Credentials: []Credential{
+		{"config.yml", "dsh"},
+		{"config.yaml", "dsh"},
+	},
+	Env: []string{"DSH_HOME"},
+	Doc: Doc{
+		Title:   "dsh",
+		Root:    "~/.dsh",
+		Process: "`dsh`",
+		Via:     "`fd`, `dir`",
+		Resume:  "none (dsh's profiles take no resume flag): never moved",
+		RealCLI: "fixtures only",
+	},
+}

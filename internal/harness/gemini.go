@@ -547,3 +547,58 @@ func (gemini) Resume(a Agent, env Env) ([]string, error) {
 	}
 	return []string{"gemini", "--resume", a.Session}, nil
 }
+
+func init() { register(gemini{}) }
+
+// Spec implements Harness.
+func (gemini) Spec() Spec { return geminiSpec }
+
+var geminiSpec = Spec{
+	Name:  "gemini",
+	Order: 70,
+	// The chats (tmp/<slug>/chats/…) and the slug map; never the root
+	// whole (oauth_creds.json, settings.json, the history/ shadow git
+	// repos of the projects' files).
+	Mirrors: []Mirror{
+		{At: "tmp", Rel: "tmp"},
+		{At: "projects", Rel: "projects.json", File: true},
+	},
+	// tmp/<x or x-1>/chats/session-<minute>-<id8>.jsonl
+	SlugDirs: []string{"tmp"},
+	// history/<project hash>/: shadow git repositories.
+	CopyStores: []string{"history"},
+	Credentials: []Credential{
+		{"settings.json", "Gemini CLI (may hold API keys, MCP env)"},
+		{"mcp-oauth-tokens.json", "Gemini CLI"},
+		{"a2a-oauth-tokens.json", "Gemini CLI"},
+		{"gemini-credentials.json", "Gemini CLI (keychain fallback file)"},
+		{"oauth_creds.json", "Gemini CLI ~/.gemini/oauth_creds.json"},
+		{"google_accounts.json", "Gemini CLI ~/.gemini/google_accounts.json: account identity"},
+		{"installation_id", "Gemini CLI: installation identity"},
+	},
+	// GEMINI_CLI_NO_RELAUNCH: the relaunched child (and a gemini that
+	// never relaunches) has it; it tells the agent from its launcher.
+	Env: []string{"GEMINI_DIR", "GEMINI_CLI_NO_RELAUNCH"},
+	// The launcher's mark of its relaunched child: the resumed gemini
+	// relaunches itself as a user's does, with its memory flags.
+	MoveDrop: []string{"GEMINI_CLI_NO_RELAUNCH"},
+	Keep: []keep{
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--approval-mode"}, emit: "--approval-mode", value: true, max: 64, ok: word},
+		{names: []string{"-y", "--yolo"}, emit: "--yolo"},
+		{names: []string{"-s", "--sandbox"}, emit: "--sandbox"},
+		{names: []string{"--include-directories"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
+	},
+	Flags:    geminiFlags,
+	Summed:   true,
+	Counter:  func() counter { return &geminiTokens{} },
+	Verified: "0.61.0",
+	Doc: Doc{
+		Title:   "Gemini CLI",
+		Root:    "~/.gemini",
+		Process: "the relaunched child (`GEMINI_CLI_NO_RELAUNCH`); the launcher is never listed",
+		Via:     "`dir` (the chat of the cwd begun since the process started), `argv`, `relaunch`; `ambiguous` when two could be",
+		Resume:  "`gemini --resume ID`",
+		RealCLI: "0.61.0",
+	},
+}

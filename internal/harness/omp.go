@@ -515,3 +515,44 @@ func piResume(name string, a Agent, env Env) ([]string, error) {
 	}
 	return []string{name, "--session", absPath(env.Root, a.Transcript)}, nil
 }
+
+func init() { register(omp{}) }
+
+// Spec implements Harness.
+func (omp) Spec() Spec { return ompSpec }
+
+var ompSpec = Spec{
+	Name:    "omp",
+	Order:   30,
+	Mirrors: []Mirror{{At: "", Rel: "agent"}},
+	Grantee: []string{"sessions", "skills"},
+	Skills:  "agent/skills",
+	// agent/sessions/<-src-x or --home-u-src-x-->/<ts>_<id>.jsonl. Its
+	// sessions/<slug>/checkpoints/ hold only metadata (a tree hash, the
+	// names skipped): the objects live in the project's own repository.
+	SlugDirs: []string{"agent/sessions"},
+	Credentials: []Credential{
+		{"config.yml", "omp"},
+		{"config.yaml", "omp"},
+		{"models.yml", "omp provider definitions with keys"},
+		{"models.yaml", "omp provider definitions with keys"},
+		{"agent.db", "omp ~/.omp/agent/agent.db: auth_credentials table"},
+	},
+	Env: []string{"OMP_CODING_AGENT_DIR"},
+	// omp's command line is pi's.
+	Keep: []keep{
+		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
+		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+	},
+	Flags:   piFlags,
+	Summed:  true,
+	Counter: func() counter { return &piTokens{} },
+	Doc: Doc{
+		Title:   "omp",
+		Root:    "~/.omp",
+		Process: "`omp`",
+		Via:     "`fd`, `dir`, `relaunch`",
+		Resume:  "`omp --session FILE`",
+		RealCLI: "fixtures only",
+	},
+}

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -383,4 +384,62 @@ func (opencode) Resume(a Agent, env Env) ([]string, error) {
 		return nil, unresolved("opencode", a)
 	}
 	return []string{"opencode", "--session", a.Session}, nil
+}
+
+func init() { register(opencode{}) }
+
+// Spec implements Harness.
+func (opencode) Spec() Spec { return opencodeSpec }
+
+var opencodeSpec = Spec{
+	Name:  "opencode",
+	Order: 80,
+	// It follows the XDG base directories: $XDG_DATA_HOME/opencode when
+	// that is absolute, else ~/.local/share/opencode.
+	Root: func(home, xdgDataHome string) string {
+		if filepath.IsAbs(xdgDataHome) {
+			return filepath.Join(xdgDataHome, "opencode")
+		}
+		return home + "/.local/share/opencode"
+	},
+	// Only the JSON sessions and messages of its pre-1.2 storage/ tree.
+	// Its sessions now live in opencode.db, which also holds the
+	// account's tokens: the credential table hides it, and /active
+	// serves only what is derived from it. Never the root whole
+	// (auth.json, snapshot/ git copies of the projects' files,
+	// storage/session_share/ share secrets).
+	Mirrors: []Mirror{
+		{At: "storage/session", Rel: "storage/session"},
+		{At: "storage/message", Rel: "storage/message"},
+		{At: "storage/part", Rel: "storage/part"},
+	},
+	// snapshot/: git copies of the projects' files.
+	CopyStores: []string{"snapshot"},
+	Credentials: []Credential{
+		{"auth.json", "opencode ~/.local/share/opencode/auth.json"},
+		{"mcp-auth.json", "opencode ~/.local/share/opencode/mcp-auth.json"},
+		{"account.json", "opencode ~/.local/share/opencode/account.json"},
+		{"service.json", "opencode ~/.local/state/opencode/service.json: server password"},
+		{"opencode*.db", "opencode ~/.local/share/opencode/opencode*.db: access and refresh tokens"},
+	},
+	// Its sessions and its account tokens are one SQLite file: never
+	// served, yet the only record of which session an opencode works on.
+	Stores:   []string{"opencode.db"},
+	Programs: []string{"opencode.exe"},
+	Keep: []keep{
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--agent"}, emit: "--agent", value: true, max: 64, ok: word},
+		{names: []string{"--auto"}, emit: "--auto"},
+		{names: []string{"--pure"}, emit: "--pure"},
+	},
+	Flags:    opencodeFlags,
+	Verified: "1.18.33",
+	Doc: Doc{
+		Title:   "opencode",
+		Root:    "~/.local/share/opencode",
+		Process: "the native `opencode`; `serve`, `web`, `acp`, … are helpers",
+		Via:     "`dir (heuristic: …)` from `opencode.db` (nothing ties a process to its session), `argv` for `--session ID`, `relaunch`; `ambiguous` when two could be",
+		Resume:  "`opencode --session ID`",
+		RealCLI: "1.18.33",
+	},
 }

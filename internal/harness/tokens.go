@@ -53,11 +53,8 @@ func i64(v int64) *int64 { return &v }
 // Resolve gives only their context, from the tail it reads anyway, so a
 // listing never pays for reading every transcript whole.
 func Summed(harness string) bool {
-	switch harness {
-	case "claude", "pi", "omp", "gemini":
-		return true
-	}
-	return false
+	s, _ := SpecOf(harness)
+	return s.Summed
 }
 
 // Count is a's tokens, every count the harness records: for the harnesses
@@ -143,11 +140,8 @@ type counter interface {
 }
 
 func newCounter(harness string) counter {
-	switch harness {
-	case "claude":
-		return &claudeTokens{}
-	case "gemini":
-		return &geminiTokens{}
+	if s, ok := SpecOf(harness); ok && s.Counter != nil {
+		return s.Counter()
 	}
 	return &piTokens{}
 }
