@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -589,9 +590,12 @@ var geminiSpec = Spec{
 		{names: []string{"-s", "--sandbox"}, emit: "--sandbox"},
 		{names: []string{"--include-directories"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
 	},
-	Flags:    geminiFlags,
-	Summed:   true,
-	Counter:  func() counter { return &geminiTokens{} },
+	Flags:   geminiFlags,
+	Summed:  true,
+	Counter: func() counter { return &geminiTokens{} },
+	// Only its JSONL chats are read line by line; any other transcript keeps
+	// Resolve's tokens.
+	Summable: func(transcript string) bool { return strings.HasSuffix(transcript, ".jsonl") },
 	Verified: "0.61.0",
 	Doc: Doc{
 		Title:   "Gemini CLI",
@@ -601,4 +605,128 @@ var geminiSpec = Spec{
 		Resume:  "`gemini --resume ID`",
 		RealCLI: "0.61.0",
 	},
+}
+
+// ---- turn state ----
+
+// geminiTurn derives the state from a chat's tail. Gemini writes a tool
+// call only once it has completed, and nothing of an approval prompt, nor
+// a turn end: the newest user record is a turn in flight, the newest
+// gemini record with tool calls is one (the model is called again with
+// their results), and one with only text is the turn's end.
+func geminiTurn(tail [][]byte) turn {
+	for i := len(tail) - 1; i >= 0; i-- {
+		var l struct {
+			ID        string            `json:"id"`
+			Type      string            `json:"type"`
+			Timestamp string            `json:"timestamp"`
+			Content   json.RawMessage   `json:"content"`
+			ToolCalls []json.RawMessage `json:"toolCalls"`
+		}
+		if json.Unmarshal(tail[i], &l) != nil || l.ID == "" {
+			continue
+		}
+		at := lineTime(l.Timestamp)
+		switch l.Type {
+		case "user":
+			return turn{state: StateWorking, via: "transcript (user message; approval prompts are not written)", since: at}
+		case "gemini":
+			if len(l.ToolCalls) > 0 {
+				return turn{state: StateWorking, via: "transcript (tool calls completed; approval prompts are not written)", since: at}
+			}
+			if geminiHasText(l.Content) {
+				return turn{state: StateIdle, via: "transcript (reply without tool calls)", since: at}
+			}
+		case "error":
+			return turn{state: StateIdle, via: "transcript (error)", since: at}
+		}
+	}
+	return unknown("no message in the chat's tail")
+}
+
+func geminiHasText(c json.RawMessage) bool {
+	var s string
+	if json.Unmarshal(c, &s) == nil {
+		return strings.TrimSpace(s) != ""
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(c, &parts)
+	for _, p := range parts {
+		if strings.TrimSpace(p.Text) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func geminiFill(env Env, a *Agent, rel string) {
+	if !strings.HasSuffix(rel, ".jsonl") {
+		a.StateVia = RouteNone + " (a legacy whole-JSON chat: not read for the state)"
+		return
+	}
+	f := fileCached(env.Memo, env.Root, "gemini-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var g geminiTokens
+		for i := len(s.tail) - 1; i >= 0 && g.newest == nil; i-- {
+			g.line(s.tail[i])
+		}
+		t := geminiTurn(s.tail)
+		return tailFacts{turn: t, settled: t, tokens: g.tokens(false)}
+	})
+	f.fill(a, true, time.Time{})
+}
+
+// ---- tokens ----
+
+// geminiTokens counts a chat's tokens: on "gemini" records, last-wins by
+// record id (a record is appended again when its tokens arrive). input
+// includes the cached part; thoughts are output.
+type geminiTokens struct {
+	byID   lastByID[geminiUsage, *geminiUsage]
+	newest *geminiUsage
+}
+
+type geminiUsage struct {
+	Input    int64 `json:"input"`
+	Output   int64 `json:"output"`
+	Cached   int64 `json:"cached"`
+	Thoughts int64 `json:"thoughts"`
+}
+
+func (u *geminiUsage) add(v geminiUsage) {
+	u.Input += v.Input
+	u.Output += v.Output
+	u.Cached += v.Cached
+	u.Thoughts += v.Thoughts
+}
+
+func (g *geminiTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"tokens"`)) {
+		return
+	}
+	var l struct {
+		ID     string       `json:"id"`
+		Type   string       `json:"type"`
+		Tokens *geminiUsage `json:"tokens"`
+	}
+	if json.Unmarshal(ln, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
+		return
+	}
+	g.byID.put(l.ID, *l.Tokens)
+	u := *l.Tokens
+	g.newest = &u
+}
+
+func (g *geminiTokens) tokens(whole bool) Tokens {
+	if g.newest == nil {
+		return Tokens{}
+	}
+	t := Tokens{Context: i64(g.newest.Input)}
+	if whole {
+		u := g.byID.sum()
+		t.Input, t.Output, t.CacheRead = i64(u.Input-u.Cached), i64(u.Output+u.Thoughts), i64(u.Cached)
+	}
+	return t
 }

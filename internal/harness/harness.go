@@ -26,13 +26,14 @@
 package harness
 
 import (
-	"github.com/9harness/9harness/internal/budget"
-	"github.com/9harness/9harness/internal/dbsnap"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/9harness/9harness/internal/budget"
+	"github.com/9harness/9harness/internal/dbsnap"
 
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/proc"
@@ -442,4 +443,100 @@ var opencodeSpec = Spec{
 		Resume:  "`opencode --session ID`",
 		RealCLI: "1.18.33",
 	},
+}
+
+// ---- turn state ----
+
+// ocTurn derives the state from the session's newest message row: a user
+// message, or an assistant one not completed or stopped for tool calls,
+// is a turn in flight; a completed one (or one with an error) ends it.
+// Whether opencode stores a pending permission is not known, so it never
+// says waiting.
+func ocTurn(db *sql.DB, id string) turn {
+	var data []byte
+	err := db.QueryRow(`SELECT data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT 1`, id).Scan(&data)
+	if err != nil {
+		return unknown("no message for the session")
+	}
+	var m struct {
+		Role string `json:"role"`
+		Time struct {
+			Created   int64 `json:"created"`
+			Completed int64 `json:"completed"`
+		} `json:"time"`
+		Finish string          `json:"finish"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return unknown("the newest message could not be read")
+	}
+	ms := func(v int64) time.Time {
+		if v <= 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(v)
+	}
+	switch {
+	case m.Role == "user":
+		return turn{state: StateWorking, via: "db (user message)", since: ms(m.Time.Created)}
+	case m.Role != "assistant":
+		return unknown("the newest message's role is " + m.Role)
+	case len(m.Error) > 0 && string(m.Error) != "null":
+		return turn{state: StateIdle, via: "db (assistant error)", since: ms(max(m.Time.Completed, m.Time.Created))}
+	case m.Time.Completed == 0:
+		return turn{state: StateWorking, via: "db (assistant message not completed)", since: ms(m.Time.Created)}
+	case m.Finish == "tool-calls":
+		return turn{state: StateWorking, via: "db (finish tool-calls)", since: ms(m.Time.Created)}
+	case m.Finish == "":
+		return unknown("the newest assistant message is completed with no finish")
+	}
+	return turn{state: StateIdle, via: "db (finish " + m.Finish + ")", since: ms(m.Time.Completed)}
+}
+
+// ocTokens reads the session row's totals and the newest assistant's
+// prompt size.
+func ocTokens(db *sql.DB, id string) Tokens {
+	var t Tokens
+	var in, out, reason, cr, cw sql.NullInt64
+	if db.QueryRow(`SELECT tokens_input, tokens_output, tokens_reasoning, tokens_cache_read, tokens_cache_write
+		FROM session WHERE id = ?`, id).Scan(&in, &out, &reason, &cr, &cw) == nil {
+		if in.Valid {
+			t.Input = i64(in.Int64)
+		}
+		if out.Valid {
+			t.Output = i64(out.Int64 + reason.Int64)
+		}
+		if cr.Valid {
+			t.CacheRead = i64(cr.Int64)
+		}
+		if cw.Valid {
+			t.CacheWrite = i64(cw.Int64)
+		}
+	}
+	rows, err := db.Query(`SELECT data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT 16`, id)
+	if err != nil {
+		return t
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data []byte
+		if rows.Scan(&data) != nil {
+			break
+		}
+		var m struct {
+			Role   string `json:"role"`
+			Tokens *struct {
+				Input int64 `json:"input"`
+				Cache struct {
+					Read  int64 `json:"read"`
+					Write int64 `json:"write"`
+				} `json:"cache"`
+			} `json:"tokens"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Role == "assistant" && m.Tokens != nil {
+			t.Context = i64(m.Tokens.Input + m.Tokens.Cache.Read + m.Tokens.Cache.Write)
+			break
+		}
+	}
+	return t
 }

@@ -120,9 +120,11 @@ type Spec struct {
 
 	// Summed says the session's token sums need the whole transcript
 	// read (Count, with Counter's line parser); otherwise Resolve's
-	// tokens are all there is.
-	Summed  bool
-	Counter func() counter
+	// tokens are all there is. Summable, if not nil, says which of its
+	// transcripts Counter can read (the others keep Resolve's tokens).
+	Summed   bool
+	Counter  func() counter
+	Summable func(transcript string) bool
 
 	// ---- docs ----
 
