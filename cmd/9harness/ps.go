@@ -531,7 +531,7 @@ func psTemplate(text string) (*template.Template, error) {
 		return nil, err
 	}
 	sample := client.Agent{
-		Harness: "claude", PID: 1, PPID: 1, Started: 1, Cwd: "/", Name: "x", Title: "x",
+		Harness: "x", PID: 1, PPID: 1, Started: 1, Cwd: "/", Name: "x", Title: "x",
 		Session: "x", Model: "x", Via: "x", Status: "x", Zmx: "x", Tmux: "x", Transcript: "x",
 		Agents: []string{"x"},
 	}
