@@ -4,10 +4,14 @@
 // process resolves to its session (the route is named in Agent.Via), what the
 // session's title, model and status are, and the fixed argv that resumes it.
 //
-// One file per harness: claude.go, codex.go, omp.go, pi.go, hermes.go,
-// dsh.go. The formats they read are the ones the harnesses really write
-// (samples in testdata/home, checked against the real CLIs by test/realcli),
-// because a format guessed from documentation is wrong on the first update.
+// One file per harness (claude.go, codex.go, omp.go, pi.go, hermes.go,
+// dsh.go, gemini.go, opencode.go): its type, whose methods are the code
+// (Classify, Resolve, Resume), its Spec (spec.go), which is everything
+// else as data, its turn state and token counting, and the init that
+// registers it. Every other package derives from the list of Specs. The
+// formats they read are the ones the harnesses really write (samples in
+// testdata/home, checked against the real CLIs by test/realcli), because
+// a format guessed from documentation is wrong on the first update.
 //
 // Two rules hold throughout. Every harness file is read through the
 // harness's saferoot.Root with a relative path, never by os.Open on a
