@@ -1099,3 +1099,181 @@ func (c *claudeTokens) tokens(whole bool) Tokens {
 	t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(sum.Input), i64(sum.Output), i64(sum.CacheRead), i64(sum.CacheCreate)
 	return t
 }
+
+// ---- what a listing of many agents shares (Memo) ----
+
+// claudeTranscripts is every <uuid>.jsonl of projDir with its mtime,
+// newest first: what claudeNewer compares each agent's transcript with.
+func (m *Memo) claudeTranscripts(r *saferoot.Root, projDir string) []byMtime {
+	return memoGet(m, r, "claude-transcripts", projDir, func() []byMtime {
+		ents, err := m.readDir(r, projDir)
+		if err != nil {
+			return nil
+		}
+		var names []string
+		for _, e := range ents {
+			if id, ok := strings.CutSuffix(e.Name, ".jsonl"); ok && !e.Dir && isUUID(id) {
+				names = append(names, e.Name)
+			}
+		}
+		// A directory shared by hundreds of agents has hundreds of
+		// transcripts: stat'ed on every CPU (their stats are the memo's,
+		// which each agent's own facts use next).
+		all := make([]byMtime, len(names))
+		proc.Split(len(names), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if info, err := m.Stat(r, projDir+"/"+names[i]); err == nil {
+					all[i] = byMtime{strings.TrimSuffix(names[i], ".jsonl"), info.Mtime}
+				}
+			}
+		})
+		out := all[:0]
+		for _, t := range all {
+			if t.rel != "" {
+				out = append(out, t)
+			}
+		}
+		newestFirst(out)
+		return out
+	})
+}
+
+// claudeRecords is what the registry records (sessions/<pid>.json, the
+// first claimedMax in ReadDir's order) claim: for each record file the
+// session id it names, and for each session id how many records name it.
+type claudeRecords struct {
+	sidOf map[string]string
+	count map[string]int
+}
+
+func (m *Memo) claudeRecords(r *saferoot.Root) claudeRecords {
+	return memoGet(m, r, "claude-records", "sessions", func() claudeRecords {
+		out := claudeRecords{sidOf: map[string]string{}, count: map[string]int{}}
+		ents, err := r.ReadDir("sessions")
+		if err != nil {
+			return out
+		}
+		var names []string
+		for _, e := range ents {
+			if !e.Dir && claudeRecord.MatchString(e.Name) && len(names) < claimedMax {
+				names = append(names, e.Name)
+			}
+		}
+		// Read on every CPU: hundreds of agents of one user mean hundreds
+		// of records, each a stat (and a read when it changed).
+		regs := make([]*claudeReg, len(names))
+		proc.Split(len(names), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				regs[i], _ = m.claudeRecord(r, "sessions/"+names[i])
+			}
+		})
+		for i, reg := range regs {
+			if reg != nil && reg.SessionID != "" {
+				out.sidOf[names[i]] = reg.SessionID
+				out.count[reg.SessionID]++
+			}
+		}
+		return out
+	})
+}
+
+// claudeRecord is the registry record rel, parsed once per version of the
+// file (fileCached): the agent's own resolve and every other agent's
+// /clear check read it, and a table read re-reads no unchanged record.
+// The record is shared by every request while its file is unchanged:
+// callers read it and never modify it.
+func (m *Memo) claudeRecord(r *saferoot.Root, rel string) (*claudeReg, bool) {
+	reg := fileCached(m, r, "claude-record", rel, func() *claudeReg {
+		reg := new(claudeReg)
+		if !readJSON(r, rel, smallFile, reg) {
+			return nil
+		}
+		return reg
+	})
+	return reg, reg != nil
+}
+
+// claimedBy reports whether a record other than own (a file name) names
+// sid.
+func (c claudeRecords) claimedBy(sid, own string) bool {
+	n := c.count[sid]
+	if c.sidOf[own] == sid {
+		n--
+	}
+	return n > 0
+}
+
+// claudeUnclaimed is claudeTranscripts(projDir) less the transcripts a
+// record names, newest first: the candidates of every agent's /clear
+// check but the one its own record names.
+func (m *Memo) claudeUnclaimed(r *saferoot.Root, projDir string) []byMtime {
+	return memoGet(m, r, "claude-unclaimed", projDir, func() []byMtime {
+		recs := m.claudeRecords(r)
+		var out []byMtime
+		for _, c := range m.claudeTranscripts(r, projDir) {
+			if recs.count[c.rel] == 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	})
+}
+
+// claudeHead is what claudeNewer reads of a transcript's head: whether its
+// first line is a sidechain's, and the timestamp of the first line that
+// has one (zero when none parses).
+type claudeHead struct {
+	sidechain bool
+	ts        time.Time
+	ok        bool
+}
+
+func (m *Memo) claudeHead(r *saferoot.Root, rel string) claudeHead {
+	return memoGet(m, r, "claude-head", rel, func() claudeHead {
+		head, _ := windows(r, rel, headWindow, 0)
+		for j, ln := range head {
+			var l struct {
+				Timestamp   string `json:"timestamp"`
+				IsSidechain bool   `json:"isSidechain"`
+			}
+			if json.Unmarshal(ln, &l) != nil {
+				continue
+			}
+			if j == 0 && l.IsSidechain {
+				return claudeHead{sidechain: true}
+			}
+			if l.Timestamp == "" {
+				continue
+			}
+			ts, ok := parseTime(l.Timestamp)
+			return claudeHead{ts: ts, ok: ok}
+		}
+		return claudeHead{}
+	})
+}
+
+// claudeOldSub is an agent-<id>.jsonl straight in a project dir (old
+// builds) and the session its first line names.
+type claudeOldSub struct{ name, sid string }
+
+func (m *Memo) claudeOldSubs(r *saferoot.Root, projDir string) []claudeOldSub {
+	return memoGet(m, r, "claude-oldsubs", projDir, func() []claudeOldSub {
+		ents, err := m.readDir(r, projDir)
+		if err != nil {
+			return nil
+		}
+		var out []claudeOldSub
+		for _, e := range ents {
+			if e.Dir || !strings.HasPrefix(e.Name, "agent-") || !strings.HasSuffix(e.Name, ".jsonl") {
+				continue
+			}
+			if len(out) >= oldSubsMax {
+				break
+			}
+			var l claudeLine
+			json.Unmarshal(firstLine(r, projDir+"/"+e.Name, smallFile), &l)
+			out = append(out, claudeOldSub{e.Name, l.SessionID})
+		}
+		return out
+	})
+}
