@@ -814,6 +814,7 @@ func harnessDocs() []docSpan {
 	return []docSpan{
 		{"README.md", "the harness table", re(`\| --- \| --- \| --- \| --- \| --- \| --- \|\n`), re(`\n[^|]`), strings.TrimSuffix(strings.Join(rows, ""), "\n")},
 		{"README.md", "the opening list", re(`You run many AI coding agents at once \(`), re(`\)`), strings.Join(titles, ", ")},
+		{"README.md", "the tree's /skills", re(`\n/skills/\{`), re(`\}/`), strings.Join(skills, ",")},
 		{"packaging/man/9harnessd.8", "the harnesses served", re(`on-disk state of `), re(`, and\n\.IR /active`), harnessList(titles, "and")},
 		{"packaging/man/9harnessd.8", "the --root names", re(`Pin a harness root \(`), re(`\);`), strings.Join(names, ", ")},
 		{"packaging/man/9harnessd.8", "the tree", re(`/active/HARNESS/PID/ .*\n`), re(`\n\.fi`), roff(strings.Join(append(tree, "/skills/{"+strings.Join(skills, ",")+"}"), "\n"))},
@@ -859,6 +860,12 @@ func TestDocHarnesses(t *testing.T) {
 	if *updateDocs {
 		for f, src := range files {
 			must(t, os.WriteFile("../"+f, []byte(src), 0o644))
+		}
+	}
+	// The README's tree gives each harness's directory.
+	for _, n := range nharness.Names() {
+		if !regexp.MustCompile(`(?m)^/` + n + `/`).MatchString(files["README.md"]) {
+			t.Errorf("README's tree lacks /%s/", n)
 		}
 	}
 	help, err := exec.Command(bin("9harnessd"), "--help").Output()
