@@ -191,6 +191,40 @@ func qwenRegistry(env Env, p proc.Proc) (*qwenReg, string) {
 // letter or digit is '-'), with no length cut.
 func qwenChats(cwd string) string { return "projects/" + claudeSanitize(cwd) + "/chats" }
 
+// qwenRelaunched is the relaunch route: the chat 9harness itself named
+// (by its session id) when it started this process's wrapper to resume
+// it, found on the process or the qwen processes above it (the wrapper,
+// and the relauncher between). A resumed qwen writes its registry record
+// only once its TUI is up, tens of seconds on a loaded machine. The chat
+// must be the cwd's.
+func qwenRelaunched(env Env, p proc.Proc, cwd string) (string, bool) {
+	if env.Relaunches == nil || cwd == "" {
+		return "", false
+	}
+	rel, ok := env.Relaunches.Lookup(p.PID, p.Start)
+	for up, pid := 0, p.PPID; !ok && up < 2 && pid > 1 && env.Procs != nil; up++ {
+		pp, err := env.Procs.IdentStat(pid)
+		if err != nil {
+			return "", false
+		}
+		argv, err := env.Procs.Argv(pid)
+		if k, _ := qwenArgs(argv); err != nil || k == qwenNone {
+			return "", false
+		}
+		rel, ok = env.Relaunches.Lookup(pp.PID, pp.Start)
+		pid = pp.PPID
+	}
+	dir, name, _ := strings.Cut(rel, "/chats/")
+	if !ok || checkRel(env, rel) != nil || dir+"/chats" != qwenChats(cwd) || !strings.HasSuffix(name, ".jsonl") ||
+		!isUUID(strings.TrimSuffix(name, ".jsonl")) {
+		return "", false
+	}
+	if info, err := env.Memo.Stat(env.Root, rel); err != nil || info.Dir {
+		return "", false
+	}
+	return rel, true
+}
+
 // qwenRuntime finds p's runtime record in the chats dir: one naming its
 // pid, begun since it started; the newest when there are several (a
 // /clear begins another). A record a killed qwen left is older than the
@@ -251,6 +285,10 @@ func (qwen) Resolve(env Env, p proc.Proc) Agent {
 		a.Via = RouteNone + " (" + why + "; no cwd)"
 		return a
 	default:
+		if rel, ok := qwenRelaunched(env, p, cwd); ok {
+			sid, a.Via = strings.TrimSuffix(rel[strings.LastIndexByte(rel, '/')+1:], ".jsonl"), RouteRelaunch
+			break
+		}
 		id, why2 := qwenRuntime(env, p, qwenChats(cwd))
 		if id == "" {
 			a.Via = RouteNone + " (" + why + "; " + why2 + ")"

@@ -185,6 +185,28 @@ func TestResolveQwen(t *testing.T) {
 			want.Title, want.Model = "my qwen title", "mock-qwen"
 			return qwen{}, f.env(".qwen"), p, want
 		}},
+		{"qwen/relaunched-by-a-move", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// 9harness started the wrapper with qwen --resume and noted
+			// the chat; the agent, its grandchild, has no record yet.
+			p, want := qwAgent(f, "--resume", qwSID)
+			rel := qwChat(t, f, "renamed-resumed.jsonl", qwSID, 0)
+			env := f.env(".qwen")
+			env.Relaunches = &Relaunches{}
+			env.Relaunches.Note(qwWrap, qwTick-60, rel)
+			want.Session, want.Via, want.Transcript = qwSID, RouteRelaunch, rel
+			want.Title, want.Model = "my qwen title", "mock-qwen"
+			return qwen{}, env, p, want
+		}},
+		{"qwen/relaunch-record-of-another-cwd", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			p, want := qwAgent(f, "--resume", qwSID)
+			env := f.env(".qwen")
+			env.Relaunches = &Relaunches{}
+			other := "projects/-elsewhere/chats/" + qwSID + ".jsonl"
+			f.write(".qwen/"+other, qwData(t, "renamed-resumed.jsonl"), at(200))
+			env.Relaunches.Note(qwWrap, qwTick-60, other)
+			want.Via = `none (no registry record; no chats dir for this cwd)`
+			return qwen{}, env, p, want
+		}},
 		{"qwen/only-a-stale-runtime-record", func(f *fx) (Harness, Env, proc.Proc, Agent) {
 			p, want := qwAgent(f)
 			rt := strings.ReplaceAll(qwData(t, "runtime.json"), qwRealIn, f.cwd())

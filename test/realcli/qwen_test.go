@@ -242,7 +242,13 @@ func TestQwen(t *testing.T) {
 	}
 	require(t, alive(a.pid), "a refused move stopped the agent %d", a.pid)
 
-	a.prompt("say hello qwen")
+	ans := a.prompt("say hello qwen")
+	// The answer's text is in the chat first in a telemetry record, then
+	// in the assistant record that ends the turn: wait for that one.
+	w.waitFor(30*time.Second, &a.pane, "qwen's assistant record of "+ans, func() bool {
+		b, err := os.ReadFile(a.facts().transcript)
+		return err == nil && bytes.Contains(b, []byte(`"type":"assistant"`)) && bytes.Contains(b, []byte(`{"text":"`+ans+`"}`))
+	})
 	f := a.facts()
 	if f.title != "say hello qwen" || f.model != "mock-qwen-flag" || f.session != f0.session {
 		t.Errorf("qwen wrote title %q model %q session %q; want the prompt, the -m model, %q", f.title, f.model, f.session, f0.session)
@@ -257,8 +263,8 @@ func TestQwen(t *testing.T) {
 		d.checkListed(t, map[int]string{a.pid: "qwen"})
 		ag, err := d.c.Agent("qwen", a.pid)
 		require(t, err == nil, "/active/qwen/%d: %v", a.pid, err)
-		if ag.Via != "registry" || ag.Name != f.name || ag.Tmux != "qw1" {
-			t.Errorf("via %q name %q tmux %q; want registry, %q, qw1", ag.Via, ag.Name, ag.Tmux, f.name)
+		if ag.Via != "registry" || ag.Name != f.name || ag.Tmux != a.pane.String() {
+			t.Errorf("via %q name %q tmux %q; want registry, %q, %s", ag.Via, ag.Name, ag.Tmux, f.name, a.pane)
 		}
 		if ag.State != "idle" {
 			t.Errorf("state %q (%s); want idle after the answer", ag.State, ag.StateVia)
