@@ -25,6 +25,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	nharness "github.com/9harness/9harness/internal/harness"
 	"os"
@@ -729,5 +730,140 @@ func TestTestMap(t *testing.T) {
 				t.Errorf("test/README.md maps %s%s, which is gone", dir, f)
 			}
 		}
+	}
+}
+
+// updateDocs rewrites the docs' harness lists from the Specs instead of
+// comparing them: go test ./test/ -run TestDocHarnesses -update-docs.
+var updateDocs = flag.Bool("update-docs", false, "rewrite the docs' harness lists from internal/harness's Specs")
+
+// docSpan is one piece of a doc generated from the Specs: the text between
+// before and after in file (both kept), where after is the first match
+// after before.
+type docSpan struct {
+	file, what    string
+	before, after *regexp.Regexp
+	text          string
+}
+
+// harnessList is names as prose: "a, b and c".
+func harnessList(names []string, and string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + and + " " + names[len(names)-1]
+}
+
+// mirrorsLine is the tree's line of a harness whose mirrors are named
+// paths: /NAME/{a,b} with a child of deeper paths as child/{x,y}.
+func mirrorsLine(s nharness.Spec) string {
+	var walk func(prefix string) string
+	walk = func(prefix string) string {
+		var parts []string
+		seen := map[string]bool{}
+		for _, m := range s.Mirrors {
+			rest, ok := strings.CutPrefix(m.At, prefix)
+			if !ok || rest == "" {
+				continue
+			}
+			first, _, deeper := strings.Cut(rest, "/")
+			if seen[first] {
+				continue
+			}
+			seen[first] = true
+			if deeper {
+				first += "/" + walk(prefix+first+"/")
+			}
+			parts = append(parts, first)
+		}
+		if len(parts) == 1 {
+			return parts[0]
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	return "/" + s.Name + "/" + walk("")
+}
+
+// harnessDocs are the pieces of README.md, 9harnessd(8) and 9harness ps's
+// help that list the harnesses, as the Specs make them.
+func harnessDocs() []docSpan {
+	var names, titles, skills, rows, tree []string
+	var wholes []string
+	for _, s := range nharness.Specs() {
+		names = append(names, s.Name)
+		titles = append(titles, s.Doc.Title)
+		if s.Skills != "" {
+			skills = append(skills, s.Name)
+		}
+		d := s.Doc
+		rows = append(rows, "| "+strings.Join([]string{d.Title, "`" + d.Root + "`", d.Process, d.Via, d.Resume, d.RealCLI}, " | ")+" |\n")
+		if len(s.Mirrors) == 1 && s.Mirrors[0].At == "" {
+			wholes = append(wholes, "/"+s.Name)
+			continue
+		}
+		if len(wholes) > 0 {
+			tree, wholes = append(tree, strings.Join(wholes, " ")), nil
+		}
+		tree = append(tree, mirrorsLine(s))
+	}
+	if len(wholes) > 0 {
+		tree = append(tree, strings.Join(wholes, " "))
+	}
+	roff := func(s string) string { return strings.ReplaceAll(s, "-", `\-`) }
+	re := regexp.MustCompile
+	return []docSpan{
+		{"README.md", "the harness table", re(`\| --- \| --- \| --- \| --- \| --- \| --- \|\n`), re(`\n[^|]`), strings.TrimSuffix(strings.Join(rows, ""), "\n")},
+		{"README.md", "the opening list", re(`You run many AI coding agents at once \(`), re(`\)`), strings.Join(titles, ", ")},
+		{"packaging/man/9harnessd.8", "the harnesses served", re(`on-disk state of `), re(`, and\n\.IR /active`), harnessList(titles, "and")},
+		{"packaging/man/9harnessd.8", "the --root names", re(`Pin a harness root \(`), re(`\);`), strings.Join(names, ", ")},
+		{"packaging/man/9harnessd.8", "the tree", re(`/active/HARNESS/PID/ .*\n`), re(`\n\.fi`), roff(strings.Join(append(tree, "/skills/{"+strings.Join(skills, ",")+"}"), "\n"))},
+		{"cmd/9harness/ps.go", "ps --help's HARNESS", re(`\n  HARNESS   `), re(`\n`), harnessList(names, "or")},
+	}
+}
+
+// TestDocHarnesses: the README's harness table and its list of harnesses,
+// the man page's lists of harnesses, roots and mirrors, and the help of
+// 9harness ps are what the Specs (internal/harness) make of them, and
+// 9harnessd --help (built from the Specs) names every root: a harness
+// added, removed or changed there fails here until the docs are made
+// again (-update-docs). Line breaks in prose do not count.
+func TestDocHarnesses(t *testing.T) {
+	files := map[string]string{}
+	for _, d := range harnessDocs() {
+		src, ok := files[d.file]
+		if !ok {
+			b, err := os.ReadFile("../" + d.file)
+			must(t, err)
+			src = string(b)
+		}
+		loc := d.before.FindStringIndex(src)
+		if loc == nil {
+			t.Errorf("%s: %s not found", d.file, d.what)
+			continue
+		}
+		start := loc[1]
+		end := d.after.FindStringIndex(src[start:])
+		if end == nil {
+			t.Errorf("%s: the end of %s not found", d.file, d.what)
+			continue
+		}
+		got := src[start : start+end[0]]
+		if strings.Join(strings.Fields(got), " ") != strings.Join(strings.Fields(d.text), " ") {
+			if !*updateDocs {
+				t.Errorf("%s: %s differs from the Specs (go test ./test/ -run TestDocHarnesses -update-docs):\n got: %s\nwant: %s", d.file, d.what, got, d.text)
+			}
+			src = src[:start] + d.text + src[start+end[0]:]
+		}
+		files[d.file] = src
+	}
+	if *updateDocs {
+		for f, src := range files {
+			must(t, os.WriteFile("../"+f, []byte(src), 0o644))
+		}
+	}
+	help, err := exec.Command(bin("9harnessd"), "--help").Output()
+	must(t, err)
+	if want := strings.Join(nharness.Names(), ", "); !strings.Contains(strings.Join(strings.Fields(string(help)), " "), want) {
+		t.Errorf("9harnessd --help does not list %s", want)
 	}
 }

@@ -35,7 +35,7 @@ const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --f
 List the live AI coding agents, one row per agent, sorted by harness, then
 pid (or as --sort says), as the daemon's /active tree shows them:
 
-  HARNESS   claude, codex, omp, pi, hermes or dsh
+  HARNESS   claude, codex, omp, pi, hermes, dsh, gemini or opencode
   PID       the agent's process id
   AGE       how long it has run: 45s, 12m, 3h, 2d
   STATE     the turn: working, idle (at its prompt) or waiting (it needs
@@ -531,7 +531,7 @@ func psTemplate(text string) (*template.Template, error) {
 		return nil, err
 	}
 	sample := client.Agent{
-		Harness: "claude", PID: 1, PPID: 1, Started: 1, Cwd: "/", Name: "x", Title: "x",
+		Harness: "x", PID: 1, PPID: 1, Started: 1, Cwd: "/", Name: "x", Title: "x",
 		Session: "x", Model: "x", Via: "x", Status: "x", Zmx: "x", Tmux: "x", Transcript: "x",
 		Agents: []string{"x"},
 	}

@@ -76,19 +76,19 @@ Flags:
                     %[2]s
   --max-conns N     serve at most N connections at once (default %[3]d);
                     more wait for a slot, yours first; other uids may hold
-                    all but %[12]d of them, each uid at most %[13]d
+                    all but %[8]d of them, each uid at most %[9]d
   --idle-timeout DURATION
                     close a connection of another uid after DURATION with
-                    no request in flight (default %[14]s; 0: never)
+                    no request in flight (default %[10]s; 0: never)
   --max-bytes SIZE  hold at most SIZE bytes for all peers together:
                     listings, walked names, open snapshots, read buffers
-                    (default %[15]s; K, M, G suffixes); beyond it a
+                    (default %[11]s; K, M, G suffixes); beyond it a
                     request gets ENOMEM, a walk EMFILE. Other uids may
-                    hold all but %[16]s of it
+                    hold all but %[12]s of it
   --max-bytes-per-uid SIZE
                     hold at most SIZE bytes for each uid but the owner's
                     (the owner's uid inside a sandbox counts as another),
-                    and for each connection (default %[17]s)
+                    and for each connection (default %[13]s)
   --msize BYTES     largest 9P message size granted, 4096..4194304
                     (default %[4]d)
   --allow-uid USER  also let USER (a name or uid) read the tree (repeatable)
@@ -137,8 +137,7 @@ The tree:
 A harness whose directory does not exist is simply absent.
 
 The formats are those of the versions the real-CLI tier runs (test/realcli):
-Claude Code %[7]s, Codex %[8]s, pi %[9]s, Gemini CLI %[10]s,
-opencode %[11]s.
+%[7]s.
 
 Exit status: 0 on success (and after --help or --version); 1 when it cannot
 serve (the socket cannot be made, a root cannot be opened); 2 for a usage
@@ -159,9 +158,36 @@ func helpText() string {
 	}
 	dirs.WriteString(line + "\n  /skills/          the skills of the harnesses that have them")
 	return fmt.Sprintf(usage, sockpath.Default(), strings.Join(names, ", "), daemon.DefaultMaxConns, daemon.DefaultMaxMsize, authz.PolkitAction, dirs.String(),
-		harness.Verified("claude"), harness.Verified("codex"), harness.Verified("pi"), harness.Verified("gemini"), harness.Verified("opencode"),
+		verified(),
 		daemon.DefaultOwnerReserve, daemon.DefaultMaxConnsPerUID, strings.TrimSuffix(daemon.DefaultIdleTimeout.String(), "0s"),
 		byteSize(daemon.DefaultMaxBytes), byteSize(daemon.DefaultOwnerBytes), byteSize(daemon.DefaultMaxBytesPerUID))
+}
+
+// verified is the harnesses' CLIs at the versions the real-CLI tier runs
+// (each Spec's Verified), as the help's sentence lists them, wrapped.
+func verified() string {
+	var parts []string
+	for _, s := range harness.Specs() {
+		if s.Verified != "" {
+			parts = append(parts, s.Doc.Title+" "+s.Verified)
+		}
+	}
+	var b strings.Builder
+	line := ""
+	for i, p := range parts {
+		if i < len(parts)-1 {
+			p += ","
+		}
+		if line != "" && len(line)+1+len(p) > 70 {
+			b.WriteString(line + "\n")
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += p
+	}
+	return b.String() + line
 }
 
 // rootFlags collects --root NAME=PATH.

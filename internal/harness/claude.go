@@ -617,3 +617,485 @@ func splitPIDDomain(d string) (machine, ns string, ok bool) {
 	machine, ns, ok = strings.Cut(rest, ":")
 	return machine, ns, ok && strings.HasPrefix(ns, "pid:[")
 }
+
+func init() { register(claude{}) }
+
+// Spec implements Harness.
+func (claude) Spec() Spec { return claudeSpec }
+
+var claudeSpec = Spec{
+	Name:  "claude",
+	Order: 10,
+	Mirrors: []Mirror{
+		{At: "projects", Rel: "projects"},
+		{At: "history", Rel: "history.jsonl", File: true},
+		{At: "skills", Rel: "skills"},
+	},
+	Skills: "skills",
+	// projects/<-home-u-src-x>/<session>.jsonl
+	SlugDirs: []string{"projects"},
+	// file-history/<session>/<hash>@v<n>: each edited file, before.
+	CopyStores: []string{"file-history"},
+	Credentials: []Credential{
+		{"settings.json", "Claude Code (may hold API keys, MCP env)"},
+		{"settings.local.json", "Claude Code"},
+		{".credentials.json", "Claude Code ~/.claude/.credentials.json"},
+		{".claude.json", "Claude Code ~/.claude.json: oauthAccount, MCP env (and backups/.claude.json.backup.<ms>)"},
+	},
+	Programs:  []string{"claude.exe"},
+	PathParts: []string{"/claude/versions/"},
+	OwnExecutable: func(exe string) bool {
+		return path.Base(exe) == "claude.exe" || strings.Contains(exe, "/claude/versions/")
+	},
+	Env: []string{"CLAUDE_CONFIG_DIR"},
+	// The live registry record, the first route of its state rule.
+	EventFiles: func(pid int) []string { return []string{"sessions/" + strconv.Itoa(pid) + ".json"} },
+	Keep: []keep{
+		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--permission-mode"}, emit: "--permission-mode", value: true, max: 64, ok: word},
+		{names: []string{"--dangerously-skip-permissions"}, emit: "--dangerously-skip-permissions"},
+		{names: []string{"--add-dir"}, emit: "--add-dir", value: true, many: true, max: 4 << 10},
+		{names: []string{"--settings"}, emit: "--settings", value: true, max: 16 << 10},
+		{names: []string{"--mcp-config"}, emit: "--mcp-config", value: true, many: true, max: 16 << 10},
+	},
+	Flags:    claudeFlags,
+	Summed:   true,
+	Counter:  func() counter { return &claudeTokens{} },
+	Verified: "2.1.197",
+	Doc: Doc{
+		Title:   "Claude Code",
+		Root:    "~/.claude",
+		Process: "the native `claude` (npm or native install)",
+		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
+		Resume:  "`claude --resume ID`",
+		RealCLI: "2.1.197 (`make realcli-latest`: 2.1.332)",
+	},
+}
+
+// ---- turn state ----
+
+// claudeRegTurn is the state Claude's registry publishes: status busy,
+// idle or waiting (with waitingFor: "permission prompt", "input needed",
+// "dialog open", …). Old builds write no status: then ok is false and the
+// transcript decides.
+func claudeRegTurn(status, waitingFor string, updated json.RawMessage) (turn, bool) {
+	t := turn{via: RouteRegistry}
+	if ms, ok := number(updated); ok && ms > 0 {
+		t.since = time.UnixMilli(int64(ms))
+	}
+	switch status {
+	case "busy":
+		t.state = StateWorking
+	case "idle":
+		t.state = StateIdle
+	case "waiting":
+		t.state, t.waiting = StateWaiting, cleanTitle(waitingFor)
+	default:
+		return turn{}, false
+	}
+	return t, true
+}
+
+type claudeTurnLine struct {
+	Type              string `json:"type"`
+	Subtype           string `json:"subtype"`
+	IsSidechain       bool   `json:"isSidechain"`
+	IsMeta            bool   `json:"isMeta"`
+	IsCompactSummary  bool   `json:"isCompactSummary"`
+	IsAPIErrorMessage bool   `json:"isApiErrorMessage"`
+	Timestamp         string `json:"timestamp"`
+	PermissionMode    string `json:"permissionMode"`
+	Message           *struct {
+		ID         string          `json:"id"`
+		Model      string          `json:"model"`
+		StopReason *string         `json:"stop_reason"`
+		Content    json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+type claudeBlock struct {
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Text      string `json:"text"`
+	ID        string `json:"id"`          // a tool_use's
+	ToolUseID string `json:"tool_use_id"` // the call a tool_result answers
+}
+
+func claudeBlocks(content json.RawMessage) (blocks []claudeBlock, text string) {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return nil, s
+	}
+	json.Unmarshal(content, &blocks)
+	for _, b := range blocks {
+		if b.Type == "text" {
+			text += b.Text
+		}
+	}
+	return blocks, text
+}
+
+// claudeInput are the tools by which Claude asks the user something: a
+// pending one is a question, not a permission.
+var claudeInput = map[string]bool{"AskUserQuestion": true, "ExitPlanMode": true}
+
+// claudeTurn derives the state from a transcript's tail, newest line
+// first: the newest line that says something of the turn decides.
+// Sub-agent lines, metadata lines, isMeta, compact-summary and
+// command-echo user lines, and synthetic assistant lines (a --resume's "No response requested.")
+// say nothing. settled says the file has not grown for the settle time.
+func claudeTurn(tail [][]byte, settled bool) turn {
+	parse := func(i int) (claudeTurnLine, bool) {
+		var l claudeTurnLine
+		if json.Unmarshal(tail[i], &l) != nil || l.IsSidechain {
+			return l, false
+		}
+		return l, true
+	}
+	for i := len(tail) - 1; i >= 0; i-- {
+		l, ok := parse(i)
+		if !ok {
+			continue // torn, or a sub-agent's
+		}
+		at := lineTime(l.Timestamp)
+		switch l.Type {
+		case "system":
+			if l.Subtype == "turn_duration" || l.Subtype == "stop_hook_summary" {
+				return turn{state: StateIdle, via: "transcript (" + l.Subtype + ")", since: at}
+			}
+		case "user":
+			if l.IsMeta || l.IsCompactSummary || l.Message == nil {
+				continue // a reminder, or /compact's summary: no prompt
+			}
+			blocks, text := claudeBlocks(l.Message.Content)
+			if strings.HasPrefix(strings.TrimSpace(text), "[Request interrupted by user") {
+				return turn{state: StateIdle, via: "transcript (interrupted)", since: at}
+			}
+			for _, b := range blocks {
+				if b.Type == "tool_result" {
+					return turn{state: StateWorking, via: "transcript (tool result: a model call is in flight)", since: claudeTurnStart(tail, i)}
+				}
+			}
+			if claudeUserText(l.Message.Content) != "" {
+				return turn{state: StateWorking, via: "transcript (user prompt)", since: at}
+			}
+		case "assistant":
+			if l.Message == nil {
+				continue
+			}
+			if l.Message.Model == "<synthetic>" {
+				if l.IsAPIErrorMessage {
+					return turn{state: StateIdle, via: "transcript (api error)", since: at}
+				}
+				continue
+			}
+			stop := ""
+			if l.Message.StopReason != nil {
+				stop = *l.Message.StopReason
+			}
+			blocks, _ := claudeBlocks(l.Message.Content)
+			var tools []string
+			text := false
+			for _, b := range blocks {
+				switch b.Type {
+				case "tool_use":
+					tools = append(tools, b.Name)
+				case "text":
+					text = true
+				}
+			}
+			switch {
+			case stop == "end_turn" || stop == "stop_sequence" || stop == "max_tokens" || stop == "refusal":
+				return turn{state: StateIdle, via: "transcript (stop_reason " + stop + ")", since: at}
+			case stop == "pause_turn":
+				return turn{state: StateWorking, via: "transcript (stop_reason pause_turn)", since: claudeTurnStart(tail, i)}
+			case stop == "tool_use" || (stop == "" && len(tools) > 0):
+				return claudeToolTurn(tail, i, l.Message.ID, at)
+			case stop == "" && text && settled:
+				return turn{state: StateIdle, via: "transcript (text reply with stop_reason null, file settled)", since: at}
+			case stop == "":
+				return turn{state: StateWorking, via: "transcript (response streaming: stop_reason null)", since: claudeTurnStart(tail, i)}
+			default:
+				return unknown("transcript: stop_reason " + stop + " is not known")
+			}
+		}
+	}
+	return unknown("no turn in the transcript's tail")
+}
+
+// claudeToolTurn is the state when the newest response ends in a tool
+// call no result has answered yet. A question tool is the user's to
+// answer; under bypassPermissions a tool is never a permission prompt;
+// otherwise it runs or awaits approval, and only the registry says which.
+func claudeToolTurn(tail [][]byte, i int, id string, at time.Time) turn {
+	var tools []string
+	for j := i; j >= 0; j-- {
+		var l claudeTurnLine
+		if json.Unmarshal(tail[j], &l) != nil || l.Type != "assistant" || l.Message == nil {
+			continue
+		}
+		if l.Message.ID != id || (id == "" && j != i) {
+			break
+		}
+		blocks, _ := claudeBlocks(l.Message.Content)
+		for k := len(blocks) - 1; k >= 0; k-- {
+			if blocks[k].Type == "tool_use" {
+				tools = append([]string{blocks[k].Name}, tools...)
+			}
+		}
+	}
+	for _, name := range tools {
+		if claudeInput[name] {
+			return turn{state: StateWaiting, waiting: "approve " + name, via: "transcript (" + name + " pending)", since: at}
+		}
+	}
+	names := strings.Join(tools, ",")
+	if claudePermissionMode(tail, i) == "bypassPermissions" {
+		return turn{state: StateWorking, via: "transcript (tool_use " + names + " in flight; bypassPermissions)", since: claudeTurnStart(tail, i)}
+	}
+	return unknown("tool_use " + names + " in flight: running or awaiting approval, which only the registry tells")
+}
+
+// claudePermissionMode is the newest permissionMode a user line at or
+// before i records.
+func claudePermissionMode(tail [][]byte, i int) string {
+	for j := i; j >= 0; j-- {
+		if !bytes.Contains(tail[j], []byte(`"permissionMode"`)) {
+			continue
+		}
+		var l claudeTurnLine
+		if json.Unmarshal(tail[j], &l) == nil && l.PermissionMode != "" {
+			return l.PermissionMode
+		}
+	}
+	return ""
+}
+
+// claudeTurnStart is when the turn in flight at line i began: the newest
+// user prompt at or before it, zero if the tail does not hold it.
+func claudeTurnStart(tail [][]byte, i int) time.Time {
+	for j := i; j >= 0; j-- {
+		var l claudeTurnLine
+		if json.Unmarshal(tail[j], &l) != nil || l.IsSidechain {
+			continue
+		}
+		switch {
+		case l.Type == "system" && (l.Subtype == "turn_duration" || l.Subtype == "stop_hook_summary"):
+			return time.Time{}
+		case l.Type == "user" && !l.IsMeta && l.Message != nil && claudeUserText(l.Message.Content) != "":
+			return lineTime(l.Timestamp)
+		}
+	}
+	return time.Time{}
+}
+
+// claudePermission is the registry's waitingFor for a permission prompt,
+// whatever the tool: Claude 2.1.197 to 2.1.332 write it, not the
+// "approve <tool>" of older sources.
+const claudePermission = "permission prompt"
+
+// claudePending is the tool a permission prompt asks about: the first
+// tool call, in file order, of the newest response that made one, that
+// no tool_result in the tail answers. Claude asks about its calls one at
+// a time, in order; a call it runs unasked (Read) has its result by the
+// time a later one is asked about, unless they run at once. The newest
+// response is found by its message id, not its place: Claude may write
+// the prompt's user line after the response's first lines.
+func claudePending(tail [][]byte) string {
+	id := ""
+	for i := len(tail) - 1; i >= 0 && id == ""; i-- {
+		var l claudeTurnLine
+		if json.Unmarshal(tail[i], &l) != nil || l.IsSidechain || l.Type != "assistant" || l.Message == nil || l.Message.Model == "<synthetic>" {
+			continue
+		}
+		blocks, _ := claudeBlocks(l.Message.Content)
+		for _, b := range blocks {
+			if b.Type == "tool_use" {
+				id = l.Message.ID
+			}
+		}
+		if id == "" {
+			return "" // the newest response calls no tool
+		}
+	}
+	answered := map[string]bool{}
+	var calls []claudeBlock
+	for _, line := range tail {
+		var l claudeTurnLine
+		if json.Unmarshal(line, &l) != nil || l.IsSidechain || l.Message == nil {
+			continue
+		}
+		blocks, _ := claudeBlocks(l.Message.Content)
+		for _, b := range blocks {
+			switch {
+			case l.Type == "user" && b.Type == "tool_result":
+				answered[b.ToolUseID] = true
+			case l.Type == "assistant" && b.Type == "tool_use" && l.Message.ID == id:
+				calls = append(calls, b)
+			}
+		}
+	}
+	for _, b := range calls {
+		if !answered[b.ID] {
+			// The name is the transcript's text, served in waiting and
+			// in an events line: one line, as the registry's waitingFor.
+			return cleanTitle(b.Name)
+		}
+	}
+	return ""
+}
+
+// claudeFill sets a's state (unless the registry has) and context from
+// the transcript rel's tail. The sums need the whole file: Count. A
+// registry that says only "permission prompt" is told which tool from
+// the tail: "approve Bash".
+func claudeFill(env Env, a *Agent, rel string, now time.Time) {
+	f := fileCached(env.Memo, env.Root, "claude-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var c claudeTokens
+		for i := len(s.tail) - 1; i >= 0 && c.newest == nil; i-- {
+			c.line(s.tail[i])
+		}
+		t, settled := claudeTurn(s.tail, false), claudeTurn(s.tail, true)
+		t.pending = claudePending(s.tail)
+		settled.pending = t.pending
+		return tailFacts{turn: t, settled: settled, tokens: c.tokens(false), mtime: s.mtime}
+	})
+	fromRegistry := strings.HasPrefix(a.StateVia, RouteRegistry)
+	f.fill(a, a.State == "" && !fromRegistry, now)
+	if fromRegistry && a.State == StateWaiting && a.Waiting == claudePermission && f.turn.pending != "" {
+		a.Waiting = "approve " + f.turn.pending
+		a.StateVia = RouteRegistry + " (waitingFor " + claudePermission + "; the tool from the transcript's unanswered " + f.turn.pending + " call)"
+	}
+}
+
+// ---- tokens ----
+
+// claudeUsage is the usage an assistant line carries.
+type claudeUsage struct {
+	Input       int64 `json:"input_tokens"`
+	CacheCreate int64 `json:"cache_creation_input_tokens"`
+	CacheRead   int64 `json:"cache_read_input_tokens"`
+	Output      int64 `json:"output_tokens"`
+}
+
+type claudeUsageLine struct {
+	Type        string `json:"type"`
+	IsSidechain bool   `json:"isSidechain"`
+	Message     *struct {
+		ID    string       `json:"id"`
+		Model string       `json:"model"`
+		Usage *claudeUsage `json:"usage"`
+	} `json:"message"`
+}
+
+// claudeTokens counts a Claude transcript's usage. One response is written
+// as several lines with the same message id, the output count growing and
+// final only on the last, so each id counts once, its last line's usage.
+// Sidechain lines (a sub-agent's) and synthetic ones are not the session's.
+type claudeTokens struct {
+	byID   lastByID[claudeUsage, *claudeUsage]
+	noID   claudeUsage // the sum of the lines without an id
+	n      int         // lines counted
+	newest *claudeUsage
+}
+
+func (u *claudeUsage) add(v claudeUsage) {
+	u.Input += v.Input
+	u.Output += v.Output
+	u.CacheRead += v.CacheRead
+	u.CacheCreate += v.CacheCreate
+}
+
+func (c *claudeTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"usage"`)) {
+		return
+	}
+	id, u, ok := claudeUsageFast(ln)
+	if !ok {
+		var l claudeUsageLine
+		if json.Unmarshal(ln, &l) != nil || l.Type != "assistant" || l.IsSidechain || l.Message == nil ||
+			l.Message.Usage == nil || l.Message.Model == "<synthetic>" {
+			return
+		}
+		id, u = l.Message.ID, *l.Message.Usage
+	}
+	c.newest = &u
+	c.n++
+	if id == "" {
+		c.noID.add(u)
+		return
+	}
+	c.byID.put(id, u)
+}
+
+// claudeUsageFast reads a main-chain assistant line's message id and usage
+// without decoding its content (most of a transcript's bytes), for the
+// layout Claude writes: the message object starting with its id, its
+// usage after its content (so the last "usage" key is the message's).
+// Anything else (a sub-agent's line, a synthetic one, another layout)
+// is left to the full decoding: ok is false.
+func claudeUsageFast(ln []byte) (id string, u claudeUsage, ok bool) {
+	const msg = `"message":{"id":"`
+	i := bytes.Index(ln, []byte(msg))
+	if i < 0 || !bytes.Contains(ln, []byte(`"type":"assistant"`)) ||
+		bytes.Contains(ln, []byte(`"isSidechain":true`)) || bytes.Contains(ln, []byte(`"<synthetic>"`)) {
+		return "", u, false
+	}
+	rest := ln[i+len(msg):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return "", u, false
+	}
+	id = string(rest[:j])
+	k := bytes.LastIndex(ln, []byte(`"usage":{`))
+	if k < 0 {
+		return "", u, false
+	}
+	obj := jsonObject(ln[k+len(`"usage":`):])
+	if obj == nil || json.Unmarshal(obj, &u) != nil {
+		return "", u, false
+	}
+	return id, u, true
+}
+
+// jsonObject is the JSON object b starts with, found by matching braces
+// outside strings; nil if b does not hold a whole one.
+func jsonObject(b []byte) []byte {
+	depth, inStr, esc := 0, false, false
+	for i, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case inStr:
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return b[:i+1]
+			}
+		}
+	}
+	return nil
+}
+
+// tokens is the count; with whole unset (the file was too big to scan)
+// only the context, from the tail, is given.
+func (c *claudeTokens) tokens(whole bool) Tokens {
+	var t Tokens
+	if c.newest != nil {
+		t.Context = i64(c.newest.Input + c.newest.CacheRead + c.newest.CacheCreate)
+	}
+	if !whole || c.n == 0 {
+		return t
+	}
+	sum := c.byID.sum()
+	sum.add(c.noID)
+	t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(sum.Input), i64(sum.Output), i64(sum.CacheRead), i64(sum.CacheCreate)
+	return t
+}

@@ -634,3 +634,211 @@ func codexRival(env Env, p proc.Proc, cwd string, created time.Time) int {
 	}
 	return 0
 }
+
+func init() { register(codex{}) }
+
+// Spec implements Harness.
+func (codex) Spec() Spec { return codexSpec }
+
+var codexSpec = Spec{
+	Name:  "codex",
+	Order: 20,
+	Mirrors: []Mirror{
+		{At: "sessions", Rel: "sessions"},
+		{At: "session-index", Rel: "session_index.jsonl", File: true},
+		{At: "history", Rel: "history.jsonl", File: true},
+	},
+	Skills: "skills",
+	Credentials: []Credential{
+		{"config.toml", "Codex (MCP env)"},
+		{"auth.json", "Codex ~/.codex/auth.json"},
+		{"installation_id", "Codex: installation identity"},
+	},
+	ProgramPrefixes: []string{"codex-"},
+	Env:             []string{"CODEX_HOME", "CODEX_SQLITE_HOME"},
+	Keep: []keep{
+		{names: []string{"-c", "--config"}, emit: "--config", value: true, max: 8 << 10},
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"-p", "--profile"}, emit: "--profile", value: true, max: 256},
+		{names: []string{"-s", "--sandbox"}, emit: "--sandbox", value: true, max: 64, ok: word},
+		{names: []string{"-a", "--ask-for-approval"}, emit: "--ask-for-approval", value: true, max: 64, ok: word},
+	},
+	Flags:         codexFlags,
+	FlagsBeforeID: true,
+	Verified:      "0.169.0",
+	Doc: Doc{
+		Title:   "Codex",
+		Root:    "~/.codex",
+		Process: "the native TUI, not the node wrapper nor the app-server daemon",
+		Via:     "`fd` (no daemon); under the default app-server daemon `dir` (the one thread of the cwd created since the TUI started, from `state_5.sqlite`), `argv` for `codex resume ID`, `relaunch` after a move; `ambiguous` when two TUIs could own a thread",
+		Resume:  "`codex resume ID`",
+		RealCLI: "0.169.0",
+	},
+}
+
+// ---- turn state ----
+
+// codexNoApproval is said of every Codex state: Codex writes no approval
+// request to its rollout, so a turn waiting for one reads as working.
+const codexNoApproval = "; approval prompts are not written, so waiting cannot be seen"
+
+// codexTurn derives the state from a rollout's tail: the newest of
+// task_started (or user_message) and task_complete or turn_aborted.
+// token_count and the other records are passive: Codex re-emits them
+// after a turn.
+func codexTurn(tail [][]byte) turn {
+	for i := len(tail) - 1; i >= 0; i-- {
+		var l struct {
+			Timestamp string `json:"timestamp"`
+			Type      string `json:"type"`
+			Payload   struct {
+				Type string `json:"type"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(tail[i], &l) != nil || l.Type != "event_msg" {
+			continue
+		}
+		at := lineTime(l.Timestamp)
+		switch p := l.Payload.Type; p {
+		case "task_started", "turn_started", "user_message":
+			return turn{state: StateWorking, via: "transcript (" + p + codexNoApproval + ")", since: at}
+		case "task_complete", "turn_complete", "turn_aborted":
+			return turn{state: StateIdle, via: "transcript (" + p + ")", since: at}
+		}
+	}
+	return unknown("no turn in the rollout's tail" + codexNoApproval)
+}
+
+// codexFill sets a's state, tokens and limits from the rollout rel. child says it
+// is a fork or a sub-agent's, whose history replays its parent's.
+func codexFill(env Env, a *Agent, rel string) {
+	// A decode cut short by a bound is not kept for the file's version.
+	f := cached(env.Memo, env.Root, "codex-tail", rel, false, func() (tailFacts, bool) {
+		keep := true
+		var head, tail [][]byte
+		if strings.HasSuffix(rel, ".zst") {
+			var done func()
+			head, tail, done, keep = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
+		} else {
+			head, tail = windows(env.Root, rel, headWindow, stateTail)
+		}
+		all := tail
+		if tail == nil {
+			all = head // the whole file
+		}
+		t := codexTurn(all)
+		child := false
+		if len(head) > 0 {
+			child = stringField(head[0], "forked_from_id") != "" || stringField(head[0], "parent_thread_id") != "" ||
+				bytes.Contains(head[0], []byte(`"thread_source":"subagent"`))
+		}
+		return tailFacts{turn: t, settled: t, tokens: codexTokens(head, tail, child), limits: codexLimits(head, tail)}, keep
+	})
+	f.fill(a, true, time.Time{})
+}
+
+// ---- tokens ----
+
+// codexUsage is a token_count's cumulative or last usage. input_tokens
+// includes the cached input.
+type codexUsage struct {
+	Input      *int64 `json:"input_tokens"`
+	Cached     *int64 `json:"cached_input_tokens"`
+	CacheWrite *int64 `json:"cache_write_input_tokens"`
+	Output     *int64 `json:"output_tokens"`
+}
+
+func (u codexUsage) zero() bool {
+	for _, v := range []*int64{u.Input, u.Cached, u.CacheWrite, u.Output} {
+		if v != nil && *v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type codexTokenLine struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Type string `json:"type"`
+		Info *struct {
+			Total *codexUsage `json:"total_token_usage"`
+			Last  *codexUsage `json:"last_token_usage"`
+		} `json:"info"`
+	} `json:"payload"`
+}
+
+// codexTokenCount decodes a token_count line with its info, or nil.
+func codexTokenCount(ln []byte) *codexTokenLine {
+	if !bytes.Contains(ln, []byte(`"token_count"`)) {
+		return nil
+	}
+	var l codexTokenLine
+	if json.Unmarshal(ln, &l) != nil || l.Type != "event_msg" || l.Payload.Type != "token_count" ||
+		l.Payload.Info == nil || l.Payload.Info.Total == nil {
+		return nil
+	}
+	return &l
+}
+
+// codexTokens is a rollout's usage: the newest cumulative token_count
+// (Codex re-emits it unchanged, so only the newest is read), minus, for a
+// fork or a sub-agent, the parent's total its replayed history begins
+// with (its first token_count, whose last usage is all zeros). A fork
+// whose baseline cannot be seen in head gives no sums. head and tail are
+// windows' halves: tail is nil when head is the whole file.
+func codexTokens(head, tail [][]byte, child bool) Tokens {
+	var newest *codexTokenLine
+	for i := len(tail) - 1; i >= 0 && newest == nil; i-- {
+		newest = codexTokenCount(tail[i])
+	}
+	for i := len(head) - 1; i >= 0 && newest == nil; i-- {
+		newest = codexTokenCount(head[i])
+	}
+	if newest == nil {
+		return Tokens{}
+	}
+	var t Tokens
+	if l := newest.Payload.Info.Last; l != nil && l.Input != nil {
+		t.Context = i64(*l.Input)
+	}
+	var base codexUsage
+	if child {
+		// The first token_count is looked for in the head alone (the whole
+		// file when it fits): one found only in the tail is not the first.
+		var first *codexTokenLine
+		for _, ln := range head {
+			if first = codexTokenCount(ln); first != nil {
+				break
+			}
+		}
+		if first == nil || first.Payload.Info.Last == nil || !first.Payload.Info.Last.zero() {
+			return t // the parent's share cannot be told from the child's
+		}
+		base = *first.Payload.Info.Total
+	}
+	tot := *newest.Payload.Info.Total
+	sub := func(v, b *int64) *int64 {
+		if v == nil {
+			return nil
+		}
+		n := *v
+		if b != nil {
+			n -= *b
+		}
+		return i64(max(n, 0))
+	}
+	input, baseInput := tot.Input, base.Input
+	if input != nil && tot.Cached != nil {
+		input = i64(*input - *tot.Cached)
+	}
+	if baseInput != nil && base.Cached != nil {
+		baseInput = i64(*baseInput - *base.Cached)
+	}
+	t.Input = sub(input, baseInput)
+	t.Output = sub(tot.Output, base.Output)
+	t.CacheRead = sub(tot.Cached, base.Cached)
+	t.CacheWrite = sub(tot.CacheWrite, base.CacheWrite)
+	return t
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -301,4 +302,133 @@ func dshSubs(zw *zwork, r *saferoot.Root, cands []byMtime, rel string, hdr dshHe
 // is installed; the profiles it ships take no resume flag.
 func (dsh) Resume(a Agent, env Env) ([]string, error) {
 	return nil, errs.E("harness.Resume", errs.Permission, "", errors.New("dsh's shipped profiles take no resume flag"))
+}
+
+func init() { register(dsh{}) }
+
+// Spec implements Harness.
+func (dsh) Spec() Spec { return dshSpec }
+
+var dshSpec = Spec{
+	Name:    "dsh",
+	Order:   60,
+	Mirrors: []Mirror{{At: "", Rel: ""}},
+	// The session index beside the sessions.
+	Grantee: []string{"sessions", "storages/workspace.json"},
+	// sessions/<--home-u-src-x-->/session-<id>/session.jsonl.zstd. Its own
+	// layout (sessions/, storages/, profiles/) holds no copy store.
+	SlugDirs: []string{"sessions"},
+	Credentials: []Credential{
+		{"config.yml", "dsh"},
+		{"config.yaml", "dsh"},
+	},
+	Env: []string{"DSH_HOME"},
+	Doc: Doc{
+		Title:   "dsh",
+		Root:    "~/.dsh",
+		Process: "`dsh`",
+		Via:     "`fd`, `dir`",
+		Resume:  "none (dsh's profiles take no resume flag): never moved",
+		RealCLI: "fixtures only",
+	},
+}
+
+// ---- turn state ----
+
+// dshTurn derives what can be known from a dsh log: a user message newer
+// than any answer is a turn in flight. dsh writes no stop reason or turn
+// end, so an answer does not tell a finished turn from one that goes on.
+func dshTurn(evs [][]byte) turn {
+	for i := len(evs) - 1; i >= 0; i-- {
+		var e struct {
+			Type string `json:"type"`
+			Time int64  `json:"time"`
+		}
+		if json.Unmarshal(evs[i], &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "user/message":
+			var at time.Time
+			if e.Time > 0 {
+				at = time.UnixMilli(e.Time)
+			}
+			return turn{state: StateWorking, via: "transcript (user message)", since: at}
+		case "assistant/message":
+			return unknown("dsh writes no turn end: an answer does not tell whether the turn goes on")
+		}
+	}
+	return unknown("no message in the log's tail")
+}
+
+func dshFill(env Env, a *Agent, rel string) {
+	// A decode cut short by a bound is not kept for the file's version.
+	f := cached(env.Memo, env.Root, "dsh-tail", rel, false, func() (tailFacts, bool) {
+		keep := true
+		var head, tail [][]byte
+		if strings.HasSuffix(rel, ".zstd") {
+			var done func()
+			head, tail, done, keep = zwindows(env.zw, env.Root, rel, zHeadWindow, zTailWindow)
+			defer done()
+		} else {
+			head, tail = windows(env.Root, rel, headWindow, tailWindow)
+		}
+		whole := tail == nil
+		all := tail
+		if whole {
+			all = head
+		}
+		t := dshTurn(all)
+		return tailFacts{turn: t, settled: t, tokens: dshTokens(all, whole)}, keep
+	})
+	f.fill(a, true, time.Time{})
+}
+
+// ---- tokens ----
+
+// dshTokens sums usage{inputTokens, outputTokens} of assistant/message
+// events, last-wins by message id. dsh reports no cache counts.
+func dshTokens(evs [][]byte, whole bool) Tokens {
+	type u struct{ in, out int64 }
+	byID := map[string]u{}
+	var order []string
+	n := 0
+	for _, ln := range evs {
+		var e struct {
+			Type string `json:"type"`
+			Data struct {
+				Message *struct {
+					ID string `json:"id"`
+				} `json:"message"`
+				Usage *struct {
+					Input  int64 `json:"inputTokens"`
+					Output int64 `json:"outputTokens"`
+				} `json:"usage"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(ln, &e) != nil || e.Type != "assistant/message" || e.Data.Usage == nil {
+			continue
+		}
+		id := ""
+		if e.Data.Message != nil {
+			id = e.Data.Message.ID
+		}
+		if id == "" {
+			n++
+			id = "\x00" + strconv.Itoa(n)
+		}
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = u{e.Data.Usage.Input, e.Data.Usage.Output}
+	}
+	if len(order) == 0 || !whole {
+		return Tokens{}
+	}
+	var in, out int64
+	for _, id := range order {
+		in += byID[id].in
+		out += byID[id].out
+	}
+	return Tokens{Input: i64(in), Output: i64(out)}
 }

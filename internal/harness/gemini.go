@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -546,4 +547,186 @@ func (gemini) Resume(a Agent, env Env) ([]string, error) {
 		return nil, nothingYet("gemini", a, "no prompt yet; gemini --resume refuses a chat without one")
 	}
 	return []string{"gemini", "--resume", a.Session}, nil
+}
+
+func init() { register(gemini{}) }
+
+// Spec implements Harness.
+func (gemini) Spec() Spec { return geminiSpec }
+
+var geminiSpec = Spec{
+	Name:  "gemini",
+	Order: 70,
+	// The chats (tmp/<slug>/chats/…) and the slug map; never the root
+	// whole (oauth_creds.json, settings.json, the history/ shadow git
+	// repos of the projects' files).
+	Mirrors: []Mirror{
+		{At: "tmp", Rel: "tmp"},
+		{At: "projects", Rel: "projects.json", File: true},
+	},
+	// tmp/<x or x-1>/chats/session-<minute>-<id8>.jsonl
+	SlugDirs: []string{"tmp"},
+	// history/<project hash>/: shadow git repositories.
+	CopyStores: []string{"history"},
+	Credentials: []Credential{
+		{"settings.json", "Gemini CLI (may hold API keys, MCP env)"},
+		{"mcp-oauth-tokens.json", "Gemini CLI"},
+		{"a2a-oauth-tokens.json", "Gemini CLI"},
+		{"gemini-credentials.json", "Gemini CLI (keychain fallback file)"},
+		{"oauth_creds.json", "Gemini CLI ~/.gemini/oauth_creds.json"},
+		{"google_accounts.json", "Gemini CLI ~/.gemini/google_accounts.json: account identity"},
+		{"installation_id", "Gemini CLI: installation identity"},
+	},
+	// GEMINI_CLI_NO_RELAUNCH: the relaunched child (and a gemini that
+	// never relaunches) has it; it tells the agent from its launcher.
+	Env: []string{"GEMINI_DIR", "GEMINI_CLI_NO_RELAUNCH"},
+	// The launcher's mark of its relaunched child: the resumed gemini
+	// relaunches itself as a user's does, with its memory flags.
+	MoveDrop: []string{"GEMINI_CLI_NO_RELAUNCH"},
+	Keep: []keep{
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--approval-mode"}, emit: "--approval-mode", value: true, max: 64, ok: word},
+		{names: []string{"-y", "--yolo"}, emit: "--yolo"},
+		{names: []string{"-s", "--sandbox"}, emit: "--sandbox"},
+		{names: []string{"--include-directories"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
+	},
+	Flags:   geminiFlags,
+	Summed:  true,
+	Counter: func() counter { return &geminiTokens{} },
+	// Only its JSONL chats are read line by line; any other transcript keeps
+	// Resolve's tokens.
+	Summable: func(transcript string) bool { return strings.HasSuffix(transcript, ".jsonl") },
+	Verified: "0.61.0",
+	Doc: Doc{
+		Title:   "Gemini CLI",
+		Root:    "~/.gemini",
+		Process: "the relaunched child (`GEMINI_CLI_NO_RELAUNCH`); the launcher is never listed",
+		Via:     "`dir` (the chat of the cwd begun since the process started), `argv`, `relaunch`; `ambiguous` when two could be",
+		Resume:  "`gemini --resume ID`",
+		RealCLI: "0.61.0",
+	},
+}
+
+// ---- turn state ----
+
+// geminiTurn derives the state from a chat's tail. Gemini writes a tool
+// call only once it has completed, and nothing of an approval prompt, nor
+// a turn end: the newest user record is a turn in flight, the newest
+// gemini record with tool calls is one (the model is called again with
+// their results), and one with only text is the turn's end.
+func geminiTurn(tail [][]byte) turn {
+	for i := len(tail) - 1; i >= 0; i-- {
+		var l struct {
+			ID        string            `json:"id"`
+			Type      string            `json:"type"`
+			Timestamp string            `json:"timestamp"`
+			Content   json.RawMessage   `json:"content"`
+			ToolCalls []json.RawMessage `json:"toolCalls"`
+		}
+		if json.Unmarshal(tail[i], &l) != nil || l.ID == "" {
+			continue
+		}
+		at := lineTime(l.Timestamp)
+		switch l.Type {
+		case "user":
+			return turn{state: StateWorking, via: "transcript (user message; approval prompts are not written)", since: at}
+		case "gemini":
+			if len(l.ToolCalls) > 0 {
+				return turn{state: StateWorking, via: "transcript (tool calls completed; approval prompts are not written)", since: at}
+			}
+			if geminiHasText(l.Content) {
+				return turn{state: StateIdle, via: "transcript (reply without tool calls)", since: at}
+			}
+		case "error":
+			return turn{state: StateIdle, via: "transcript (error)", since: at}
+		}
+	}
+	return unknown("no message in the chat's tail")
+}
+
+func geminiHasText(c json.RawMessage) bool {
+	var s string
+	if json.Unmarshal(c, &s) == nil {
+		return strings.TrimSpace(s) != ""
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(c, &parts)
+	for _, p := range parts {
+		if strings.TrimSpace(p.Text) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func geminiFill(env Env, a *Agent, rel string) {
+	if !strings.HasSuffix(rel, ".jsonl") {
+		a.StateVia = RouteNone + " (a legacy whole-JSON chat: not read for the state)"
+		return
+	}
+	f := fileCached(env.Memo, env.Root, "gemini-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var g geminiTokens
+		for i := len(s.tail) - 1; i >= 0 && g.newest == nil; i-- {
+			g.line(s.tail[i])
+		}
+		t := geminiTurn(s.tail)
+		return tailFacts{turn: t, settled: t, tokens: g.tokens(false)}
+	})
+	f.fill(a, true, time.Time{})
+}
+
+// ---- tokens ----
+
+// geminiTokens counts a chat's tokens: on "gemini" records, last-wins by
+// record id (a record is appended again when its tokens arrive). input
+// includes the cached part; thoughts are output.
+type geminiTokens struct {
+	byID   lastByID[geminiUsage, *geminiUsage]
+	newest *geminiUsage
+}
+
+type geminiUsage struct {
+	Input    int64 `json:"input"`
+	Output   int64 `json:"output"`
+	Cached   int64 `json:"cached"`
+	Thoughts int64 `json:"thoughts"`
+}
+
+func (u *geminiUsage) add(v geminiUsage) {
+	u.Input += v.Input
+	u.Output += v.Output
+	u.Cached += v.Cached
+	u.Thoughts += v.Thoughts
+}
+
+func (g *geminiTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"tokens"`)) {
+		return
+	}
+	var l struct {
+		ID     string       `json:"id"`
+		Type   string       `json:"type"`
+		Tokens *geminiUsage `json:"tokens"`
+	}
+	if json.Unmarshal(ln, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
+		return
+	}
+	g.byID.put(l.ID, *l.Tokens)
+	u := *l.Tokens
+	g.newest = &u
+}
+
+func (g *geminiTokens) tokens(whole bool) Tokens {
+	if g.newest == nil {
+		return Tokens{}
+	}
+	t := Tokens{Context: i64(g.newest.Input)}
+	if whole {
+		u := g.byID.sum()
+		t.Input, t.Output, t.CacheRead = i64(u.Input-u.Cached), i64(u.Output+u.Thoughts), i64(u.Cached)
+	}
+	return t
 }

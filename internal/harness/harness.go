@@ -4,10 +4,14 @@
 // process resolves to its session (the route is named in Agent.Via), what the
 // session's title, model and status are, and the fixed argv that resumes it.
 //
-// One file per harness: claude.go, codex.go, omp.go, pi.go, hermes.go,
-// dsh.go. The formats they read are the ones the harnesses really write
-// (samples in testdata/home, checked against the real CLIs by test/realcli),
-// because a format guessed from documentation is wrong on the first update.
+// One file per harness (claude.go, codex.go, omp.go, pi.go, hermes.go,
+// dsh.go, gemini.go, opencode.go): its type, whose methods are the code
+// (Classify, Resolve, Resume), its Spec (spec.go), which is everything
+// else as data, its turn state and token counting, and the init that
+// registers it. Every other package derives from the list of Specs. The
+// formats they read are the ones the harnesses really write (samples in
+// testdata/home, checked against the real CLIs by test/realcli), because
+// a format guessed from documentation is wrong on the first update.
 //
 // Two rules hold throughout. Every harness file is read through the
 // harness's saferoot.Root with a relative path, never by os.Open on a
@@ -26,13 +30,14 @@
 package harness
 
 import (
-	"github.com/9harness/9harness/internal/budget"
-	"github.com/9harness/9harness/internal/dbsnap"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/9harness/9harness/internal/budget"
+	"github.com/9harness/9harness/internal/dbsnap"
 
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
@@ -261,11 +266,15 @@ type Harness interface {
 	Resolve(env Env, p proc.Proc) Agent
 	// Resume returns the fixed argv that resumes a's session (argv[0] is the program name to look up on PATH, e.g. "claude"), or an error saying why this harness/session cannot be resumed.
 	Resume(a Agent, env Env) ([]string, error)
+	// Spec is everything else 9harness knows of the harness (spec.go).
+	Spec() Spec
 }
 
-// all is the one list of harnesses: every other list (the tree's
-// directories, the daemon's --root names, Scan's pre-filter) derives from it.
-var all = []Harness{claude{}, codex{}, omp{}, pi{}, hermes{}, dsh{}, gemini{}, opencode{}}
+// all is the one list of harnesses, in their Specs' Order: every other
+// list (the tree's directories, the daemon's --root names, Scan's
+// pre-filter, the credential table's stores) derives from it. Each
+// harness's file adds itself (register).
+var all []Harness
 
 // All returns the harnesses in the order they are listed.
 func All() []Harness { return slices.Clone(all) }
@@ -280,16 +289,11 @@ func Names() []string {
 }
 
 // DefaultRoot is where the harness called name keeps its state under home
-// when nothing says otherwise: $HOME/.NAME, except opencode's, which
-// follows the XDG base directories: xdgDataHome/opencode when
-// xdgDataHome ($XDG_DATA_HOME, as opencode itself reads it) is absolute,
-// else $HOME/.local/share/opencode.
+// when nothing says otherwise: its Spec's Root, given xdgDataHome
+// ($XDG_DATA_HOME, as the harnesses read it), else $HOME/.NAME.
 func DefaultRoot(name, home, xdgDataHome string) string {
-	if name == "opencode" {
-		if filepath.IsAbs(xdgDataHome) {
-			return filepath.Join(xdgDataHome, "opencode")
-		}
-		return home + "/.local/share/opencode"
+	if s, ok := SpecOf(name); ok && s.Root != nil {
+		return s.Root(home, xdgDataHome)
 	}
 	return home + "/." + name
 }
@@ -434,12 +438,32 @@ func classify(p, parent proc.Proc) (Harness, Kind) {
 func mayBeHarness(argv []string) bool {
 	argv = normArgv(argv)
 	b := base(argv[0])
-	if harnessNames[b] || b == "claude.exe" || b == "opencode.exe" || b == "bun" {
+	if harnessNames[b] || b == "bun" || isNode(b) || isPython(b) {
 		return true
 	}
-	return isNode(b) || isPython(b) || strings.HasPrefix(b, "codex-") ||
-		strings.Contains(argv[0], "/claude/versions/")
+	if programs[b] {
+		return true
+	}
+	for _, p := range programPrefixes {
+		if strings.HasPrefix(b, p) {
+			return true
+		}
+	}
+	for _, p := range pathParts {
+		if strings.Contains(argv[0], p) {
+			return true
+		}
+	}
+	return false
 }
+
+// The pre-filter's words beyond the harnesses' names, from their Specs
+// (register fills them).
+var (
+	programs        = map[string]bool{}
+	programPrefixes []string
+	pathParts       []string
+)
 
 // ---- argv helpers ----
 
@@ -452,14 +476,8 @@ func base(s string) string {
 	return s
 }
 
-// harnessNames is Names as a set, for normArgv.
-var harnessNames = func() map[string]bool {
-	m := make(map[string]bool, len(all))
-	for _, h := range all {
-		m[h.Name()] = true
-	}
-	return m
-}()
+// harnessNames is Names as a set, for normArgv (register fills it).
+var harnessNames = map[string]bool{}
 
 // normArgv undoes a process title that was written as one space-separated
 // string over the argv area (process.title on some runtimes): when the whole
@@ -819,17 +837,6 @@ func checkRel(env Env, rel string) error {
 // the harnesses that tier can install; "" for the others. The tier pins
 // exactly these, so help and docs that quote them cannot drift from it.
 func Verified(name string) string {
-	switch name {
-	case "claude":
-		return "2.1.197"
-	case "codex":
-		return "0.169.0"
-	case "pi":
-		return "0.73.1"
-	case "gemini":
-		return "0.61.0"
-	case "opencode":
-		return "1.18.33"
-	}
-	return ""
+	s, _ := SpecOf(name)
+	return s.Verified
 }

@@ -165,3 +165,38 @@ func (hermes) Resume(a Agent, env Env) ([]string, error) {
 	}
 	return []string{"hermes", "--resume", a.Session}, nil
 }
+
+func init() { register(hermes{}) }
+
+// Spec implements Harness.
+func (hermes) Spec() Spec { return hermesSpec }
+
+var hermesSpec = Spec{
+	Name:    "hermes",
+	Order:   50,
+	Mirrors: []Mirror{{At: "", Rel: ""}},
+	// sessions and messages (state.db), the live session index.
+	Grantee: []string{"sessions", "state.db", "state.db-wal", "state.db-shm", "runtime/active_sessions.json", "skills"},
+	// checkpoints/<sha256(dir)[:16]>/: a shadow git repository of each
+	// working directory (zlib objects of every file), also under each
+	// profile.
+	CopyStores: []string{"checkpoints", "profiles/*/checkpoints"},
+	Credentials: []Credential{
+		{"config.yml", "hermes"},
+		{"config.yaml", "hermes"},
+		{"creds.json", "hermes whatsapp/session/creds.json (Baileys)"},
+		{"app-state-sync-key-*", "hermes whatsapp/session (Baileys): app state sync keys"},
+		{"pre-key-*", "hermes whatsapp/session (Baileys): Signal pre-keys"},
+		{"sender-key-*", "hermes whatsapp/session (Baileys): Signal sender keys"},
+		{".env", "hermes ~/.hermes/.env: API keys"},
+	},
+	Env: []string{"HERMES_HOME"},
+	Doc: Doc{
+		Title:   "hermes",
+		Root:    "~/.hermes",
+		Process: "`hermes`",
+		Via:     "`registry` (its leases, vetted by start time)",
+		Resume:  "`hermes --resume ID`",
+		RealCLI: "fixtures only",
+	},
+}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"path"
 	"slices"
@@ -514,4 +515,163 @@ func piResume(name string, a Agent, env Env) ([]string, error) {
 		return nil, nothingYet(name, a, "the session file "+a.Transcript+" is gone")
 	}
 	return []string{name, "--session", absPath(env.Root, a.Transcript)}, nil
+}
+
+func init() { register(omp{}) }
+
+// Spec implements Harness.
+func (omp) Spec() Spec { return ompSpec }
+
+var ompSpec = Spec{
+	Name:    "omp",
+	Order:   30,
+	Mirrors: []Mirror{{At: "", Rel: "agent"}},
+	Grantee: []string{"sessions", "skills"},
+	Skills:  "agent/skills",
+	// agent/sessions/<-src-x or --home-u-src-x-->/<ts>_<id>.jsonl. Its
+	// sessions/<slug>/checkpoints/ hold only metadata (a tree hash, the
+	// names skipped): the objects live in the project's own repository.
+	SlugDirs: []string{"agent/sessions"},
+	Credentials: []Credential{
+		{"config.yml", "omp"},
+		{"config.yaml", "omp"},
+		{"models.yml", "omp provider definitions with keys"},
+		{"models.yaml", "omp provider definitions with keys"},
+		{"agent.db", "omp ~/.omp/agent/agent.db: auth_credentials table"},
+	},
+	Env: []string{"OMP_CODING_AGENT_DIR"},
+	// omp's command line is pi's.
+	Keep: []keep{
+		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
+		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+	},
+	Flags:   piFlags,
+	Summed:  true,
+	Counter: func() counter { return &piTokens{} },
+	Doc: Doc{
+		Title:   "omp",
+		Root:    "~/.omp",
+		Process: "`omp`",
+		Via:     "`fd`, `dir`, `relaunch`",
+		Resume:  "`omp --session FILE`",
+		RealCLI: "fixtures only",
+	},
+}
+
+// ---- turn state ----
+
+// piTurn derives the state from a pi/omp transcript's tail. Each message
+// is appended once complete: the newest decides. An assistant's
+// stopReason "toolUse" means its tools run (pi asks no permission);
+// "stop", "length", "aborted" and "error" end the turn.
+func piTurn(tail [][]byte) turn {
+	for i := len(tail) - 1; i >= 0; i-- {
+		var l struct {
+			Type      string `json:"type"`
+			Timestamp string `json:"timestamp"`
+			Message   *struct {
+				Role       string `json:"role"`
+				StopReason string `json:"stopReason"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(tail[i], &l) != nil || l.Type != "message" || l.Message == nil {
+			continue
+		}
+		at := lineTime(l.Timestamp)
+		switch l.Message.Role {
+		case "user":
+			return turn{state: StateWorking, via: "transcript (user message)", since: at}
+		case "toolResult":
+			return turn{state: StateWorking, via: "transcript (tool result)", since: piTurnStart(tail, i)}
+		case "assistant":
+			switch r := l.Message.StopReason; r {
+			case "stop", "length", "aborted", "error":
+				return turn{state: StateIdle, via: "transcript (stopReason " + r + ")", since: at}
+			case "toolUse":
+				return turn{state: StateWorking, via: "transcript (stopReason toolUse: tools running)", since: piTurnStart(tail, i)}
+			default:
+				return unknown("transcript: stopReason " + r + " is not known")
+			}
+		}
+	}
+	return unknown("no message in the transcript's tail")
+}
+
+func piTurnStart(tail [][]byte, i int) time.Time {
+	for j := i; j >= 0; j-- {
+		var l struct {
+			Type      string `json:"type"`
+			Timestamp string `json:"timestamp"`
+			Message   *struct {
+				Role string `json:"role"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(tail[j], &l) == nil && l.Type == "message" && l.Message != nil && l.Message.Role == "user" {
+			return lineTime(l.Timestamp)
+		}
+	}
+	return time.Time{}
+}
+
+// piFill sets a's state and context from the transcript rel's tail; the
+// sums need the whole file: Count.
+func piFill(env Env, a *Agent, rel string) {
+	f := fileCached(env.Memo, env.Root, "pi-tail", rel, func() tailFacts {
+		s := scanFile(env.Root, rel)
+		var p piTokens
+		for i := len(s.tail) - 1; i >= 0 && p.n == 0; i-- {
+			p.line(s.tail[i])
+		}
+		t := piTurn(s.tail)
+		return tailFacts{turn: t, settled: t, tokens: p.tokens(false)}
+	})
+	f.fill(a, true, time.Time{})
+}
+
+// ---- tokens ----
+
+// piTokens sums a pi/omp transcript's assistant message.usage (each
+// message is one line, written once when complete).
+type piTokens struct {
+	sum, newest struct{ in, out, cr, cw int64 }
+	n           int
+}
+
+func (p *piTokens) line(ln []byte) {
+	if !bytes.Contains(ln, []byte(`"usage"`)) {
+		return
+	}
+	var l struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Role  string `json:"role"`
+			Usage *struct {
+				Input      int64 `json:"input"`
+				Output     int64 `json:"output"`
+				CacheRead  int64 `json:"cacheRead"`
+				CacheWrite int64 `json:"cacheWrite"`
+			} `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(ln, &l) != nil || l.Type != "message" || l.Message == nil || l.Message.Role != "assistant" || l.Message.Usage == nil {
+		return
+	}
+	u := l.Message.Usage
+	p.n++
+	p.newest.in, p.newest.out, p.newest.cr, p.newest.cw = u.Input, u.Output, u.CacheRead, u.CacheWrite
+	p.sum.in += u.Input
+	p.sum.out += u.Output
+	p.sum.cr += u.CacheRead
+	p.sum.cw += u.CacheWrite
+}
+
+func (p *piTokens) tokens(whole bool) Tokens {
+	if p.n == 0 {
+		return Tokens{}
+	}
+	t := Tokens{Context: i64(p.newest.in + p.newest.cr + p.newest.cw)}
+	if whole {
+		t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(p.sum.in), i64(p.sum.out), i64(p.sum.cr), i64(p.sum.cw)
+	}
+	return t
 }

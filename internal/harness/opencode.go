@@ -4,8 +4,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/proc"
@@ -383,4 +385,158 @@ func (opencode) Resume(a Agent, env Env) ([]string, error) {
 		return nil, unresolved("opencode", a)
 	}
 	return []string{"opencode", "--session", a.Session}, nil
+}
+
+func init() { register(opencode{}) }
+
+// Spec implements Harness.
+func (opencode) Spec() Spec { return opencodeSpec }
+
+var opencodeSpec = Spec{
+	Name:  "opencode",
+	Order: 80,
+	// It follows the XDG base directories: $XDG_DATA_HOME/opencode when
+	// that is absolute, else ~/.local/share/opencode.
+	Root: func(home, xdgDataHome string) string {
+		if filepath.IsAbs(xdgDataHome) {
+			return filepath.Join(xdgDataHome, "opencode")
+		}
+		return home + "/.local/share/opencode"
+	},
+	// Only the JSON sessions and messages of its pre-1.2 storage/ tree.
+	// Its sessions now live in opencode.db, which also holds the
+	// account's tokens: the credential table hides it, and /active
+	// serves only what is derived from it. Never the root whole
+	// (auth.json, snapshot/ git copies of the projects' files,
+	// storage/session_share/ share secrets).
+	Mirrors: []Mirror{
+		{At: "storage/session", Rel: "storage/session"},
+		{At: "storage/message", Rel: "storage/message"},
+		{At: "storage/part", Rel: "storage/part"},
+	},
+	// snapshot/: git copies of the projects' files.
+	CopyStores: []string{"snapshot"},
+	Credentials: []Credential{
+		{"auth.json", "opencode ~/.local/share/opencode/auth.json"},
+		{"mcp-auth.json", "opencode ~/.local/share/opencode/mcp-auth.json"},
+		{"account.json", "opencode ~/.local/share/opencode/account.json"},
+		{"service.json", "opencode ~/.local/state/opencode/service.json: server password"},
+		{"opencode*.db", "opencode ~/.local/share/opencode/opencode*.db: access and refresh tokens"},
+	},
+	// Its sessions and its account tokens are one SQLite file: never
+	// served, yet the only record of which session an opencode works on.
+	Stores:   []string{"opencode.db"},
+	Programs: []string{"opencode.exe"},
+	Keep: []keep{
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--agent"}, emit: "--agent", value: true, max: 64, ok: word},
+		{names: []string{"--auto"}, emit: "--auto"},
+		{names: []string{"--pure"}, emit: "--pure"},
+	},
+	Flags:    opencodeFlags,
+	Verified: "1.18.33",
+	Doc: Doc{
+		Title:   "opencode",
+		Root:    "~/.local/share/opencode",
+		Process: "the native `opencode`; `serve`, `web`, `acp`, … are helpers",
+		Via:     "`dir (heuristic: …)` from `opencode.db` (nothing ties a process to its session), `argv` for `--session ID`, `relaunch`; `ambiguous` when two could be",
+		Resume:  "`opencode --session ID`",
+		RealCLI: "1.18.33",
+	},
+}
+
+// ---- turn state ----
+
+// ocTurn derives the state from the session's newest message row: a user
+// message, or an assistant one not completed or stopped for tool calls,
+// is a turn in flight; a completed one (or one with an error) ends it.
+// Whether opencode stores a pending permission is not known, so it never
+// says waiting.
+func ocTurn(db *sql.DB, id string) turn {
+	var data []byte
+	err := db.QueryRow(`SELECT data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT 1`, id).Scan(&data)
+	if err != nil {
+		return unknown("no message for the session")
+	}
+	var m struct {
+		Role string `json:"role"`
+		Time struct {
+			Created   int64 `json:"created"`
+			Completed int64 `json:"completed"`
+		} `json:"time"`
+		Finish string          `json:"finish"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return unknown("the newest message could not be read")
+	}
+	ms := func(v int64) time.Time {
+		if v <= 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(v)
+	}
+	switch {
+	case m.Role == "user":
+		return turn{state: StateWorking, via: "db (user message)", since: ms(m.Time.Created)}
+	case m.Role != "assistant":
+		return unknown("the newest message's role is " + m.Role)
+	case len(m.Error) > 0 && string(m.Error) != "null":
+		return turn{state: StateIdle, via: "db (assistant error)", since: ms(max(m.Time.Completed, m.Time.Created))}
+	case m.Time.Completed == 0:
+		return turn{state: StateWorking, via: "db (assistant message not completed)", since: ms(m.Time.Created)}
+	case m.Finish == "tool-calls":
+		return turn{state: StateWorking, via: "db (finish tool-calls)", since: ms(m.Time.Created)}
+	case m.Finish == "":
+		return unknown("the newest assistant message is completed with no finish")
+	}
+	return turn{state: StateIdle, via: "db (finish " + m.Finish + ")", since: ms(m.Time.Completed)}
+}
+
+// ocTokens reads the session row's totals and the newest assistant's
+// prompt size.
+func ocTokens(db *sql.DB, id string) Tokens {
+	var t Tokens
+	var in, out, reason, cr, cw sql.NullInt64
+	if db.QueryRow(`SELECT tokens_input, tokens_output, tokens_reasoning, tokens_cache_read, tokens_cache_write
+		FROM session WHERE id = ?`, id).Scan(&in, &out, &reason, &cr, &cw) == nil {
+		if in.Valid {
+			t.Input = i64(in.Int64)
+		}
+		if out.Valid {
+			t.Output = i64(out.Int64 + reason.Int64)
+		}
+		if cr.Valid {
+			t.CacheRead = i64(cr.Int64)
+		}
+		if cw.Valid {
+			t.CacheWrite = i64(cw.Int64)
+		}
+	}
+	rows, err := db.Query(`SELECT data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT 16`, id)
+	if err != nil {
+		return t
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data []byte
+		if rows.Scan(&data) != nil {
+			break
+		}
+		var m struct {
+			Role   string `json:"role"`
+			Tokens *struct {
+				Input int64 `json:"input"`
+				Cache struct {
+					Read  int64 `json:"read"`
+					Write int64 `json:"write"`
+				} `json:"cache"`
+			} `json:"tokens"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Role == "assistant" && m.Tokens != nil {
+			t.Context = i64(m.Tokens.Input + m.Tokens.Cache.Read + m.Tokens.Cache.Write)
+			break
+		}
+	}
+	return t
 }

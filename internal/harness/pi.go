@@ -62,3 +62,39 @@ func (pi) Resolve(env Env, p proc.Proc) Agent {
 func (pi) Resume(a Agent, env Env) ([]string, error) {
 	return piResume("pi", a, env)
 }
+
+func init() { register(pi{}) }
+
+// Spec implements Harness.
+func (pi) Spec() Spec { return piSpec }
+
+var piSpec = Spec{
+	Name:    "pi",
+	Order:   40,
+	Mirrors: []Mirror{{At: "", Rel: "agent"}},
+	Grantee: []string{"sessions", "skills"},
+	// agent/sessions/<--home-u-src-x-->/<ts>_<id>.jsonl. Its rewind
+	// extensions keep their copies as refs of the project's repository.
+	SlugDirs: []string{"agent/sessions"},
+	Credentials: []Credential{
+		{"models.json", "pi ~/.pi/agent/models.json: custom providers with apiKey"},
+		{"auth.json", "pi ~/.pi/agent/auth.json"},
+	},
+	Env: []string{"PI_CODING_AGENT_DIR"},
+	Keep: []keep{
+		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
+		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+	},
+	Flags:    piFlags,
+	Summed:   true,
+	Counter:  func() counter { return &piTokens{} },
+	Verified: "0.73.1",
+	Doc: Doc{
+		Title:   "pi",
+		Root:    "~/.pi",
+		Process: "`pi` (its argv is hidden by process.title)",
+		Via:     "`fd`, `dir`, `only` (the one transcript of the cwd), `relaunch` after a move",
+		Resume:  "`pi --session FILE`",
+		RealCLI: "0.73.1",
+	},
+}

@@ -37,49 +37,14 @@ func word(v string) bool {
 // agent's argv is dropped: a prompt, a session of its own (--resume,
 // --session-id), a one-shot mode, anything unknown. Each list is what a
 // resume needs to come back the same (its model, backend, sandbox and
-// permissions), and nothing that could make it another program.
-var keeps = map[string][]keep{
-	"codex": {
-		{names: []string{"-c", "--config"}, emit: "--config", value: true, max: 8 << 10},
-		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
-		{names: []string{"-p", "--profile"}, emit: "--profile", value: true, max: 256},
-		{names: []string{"-s", "--sandbox"}, emit: "--sandbox", value: true, max: 64, ok: word},
-		{names: []string{"-a", "--ask-for-approval"}, emit: "--ask-for-approval", value: true, max: 64, ok: word},
-	},
-	"claude": {
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-		{names: []string{"--permission-mode"}, emit: "--permission-mode", value: true, max: 64, ok: word},
-		{names: []string{"--dangerously-skip-permissions"}, emit: "--dangerously-skip-permissions"},
-		{names: []string{"--add-dir"}, emit: "--add-dir", value: true, many: true, max: 4 << 10},
-		{names: []string{"--settings"}, emit: "--settings", value: true, max: 16 << 10},
-		{names: []string{"--mcp-config"}, emit: "--mcp-config", value: true, many: true, max: 16 << 10},
-	},
-	"pi": {
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
-	"gemini": {
-		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
-		{names: []string{"--approval-mode"}, emit: "--approval-mode", value: true, max: 64, ok: word},
-		{names: []string{"-y", "--yolo"}, emit: "--yolo"},
-		{names: []string{"-s", "--sandbox"}, emit: "--sandbox"},
-		{names: []string{"--include-directories"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
-	},
-	"omp": { // omp's command line is pi's
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
-	"opencode": {
-		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
-		{names: []string{"--agent"}, emit: "--agent", value: true, max: 64, ok: word},
-		{names: []string{"--auto"}, emit: "--auto"},
-		{names: []string{"--pure"}, emit: "--pure"},
-	},
-}
+// permissions), and nothing that could make it another program. Each is
+// its Spec's Keep (register fills the map).
+var keeps = map[string][]keep{}
 
 // valueFlags is, per harness, the flags that take a value, so that a
-// dropped flag's value is skipped with it and never read as a flag.
-var valueFlags = map[string]flags{"claude": claudeFlags, "codex": codexFlags, "pi": piFlags, "omp": piFlags, "gemini": geminiFlags, "opencode": opencodeFlags}
+// dropped flag's value is skipped with it and never read as a flag: its
+// Spec's Flags (register fills the map).
+var valueFlags = map[string]flags{}
 
 // Bounds of what a resume keeps in all: beyond them the rest is dropped.
 const (
@@ -96,15 +61,16 @@ const (
 // to a journal. A harness whose argv is hidden (pi's process.title) keeps
 // nothing, because nothing is visible.
 //
-// The flags go after the fixed argv, except for codex, where they go
-// between "resume" and the session id (codex resume [OPTIONS] <id>).
+// The flags go after the fixed argv, except for a harness whose Spec says
+// FlagsBeforeID, where they go between the subcommand and the session id
+// of a three-word argv (codex resume [OPTIONS] <id>).
 func ResumeArgv(h Harness, a Agent, env Env) (argv, kept, dropped []string, err error) {
 	fixed, err := h.Resume(a, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	extra, kept, dropped := keptFlags(h.Name(), agentArgs(a.Argv))
-	if h.Name() == "codex" && len(fixed) == 3 {
+	if h.Spec().FlagsBeforeID && len(fixed) == 3 {
 		argv = append(append(append([]string{}, fixed[:2]...), extra...), fixed[2])
 	} else {
 		argv = append(append([]string{}, fixed...), extra...)

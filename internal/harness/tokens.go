@@ -3,7 +3,6 @@ package harness
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 	"os"
 	"slices"
@@ -53,11 +52,8 @@ func i64(v int64) *int64 { return &v }
 // Resolve gives only their context, from the tail it reads anyway, so a
 // listing never pays for reading every transcript whole.
 func Summed(harness string) bool {
-	switch harness {
-	case "claude", "pi", "omp", "gemini":
-		return true
-	}
-	return false
+	s, _ := SpecOf(harness)
+	return s.Summed
 }
 
 // Count is a's tokens, every count the harness records: for the harnesses
@@ -68,8 +64,9 @@ func Summed(harness string) bool {
 // only grew (the harnesses append) is read from where the last count
 // stopped, its running totals kept; see Counts for what is checked.
 func Count(env Env, a Agent) Tokens {
-	if !Summed(a.Harness) || a.Transcript == "" || env.Root == nil ||
-		(a.Harness == "gemini" && !strings.HasSuffix(a.Transcript, ".jsonl")) {
+	sp, _ := SpecOf(a.Harness)
+	if !sp.Summed || a.Transcript == "" || env.Root == nil ||
+		sp.Summable != nil && !sp.Summable(a.Transcript) {
 		return a.Tokens
 	}
 	if t, ok := countedAlready(env, a); ok {
@@ -143,11 +140,8 @@ type counter interface {
 }
 
 func newCounter(harness string) counter {
-	switch harness {
-	case "claude":
-		return &claudeTokens{}
-	case "gemini":
-		return &geminiTokens{}
+	if s, ok := SpecOf(harness); ok && s.Counter != nil {
+		return s.Counter()
 	}
 	return &piTokens{}
 }
@@ -361,44 +355,6 @@ func scanLines(f *os.File, from, size int64, fn func([]byte)) int64 {
 	}
 }
 
-// ---- Claude ----
-
-// claudeUsage is the usage an assistant line carries.
-type claudeUsage struct {
-	Input       int64 `json:"input_tokens"`
-	CacheCreate int64 `json:"cache_creation_input_tokens"`
-	CacheRead   int64 `json:"cache_read_input_tokens"`
-	Output      int64 `json:"output_tokens"`
-}
-
-type claudeUsageLine struct {
-	Type        string `json:"type"`
-	IsSidechain bool   `json:"isSidechain"`
-	Message     *struct {
-		ID    string       `json:"id"`
-		Model string       `json:"model"`
-		Usage *claudeUsage `json:"usage"`
-	} `json:"message"`
-}
-
-// claudeTokens counts a Claude transcript's usage. One response is written
-// as several lines with the same message id, the output count growing and
-// final only on the last, so each id counts once, its last line's usage.
-// Sidechain lines (a sub-agent's) and synthetic ones are not the session's.
-type claudeTokens struct {
-	byID   lastByID[claudeUsage, *claudeUsage]
-	noID   claudeUsage // the sum of the lines without an id
-	n      int         // lines counted
-	newest *claudeUsage
-}
-
-func (u *claudeUsage) add(v claudeUsage) {
-	u.Input += v.Input
-	u.Output += v.Output
-	u.CacheRead += v.CacheRead
-	u.CacheCreate += v.CacheCreate
-}
-
 // lastByID keeps the last value of each of the latest maxOpenIDs ids; the
 // value of an older id is final (a harness rewrites a record only while
 // writing it: Claude's lines of one message, Gemini's record when its
@@ -440,352 +396,4 @@ func (l *lastByID[U, P]) sum() U {
 		P(&s).add(u)
 	}
 	return s
-}
-
-func (c *claudeTokens) line(ln []byte) {
-	if !bytes.Contains(ln, []byte(`"usage"`)) {
-		return
-	}
-	id, u, ok := claudeUsageFast(ln)
-	if !ok {
-		var l claudeUsageLine
-		if json.Unmarshal(ln, &l) != nil || l.Type != "assistant" || l.IsSidechain || l.Message == nil ||
-			l.Message.Usage == nil || l.Message.Model == "<synthetic>" {
-			return
-		}
-		id, u = l.Message.ID, *l.Message.Usage
-	}
-	c.newest = &u
-	c.n++
-	if id == "" {
-		c.noID.add(u)
-		return
-	}
-	c.byID.put(id, u)
-}
-
-// claudeUsageFast reads a main-chain assistant line's message id and usage
-// without decoding its content (most of a transcript's bytes), for the
-// layout Claude writes: the message object starting with its id, its
-// usage after its content (so the last "usage" key is the message's).
-// Anything else (a sub-agent's line, a synthetic one, another layout)
-// is left to the full decoding: ok is false.
-func claudeUsageFast(ln []byte) (id string, u claudeUsage, ok bool) {
-	const msg = `"message":{"id":"`
-	i := bytes.Index(ln, []byte(msg))
-	if i < 0 || !bytes.Contains(ln, []byte(`"type":"assistant"`)) ||
-		bytes.Contains(ln, []byte(`"isSidechain":true`)) || bytes.Contains(ln, []byte(`"<synthetic>"`)) {
-		return "", u, false
-	}
-	rest := ln[i+len(msg):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
-		return "", u, false
-	}
-	id = string(rest[:j])
-	k := bytes.LastIndex(ln, []byte(`"usage":{`))
-	if k < 0 {
-		return "", u, false
-	}
-	obj := jsonObject(ln[k+len(`"usage":`):])
-	if obj == nil || json.Unmarshal(obj, &u) != nil {
-		return "", u, false
-	}
-	return id, u, true
-}
-
-// jsonObject is the JSON object b starts with, found by matching braces
-// outside strings; nil if b does not hold a whole one.
-func jsonObject(b []byte) []byte {
-	depth, inStr, esc := 0, false, false
-	for i, c := range b {
-		switch {
-		case esc:
-			esc = false
-		case inStr && c == '\\':
-			esc = true
-		case c == '"':
-			inStr = !inStr
-		case inStr:
-		case c == '{':
-			depth++
-		case c == '}':
-			depth--
-			if depth == 0 {
-				return b[:i+1]
-			}
-		}
-	}
-	return nil
-}
-
-// tokens is the count; with whole unset (the file was too big to scan)
-// only the context, from the tail, is given.
-func (c *claudeTokens) tokens(whole bool) Tokens {
-	var t Tokens
-	if c.newest != nil {
-		t.Context = i64(c.newest.Input + c.newest.CacheRead + c.newest.CacheCreate)
-	}
-	if !whole || c.n == 0 {
-		return t
-	}
-	sum := c.byID.sum()
-	sum.add(c.noID)
-	t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(sum.Input), i64(sum.Output), i64(sum.CacheRead), i64(sum.CacheCreate)
-	return t
-}
-
-// ---- Codex ----
-
-// codexUsage is a token_count's cumulative or last usage. input_tokens
-// includes the cached input.
-type codexUsage struct {
-	Input      *int64 `json:"input_tokens"`
-	Cached     *int64 `json:"cached_input_tokens"`
-	CacheWrite *int64 `json:"cache_write_input_tokens"`
-	Output     *int64 `json:"output_tokens"`
-}
-
-func (u codexUsage) zero() bool {
-	for _, v := range []*int64{u.Input, u.Cached, u.CacheWrite, u.Output} {
-		if v != nil && *v != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-type codexTokenLine struct {
-	Type    string `json:"type"`
-	Payload struct {
-		Type string `json:"type"`
-		Info *struct {
-			Total *codexUsage `json:"total_token_usage"`
-			Last  *codexUsage `json:"last_token_usage"`
-		} `json:"info"`
-	} `json:"payload"`
-}
-
-// codexTokenCount decodes a token_count line with its info, or nil.
-func codexTokenCount(ln []byte) *codexTokenLine {
-	if !bytes.Contains(ln, []byte(`"token_count"`)) {
-		return nil
-	}
-	var l codexTokenLine
-	if json.Unmarshal(ln, &l) != nil || l.Type != "event_msg" || l.Payload.Type != "token_count" ||
-		l.Payload.Info == nil || l.Payload.Info.Total == nil {
-		return nil
-	}
-	return &l
-}
-
-// codexTokens is a rollout's usage: the newest cumulative token_count
-// (Codex re-emits it unchanged, so only the newest is read), minus, for a
-// fork or a sub-agent, the parent's total its replayed history begins
-// with (its first token_count, whose last usage is all zeros). A fork
-// whose baseline cannot be seen in head gives no sums. head and tail are
-// windows' halves: tail is nil when head is the whole file.
-func codexTokens(head, tail [][]byte, child bool) Tokens {
-	var newest *codexTokenLine
-	for i := len(tail) - 1; i >= 0 && newest == nil; i-- {
-		newest = codexTokenCount(tail[i])
-	}
-	for i := len(head) - 1; i >= 0 && newest == nil; i-- {
-		newest = codexTokenCount(head[i])
-	}
-	if newest == nil {
-		return Tokens{}
-	}
-	var t Tokens
-	if l := newest.Payload.Info.Last; l != nil && l.Input != nil {
-		t.Context = i64(*l.Input)
-	}
-	var base codexUsage
-	if child {
-		// The first token_count is looked for in the head alone (the whole
-		// file when it fits): one found only in the tail is not the first.
-		var first *codexTokenLine
-		for _, ln := range head {
-			if first = codexTokenCount(ln); first != nil {
-				break
-			}
-		}
-		if first == nil || first.Payload.Info.Last == nil || !first.Payload.Info.Last.zero() {
-			return t // the parent's share cannot be told from the child's
-		}
-		base = *first.Payload.Info.Total
-	}
-	tot := *newest.Payload.Info.Total
-	sub := func(v, b *int64) *int64 {
-		if v == nil {
-			return nil
-		}
-		n := *v
-		if b != nil {
-			n -= *b
-		}
-		return i64(max(n, 0))
-	}
-	input, baseInput := tot.Input, base.Input
-	if input != nil && tot.Cached != nil {
-		input = i64(*input - *tot.Cached)
-	}
-	if baseInput != nil && base.Cached != nil {
-		baseInput = i64(*baseInput - *base.Cached)
-	}
-	t.Input = sub(input, baseInput)
-	t.Output = sub(tot.Output, base.Output)
-	t.CacheRead = sub(tot.Cached, base.Cached)
-	t.CacheWrite = sub(tot.CacheWrite, base.CacheWrite)
-	return t
-}
-
-// ---- pi and omp ----
-
-// piTokens sums a pi/omp transcript's assistant message.usage (each
-// message is one line, written once when complete).
-type piTokens struct {
-	sum, newest struct{ in, out, cr, cw int64 }
-	n           int
-}
-
-func (p *piTokens) line(ln []byte) {
-	if !bytes.Contains(ln, []byte(`"usage"`)) {
-		return
-	}
-	var l struct {
-		Type    string `json:"type"`
-		Message *struct {
-			Role  string `json:"role"`
-			Usage *struct {
-				Input      int64 `json:"input"`
-				Output     int64 `json:"output"`
-				CacheRead  int64 `json:"cacheRead"`
-				CacheWrite int64 `json:"cacheWrite"`
-			} `json:"usage"`
-		} `json:"message"`
-	}
-	if json.Unmarshal(ln, &l) != nil || l.Type != "message" || l.Message == nil || l.Message.Role != "assistant" || l.Message.Usage == nil {
-		return
-	}
-	u := l.Message.Usage
-	p.n++
-	p.newest.in, p.newest.out, p.newest.cr, p.newest.cw = u.Input, u.Output, u.CacheRead, u.CacheWrite
-	p.sum.in += u.Input
-	p.sum.out += u.Output
-	p.sum.cr += u.CacheRead
-	p.sum.cw += u.CacheWrite
-}
-
-func (p *piTokens) tokens(whole bool) Tokens {
-	if p.n == 0 {
-		return Tokens{}
-	}
-	t := Tokens{Context: i64(p.newest.in + p.newest.cr + p.newest.cw)}
-	if whole {
-		t.Input, t.Output, t.CacheRead, t.CacheWrite = i64(p.sum.in), i64(p.sum.out), i64(p.sum.cr), i64(p.sum.cw)
-	}
-	return t
-}
-
-// ---- Gemini ----
-
-// geminiTokens counts a chat's tokens: on "gemini" records, last-wins by
-// record id (a record is appended again when its tokens arrive). input
-// includes the cached part; thoughts are output.
-type geminiTokens struct {
-	byID   lastByID[geminiUsage, *geminiUsage]
-	newest *geminiUsage
-}
-
-type geminiUsage struct {
-	Input    int64 `json:"input"`
-	Output   int64 `json:"output"`
-	Cached   int64 `json:"cached"`
-	Thoughts int64 `json:"thoughts"`
-}
-
-func (u *geminiUsage) add(v geminiUsage) {
-	u.Input += v.Input
-	u.Output += v.Output
-	u.Cached += v.Cached
-	u.Thoughts += v.Thoughts
-}
-
-func (g *geminiTokens) line(ln []byte) {
-	if !bytes.Contains(ln, []byte(`"tokens"`)) {
-		return
-	}
-	var l struct {
-		ID     string       `json:"id"`
-		Type   string       `json:"type"`
-		Tokens *geminiUsage `json:"tokens"`
-	}
-	if json.Unmarshal(ln, &l) != nil || l.Type != "gemini" || l.ID == "" || l.Tokens == nil {
-		return
-	}
-	g.byID.put(l.ID, *l.Tokens)
-	u := *l.Tokens
-	g.newest = &u
-}
-
-func (g *geminiTokens) tokens(whole bool) Tokens {
-	if g.newest == nil {
-		return Tokens{}
-	}
-	t := Tokens{Context: i64(g.newest.Input)}
-	if whole {
-		u := g.byID.sum()
-		t.Input, t.Output, t.CacheRead = i64(u.Input-u.Cached), i64(u.Output+u.Thoughts), i64(u.Cached)
-	}
-	return t
-}
-
-// ---- dsh ----
-
-// dshTokens sums usage{inputTokens, outputTokens} of assistant/message
-// events, last-wins by message id. dsh reports no cache counts.
-func dshTokens(evs [][]byte, whole bool) Tokens {
-	type u struct{ in, out int64 }
-	byID := map[string]u{}
-	var order []string
-	n := 0
-	for _, ln := range evs {
-		var e struct {
-			Type string `json:"type"`
-			Data struct {
-				Message *struct {
-					ID string `json:"id"`
-				} `json:"message"`
-				Usage *struct {
-					Input  int64 `json:"inputTokens"`
-					Output int64 `json:"outputTokens"`
-				} `json:"usage"`
-			} `json:"data"`
-		}
-		if json.Unmarshal(ln, &e) != nil || e.Type != "assistant/message" || e.Data.Usage == nil {
-			continue
-		}
-		id := ""
-		if e.Data.Message != nil {
-			id = e.Data.Message.ID
-		}
-		if id == "" {
-			n++
-			id = "\x00" + strconv.Itoa(n)
-		}
-		if _, ok := byID[id]; !ok {
-			order = append(order, id)
-		}
-		byID[id] = u{e.Data.Usage.Input, e.Data.Usage.Output}
-	}
-	if len(order) == 0 || !whole {
-		return Tokens{}
-	}
-	var in, out int64
-	for _, id := range order {
-		in += byID[id].in
-		out += byID[id].out
-	}
-	return Tokens{Input: i64(in), Output: i64(out)}
 }

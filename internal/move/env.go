@@ -1,6 +1,22 @@
 package move
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/9harness/9harness/internal/harness"
+)
+
+// specDrop is every harness's MoveDrop: dropped from every move, whatever
+// the harness moved, as the variables of the session hosts are.
+var specDrop = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range harness.Specs() {
+		for _, k := range s.MoveDrop {
+			m[k] = true
+		}
+	}
+	return m
+}()
 
 // scrub removes the variables a moved agent does not keep: those of the
 // session host it leaves and systemd's activation variables.
@@ -13,10 +29,9 @@ func scrub(env []string) []string {
 			strings.HasPrefix(k, "LISTEN_"), k == "NOTIFY_SOCKET":
 			continue
 		// What a parent set for this one child: node's IPC channel (an fd
-		// the relaunch does not have: node fails on it), and Gemini CLI's
-		// mark of its relaunched child (the resumed gemini relaunches
-		// itself as a user's does, with its memory flags).
-		case k == "NODE_CHANNEL_FD", k == "NODE_CHANNEL_SERIALIZATION_MODE", k == "GEMINI_CLI_NO_RELAUNCH":
+		// the relaunch does not have: node fails on it), and the marks a
+		// harness's launcher sets on its child (each Spec's MoveDrop).
+		case k == "NODE_CHANNEL_FD", k == "NODE_CHANNEL_SERIALIZATION_MODE", specDrop[k]:
 			continue
 		}
 		out = append(out, kv)

@@ -469,14 +469,14 @@ func (m *Mover) resumeBinary(harnessName, prog string, pid int) (bin, route stri
 }
 
 // exeIdentifies says whether an executable's path names the harness:
-// its base name is the harness's (Claude's native binary is also
-// claude.exe, or a file under claude/versions/).
+// its base name is the harness's, or its Spec's OwnExecutable says it is
+// the harness's own binary under another name.
 func exeIdentifies(harnessName, exe string) bool {
-	b := filepath.Base(exe)
-	if b == harnessName {
+	if filepath.Base(exe) == harnessName {
 		return true
 	}
-	return harnessName == "claude" && (b == "claude.exe" || strings.Contains(exe, "/claude/versions/"))
+	s, ok := harness.SpecOf(harnessName)
+	return ok && s.OwnExecutable != nil && s.OwnExecutable(exe)
 }
 
 // verifiedRoute says whether the agent's session was resolved by a route

@@ -7,10 +7,11 @@ import (
 
 // wanted is every environment variable 9harness reads of an agent for the
 // tree (/active): where its session host's sockets are (zmx, tmux), what
-// its paths resolve against, and each harness's own variable naming its
-// state directory. Nothing else of an environment is ever asked of the
-// proc helper's Environ op; the whole environment is a separate question
-// (MoveEnviron), asked only for a move.
+// its paths resolve against, and the variables the harnesses declare
+// (AddWanted: each one's state directory, a launcher's mark). Nothing else
+// of an environment is ever asked of the proc helper's Environ op; the
+// whole environment is a separate question (MoveEnviron), asked only for a
+// move.
 var wanted = map[string]bool{
 	// Session hosts.
 	"ZMX_SESSION": true, "ZMX_DIR": true, "ZMX_SESSION_PREFIX": true,
@@ -18,18 +19,18 @@ var wanted = map[string]bool{
 	// What paths resolve against.
 	"HOME": true, "PATH": true, "TMPDIR": true, "TMP": true, "TEMP": true,
 	"XDG_RUNTIME_DIR": true, "XDG_CONFIG_HOME": true, "XDG_DATA_HOME": true, "XDG_STATE_HOME": true,
-	// The harnesses' own state directories.
-	"CLAUDE_CONFIG_DIR":    true, // Claude Code
-	"CODEX_HOME":           true, // Codex
-	"CODEX_SQLITE_HOME":    true, // Codex's databases
-	"PI_CODING_AGENT_DIR":  true, // pi
-	"OMP_CODING_AGENT_DIR": true, // oh-my-pi
-	"HERMES_HOME":          true, // hermes-agent
-	"DSH_HOME":             true, // DeepSeek Harness
-	"GEMINI_DIR":           true, // Gemini CLI
-	// Gemini CLI's relaunched child (and a gemini that never relaunches)
-	// has it: it tells the agent from its launcher.
-	"GEMINI_CLI_NO_RELAUNCH": true,
+}
+
+// AddWanted adds names to Wanted. It is for package initialization (the
+// harnesses declare their variables this way): the set is read without a
+// lock.
+func AddWanted(names ...string) {
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			panic("proc: bad variable name " + n)
+		}
+		wanted[n] = true
+	}
 }
 
 // Wanted returns the names of the variables the tree reads of an agent,

@@ -3,6 +3,7 @@ package saferoot
 import (
 	"bytes"
 	"math/bits"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -58,6 +59,28 @@ import (
 // "release.asc" by "*.asc".
 var credentialRules = append(classed(false, nameRules), classed(true, storeRules)...)
 
+// Rule is one rule of the credential table as a caller declares it: a
+// pattern (the syntax above) and where the secret comes from.
+type Rule struct{ Pattern, From string }
+
+// AddStoreRules joins rules to the credential table as store rules: the
+// harnesses declare their own stores this way, so the table knows them
+// without knowing any harness. A pattern already in the table as a store
+// rule is not added again (its From grows). It is for package
+// initialization: the table is read without a lock, so it must not be
+// called once a Root is in use.
+func AddStoreRules(add ...Rule) {
+	for _, r := range add {
+		if i := slices.IndexFunc(credentialRules, func(c credentialRule) bool { return c.store && c.pattern == r.Pattern }); i >= 0 {
+			credentialRules[i].from += "; " + r.From
+			continue
+		}
+		credentialRules = append(credentialRules, credentialRule{r.Pattern, r.From, true})
+	}
+	rules, shapes, shapeAt, exact, byFirst, byLast = compile()
+	exactFirst, exactMax = exactIndex()
+}
+
 type credentialRule struct {
 	pattern string
 	from    string // the harness or ecosystem whose secret the rule catches
@@ -77,17 +100,17 @@ func classed(store bool, docs []ruleDoc) []credentialRule {
 // nameRules are the shapes and the credential-shaped names.
 var nameRules = []ruleDoc{
 	// Generic shapes: substrings anywhere in the name.
-	{"*credential*", "Claude Code ~/.claude/.credentials.json (OAuth); cloud CLIs' credentials files; git's credential store"},
-	{"*token*", "token caches: token.json, .token, tokens.db; gemini mcp-oauth-tokens.json"},
-	{"*auth*", "Codex auth.json, pi agent/auth.json, opencode auth.json/mcp-auth.json, Cursor auth.json, oauth stores"},
+	{"*credential*", "OAuth credentials files (.credentials.json); cloud CLIs' credentials files; git's credential store"},
+	{"*token*", "token caches: token.json, .token, tokens.db, mcp-oauth-tokens.json"},
+	{"*auth*", "auth.json and mcp-auth.json of many CLIs, oauth stores"},
 	{"*secret*", "secrets.json, client_secret*.json, .secrets; amp secrets.json"},
-	{"*creds*", "hermes whatsapp/session/creds.json (Baileys), Gemini CLI oauth_creds.json, creds.json"},
+	{"*creds*", "creds.json (Baileys), oauth_creds.json"},
 	{"*passw*", "passwords.txt, .htpasswd, password stores"},
 	{"*api_key*", "api_key files"},
 	{"*apikey*", "apikey.txt"},
 
 	// Private keys and key containers, by format.
-	{"*.key", "private keys; Claude Code ~/.claude/sessions/<pid>.<hash>.key peer tokens"},
+	{"*.key", "private keys; peer tokens (sessions/<pid>.<hash>.key)"},
 	{"*.pem", "PEM certificates and private keys"},
 	{"*.p12", "PKCS#12 bundles"},
 	{"*.pfx", "PKCS#12 bundles"},
@@ -171,40 +194,16 @@ var storeRules = []ruleDoc{
 	{".kube", "Kubernetes"},
 	{".docker", "Docker config.json auths"},
 
-	// The harnesses' own.
-	{"settings.json", "Claude Code, Gemini CLI (may hold API keys, MCP env)"},
-	{"settings.local.json", "Claude Code"},
+	// Other tools' own stores and config files. The stores of the
+	// harnesses 9harness serves are declared by each harness and joined
+	// to this table (AddStoreRules).
 	{"settings.yaml", "harness settings"},
-	{"config.toml", "Codex (MCP env)"},
-	{"config.yml", "omp, hermes, dsh"},
-	{"config.yaml", "omp, hermes, dsh"},
-	{"models.yml", "omp provider definitions with keys"},
-	{"models.yaml", "omp provider definitions with keys"},
-	{"models.json", "pi ~/.pi/agent/models.json: custom providers with apiKey"},
-	{"agent.db", "omp ~/.omp/agent/agent.db: auth_credentials table"},
-	{"auth.json", "Codex ~/.codex/auth.json, pi ~/.pi/agent/auth.json, opencode, Cursor"},
-	{".credentials.json", "Claude Code ~/.claude/.credentials.json"},
-	{"mcp-auth.json", "opencode ~/.local/share/opencode/mcp-auth.json"},
 	{"secrets.json", "amp ~/.local/share/amp/secrets.json"},
-	{"mcp-oauth-tokens.json", "Gemini CLI"},
-	{"a2a-oauth-tokens.json", "Gemini CLI"},
-	{"gemini-credentials.json", "Gemini CLI (keychain fallback file)"},
-	{".claude.json", "Claude Code ~/.claude.json: oauthAccount, MCP env (and backups/.claude.json.backup.<ms>)"},
-	{"oauth_creds.json", "Gemini CLI ~/.gemini/oauth_creds.json"},
-	{"google_accounts.json", "Gemini CLI ~/.gemini/google_accounts.json: account identity"},
-	{"installation_id", "Gemini CLI, Codex: installation identity"},
-	{"account.json", "opencode ~/.local/share/opencode/account.json"},
-	{"service.json", "opencode ~/.local/state/opencode/service.json: server password"},
+	{"auth.json", "Cursor and other CLIs' OAuth stores"},
 	{"cli-config.json", "Cursor ~/.cursor/cli-config.json: authInfo"},
 	{"store.db", "Cursor ~/.cursor/chats/*/*/store.db: blobEncryptionKey"},
 	{"statsig-cache.json", "Cursor: account identity"},
 	{".aider.conf.yml", "aider: API keys"},
-	{"opencode*.db", "opencode ~/.local/share/opencode/opencode*.db: access and refresh tokens"},
-	{"creds.json", "hermes whatsapp/session/creds.json (Baileys)"},
-	{"app-state-sync-key-*", "hermes whatsapp/session (Baileys): app state sync keys"},
-	{"pre-key-*", "hermes whatsapp/session (Baileys): Signal pre-keys"},
-	{"sender-key-*", "hermes whatsapp/session (Baileys): Signal sender keys"},
-	{".env", "hermes ~/.hermes/.env: API keys"},
 }
 
 // ruleKind is how a pattern matches, decided once from its stars.
@@ -235,12 +234,14 @@ var rules, shapes, shapeAt, exact, byFirst, byLast = compile()
 
 // exactFirst and exactMax say which names can be an exact rule's at all
 // (its first byte, its length), so that most names cost no map lookup.
-var exactFirst, exactMax = func() (t [256]bool, n int) {
+var exactFirst, exactMax = exactIndex()
+
+func exactIndex() (t [256]bool, n int) {
 	for k := range exact {
 		t[k[0]], n = true, max(n, len(k))
 	}
 	return t, n
-}()
+}
 
 func compile() ([]compiled, []string, [256]uint32, map[string]bool, [256][]uint8, [256][]uint8) {
 	var out []compiled

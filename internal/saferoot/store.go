@@ -1,6 +1,7 @@
 package saferoot
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -9,10 +10,22 @@ import (
 // storeNames are the credential-bearing stores that a harness reads itself
 // to derive the facts /active serves (a session's id, title and model),
 // and that nothing else ever opens: the credential table hides them from
-// every listing and every read of the tree. opencode keeps its sessions
-// and its account tokens in one SQLite file, so the file can never be
-// served, yet it is the only record of which session an opencode works on.
-var storeNames = []string{"opencode.db"}
+// every listing and every read of the tree. A harness that keeps its
+// sessions and its account tokens in one file declares it (AddStores).
+var storeNames []string
+
+// AddStores adds names to the stores the Store view may open. Like
+// AddStoreRules it is for package initialization.
+func AddStores(names ...string) {
+	for _, n := range names {
+		if n == "" || strings.ContainsRune(n, '/') {
+			panic("saferoot: bad store " + n)
+		}
+		if !slices.Contains(storeNames, n) {
+			storeNames = append(storeNames, n)
+		}
+	}
+}
 
 // Store returns a view of r that also stats and opens the stores named in
 // storeNames, and their SQLite companions (-wal, -shm, -journal), at r's

@@ -205,10 +205,12 @@ func (e *events) derive() (map[eventKey]eventState, error) {
 			if facts.Transcript != "" {
 				st.files = append(st.files, watchFile{root, facts.Transcript})
 			}
-			if d.h == "claude" {
-				// Claude's live registry record, the first route of its
-				// state rule.
-				st.files = append(st.files, watchFile{root, "sessions/" + strconv.Itoa(d.p.PID) + ".json"})
+			// The harness's other files its state is read from
+			// (Claude's live registry record).
+			if sp, ok := harness.SpecOf(d.h); ok && sp.EventFiles != nil {
+				for _, f := range sp.EventFiles(d.p.PID) {
+					st.files = append(st.files, watchFile{root, f})
+				}
 			}
 		}
 		out[eventKey{d.h, d.p.PID, d.p.Start}] = st

@@ -5,53 +5,9 @@ import (
 	"strings"
 
 	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/saferoot"
 )
-
-// slugDirs are, per harness, the directories of its root (rel paths) whose
-// entries a harness names after a working directory. A slug there is judged
-// by the credential table's store rules alone (see
-// saferoot.SetSlugDirs), so an agent working in ~/src/oauth-server keeps its
-// transcripts in the tree:
-//
-//	claude  projects/<-home-u-src-x>/<session>.jsonl
-//	omp     agent/sessions/<-src-x or --home-u-src-x-->/<ts>_<id>.jsonl
-//	pi      agent/sessions/<--home-u-src-x-->/<ts>_<id>.jsonl
-//	dsh     sessions/<--home-u-src-x-->/session-<id>/session.jsonl.zstd
-//	gemini  tmp/<x or x-1>/chats/session-<minute>-<id8>.jsonl
-var slugDirs = map[string][]string{
-	"claude": {"projects"},
-	"omp":    {"agent/sessions"},
-	"pi":     {"agent/sessions"},
-	"dsh":    {"sessions"},
-	"gemini": {"tmp"},
-}
-
-// copyStores are, per harness, the paths of its root (components may be
-// "*") where it keeps copies of the files of the projects its agents work
-// in: hidden from every view, as a credential is (saferoot.SetCopyStores),
-// because a copy of a project's key is the key under another name.
-//
-//	hermes    checkpoints/<sha256(dir)[:16]>/ (a shadow git repository of
-//	          each working directory: zlib objects of every file), also
-//	          under each profile, profiles/<name>/checkpoints/
-//	claude    file-history/<session>/<hash>@v<n> (each edited file, before)
-//	gemini    history/<project hash>/ (shadow git repositories)
-//	opencode  snapshot/ (git copies of the projects' files)
-//
-// /claude, /gemini and /opencode serve none of these directories anyway
-// (layout.go mirrors only their sessions); the declaration holds for any
-// path the layout may grow. Of the roots served whole: omp's
-// sessions/<slug>/checkpoints/ hold only metadata (a tree hash, the names
-// skipped), its objects live in the project's own repository; pi's rewind
-// extensions keep theirs as refs of the project's repository too; dsh's
-// own layout (sessions/, storages/, profiles/) holds none.
-var copyStores = map[string][]string{
-	"hermes":   {"checkpoints", "profiles/*/checkpoints"},
-	"claude":   {"file-history"},
-	"gemini":   {"history"},
-	"opencode": {"snapshot"},
-}
 
 // The grantee view: what a peer that is not the owner (a uid granted with
 // --allow-uid or --allow-group, or the owner's uid inside a sandbox) sees.
@@ -64,25 +20,16 @@ var copyStores = map[string][]string{
 // the credential table, and a regular file with more than one link is never
 // served (it may be a hardlink to a key the grantee may not read).
 //
-//	/claude   projects/ (transcripts), history (history.jsonl), skills/
-//	/codex    sessions/ (rollouts), session-index, history
-//	/omp      (agent/) sessions/, skills/
-//	/pi       (agent/) sessions/, skills/
-//	/hermes   sessions/, state.db (+ -wal, -shm: sessions and messages),
-//	          runtime/active_sessions.json (the live session index), skills/
-//	/dsh      sessions/, storages/workspace.json (the session index)
-//	/gemini   tmp/ (the chats), projects (projects.json), as for the owner
-//	/opencode storage/{session,message,part}/ (pre-1.2 sessions), as for the owner
-//	/skills   claude/, codex/, omp/
-//
-// /claude and /codex are the same in both views: the owner's already mirrors
-// only those. granteeAllow holds the rest: per harness, the paths beneath its
-// mirrored directory.
-var granteeAllow = map[string][]string{
-	"omp":    {"sessions", "skills"},
-	"pi":     {"sessions", "skills"},
-	"hermes": {"sessions", "state.db", "state.db-wal", "state.db-shm", "runtime/active_sessions.json", "skills"},
-	"dsh":    {"sessions", "storages/workspace.json"},
+// A harness whose Spec mirrors named paths of its root shows a grantee
+// the same as the owner: those paths are already its session state. A
+// harness whose mirror is a directory served whole shows a grantee its
+// Spec's Grantee paths beneath it, and nothing else.
+
+// granteeAllow is the allowlist of the harness called name: the paths
+// beneath its mirrored directory a grantee sees.
+func granteeAllow(name string) []string {
+	s, _ := harness.SpecOf(name)
+	return s.Grantee
 }
 
 // allowDir is a host directory of which only allowed paths are visible:

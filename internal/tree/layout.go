@@ -3,6 +3,7 @@ package tree
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/9harness/9harness/internal/errs"
@@ -12,6 +13,10 @@ import (
 
 // Harnesses are the harnesses 9harness knows, in the order they are listed.
 var Harnesses = harness.Names()
+
+// specs are their Specs: what the tree serves of each root, the grantee's
+// view, the slug directories and copy stores each root is told of.
+var specs = harness.Specs()
 
 // Config is what the tree is built from.
 type Config struct {
@@ -32,18 +37,14 @@ type Config struct {
 }
 
 // New builds the root directory of the tree (the owner's view, or with
-// cfg.Grantee a grantee's: see grantee.go). It tells each root where its
-// working-directory slugs are (slugDirs) and where it keeps copies of
-// project files (copyStores).
+// cfg.Grantee a grantee's: see grantee.go), from the harnesses' Specs. It
+// tells each root where its working-directory slugs are (Spec.SlugDirs)
+// and where it keeps copies of project files (Spec.CopyStores).
 //
 //	/active/<harness>/<pid>/...   (when cfg.Active is set)
 //	/pid /uptime
-//	/claude/{projects/,history,skills/}
-//	/codex/{sessions/,session-index,history}
-//	/omp/ /pi/ (each harness's agent directory) /hermes/ /dsh/ (whole roots)
-//	/gemini/{tmp/,projects}
-//	/opencode/storage/{session/,message/,part/}
-//	/skills/{claude,codex,omp}/
+//	/<harness>/...                each Spec's Mirrors, in the Specs' order
+//	/skills/<harness>/            each Spec's Skills
 func New(cfg Config) Dir {
 	now := cfg.Now
 	if now == nil {
@@ -51,14 +52,14 @@ func New(cfg Config) Dir {
 	}
 	start := cfg.Start
 	root := func(name string) *saferoot.Root { return cfg.Roots[name] }
-	for h, dirs := range slugDirs {
-		if r := root(h); r != nil {
-			r.SetSlugDirs(dirs...)
-		}
-	}
-	for h, paths := range copyStores {
-		if r := root(h); r != nil {
-			r.SetCopyStores(paths...)
+	for _, sp := range specs {
+		if r := root(sp.Name); r != nil {
+			if len(sp.SlugDirs) > 0 {
+				r.SetSlugDirs(sp.SlugDirs...)
+			}
+			if len(sp.CopyStores) > 0 {
+				r.SetCopyStores(sp.CopyStores...)
+			}
 		}
 	}
 
@@ -83,7 +84,7 @@ func New(cfg Config) Dir {
 			if r == nil {
 				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
 			}
-			return newAllowDir(r, rel, granteeAllow[harness])
+			return newAllowDir(r, rel, granteeAllow(harness))
 		}}
 	}
 	// dir is a static directory that exists only while the harness root does.
@@ -104,11 +105,13 @@ func New(cfg Config) Dir {
 	uptime := NewGen("/uptime", now, func() []byte {
 		return fmt.Appendf(nil, "%d\n", int64(now().Sub(start)/time.Second))
 	})
-	skills := NewStatic("/skills", start,
-		at("claude", "claude", "skills", wantDir),
-		at("codex", "codex", "skills", wantDir),
-		at("omp", "omp", "agent/skills", wantDir),
-	)
+	var skillDirs []Child
+	for _, sp := range specs {
+		if sp.Skills != "" {
+			skillDirs = append(skillDirs, at(sp.Name, sp.Name, sp.Skills, wantDir))
+		}
+	}
+	skills := NewStatic("/skills", start, skillDirs...)
 	children := []Child{}
 	if cfg.Active != nil {
 		ac := *cfg.Active
@@ -120,45 +123,49 @@ func New(cfg Config) Dir {
 		}
 		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root()), Slow: true})
 	}
-	return NewStatic("/", start, append(children,
+	children = append(children,
 		Child{Name: "pid", Make: fixed(pid)},
 		Child{Name: "uptime", Make: fixed(uptime)},
-		dir("claude", "claude",
-			at("projects", "claude", "projects", wantDir),
-			at("history", "claude", "history.jsonl", wantFile),
-			at("skills", "claude", "skills", wantDir),
-		),
-		dir("codex", "codex",
-			at("sessions", "codex", "sessions", wantDir),
-			at("session-index", "codex", "session_index.jsonl", wantFile),
-			at("history", "codex", "history.jsonl", wantFile),
-		),
-		whole("omp", "omp", "agent"),
-		whole("pi", "pi", "agent"),
-		whole("hermes", "hermes", ""),
-		whole("dsh", "dsh", ""),
-		// Gemini CLI: the chats (tmp/<slug>/chats/…) and the slug map;
-		// never the root whole (oauth_creds.json, settings.json, the
-		// history/ shadow git repos of the projects' files).
-		dir("gemini", "gemini",
-			at("tmp", "gemini", "tmp", wantDir),
-			at("projects", "gemini", "projects.json", wantFile),
-		),
-		// opencode: only the JSON sessions and messages of its pre-1.2
-		// storage/ tree. Its sessions now live in opencode.db, which
-		// also holds the account's tokens: the credential table hides
-		// it, and /active serves only what is derived from it. Never
-		// the root whole (auth.json, snapshot/ git copies of the
-		// projects' files, storage/session_share/ share secrets).
-		dir("opencode", "opencode",
-			Child{Name: "storage", Make: fixed(NewStatic("/opencode/storage", start,
-				at("session", "opencode", "storage/session", wantDir),
-				at("message", "opencode", "storage/message", wantDir),
-				at("part", "opencode", "storage/part", wantDir),
-			))},
-		),
-		Child{Name: "skills", Make: fixed(skills)},
-	)...)
+	)
+	// mirrors makes the children of the directory prefix (a path beneath
+	// /NAME/, "" for /NAME/ itself) from the harness's mirrors beneath it:
+	// a mirror whose At is the next component, or a static directory of
+	// the deeper ones, in the order the spec lists them.
+	var mirrors func(sp harness.Spec, prefix string) []Child
+	mirrors = func(sp harness.Spec, prefix string) []Child {
+		var out []Child
+		seen := map[string]bool{}
+		for _, m := range sp.Mirrors {
+			rest, ok := strings.CutPrefix(m.At, prefix)
+			if !ok || rest == "" {
+				continue
+			}
+			first, _, deeper := strings.Cut(rest, "/")
+			if seen[first] {
+				continue
+			}
+			seen[first] = true
+			if !deeper {
+				w := wantDir
+				if m.File {
+					w = wantFile
+				}
+				out = append(out, at(first, sp.Name, m.Rel, w))
+				continue
+			}
+			d := NewStatic("/"+sp.Name+"/"+prefix+first, start, mirrors(sp, prefix+first+"/")...)
+			out = append(out, Child{Name: first, Make: fixed(d)})
+		}
+		return out
+	}
+	for _, sp := range specs {
+		if len(sp.Mirrors) == 1 && sp.Mirrors[0].At == "" {
+			children = append(children, whole(sp.Name, sp.Name, sp.Mirrors[0].Rel))
+			continue
+		}
+		children = append(children, dir(sp.Name, sp.Name, mirrors(sp, "")...))
+	}
+	return NewStatic("/", start, append(children, Child{Name: "skills", Make: fixed(skills)})...)
 }
 
 // DefaultRoots returns each harness's default root under home
