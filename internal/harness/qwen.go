@@ -518,3 +518,61 @@ func (qwen) Resume(a Agent, env Env) ([]string, error) {
 	}
 	return []string{"qwen", "--resume", a.Session}, nil
 }
+
+func init() { register(qwen{}) }
+
+// Spec implements Harness.
+func (qwen) Spec() Spec { return qwenSpec }
+
+var qwenSpec = Spec{
+	Name:  "qwen",
+	Order: 90,
+	// The chats (projects/<slug>/chats/…) and the skills; never the root
+	// whole: sessions/<pid>.json holds each live session's ipcToken,
+	// which drives it over its socket, beside settings.json, .env,
+	// oauth_creds.json and the file-history/ copies of the projects'
+	// files.
+	Mirrors: []Mirror{
+		{At: "projects", Rel: "projects"},
+		{At: "skills", Rel: "skills"},
+	},
+	Skills: "skills",
+	// projects/<-home-u-src-x>/chats/<session>.jsonl
+	SlugDirs: []string{"projects"},
+	// file-history/<session>/: each edited file, before; the projects'
+	// checkpoints under tmp/<project hash>/.
+	CopyStores: []string{"file-history", "tmp/*/checkpoints"},
+	Credentials: []Credential{
+		{"settings.json", "Qwen Code ~/.qwen/settings.json (may hold API keys, model providers, MCP env)"},
+		{"oauth_creds.json", "Qwen Code ~/.qwen/oauth_creds.json (Qwen OAuth)"},
+		{"mcp-oauth-tokens.json", "Qwen Code"},
+		{"peer-controllers.json", "Qwen Code ~/.qwen/peer-controllers.json: the controller tokens that may drive its sessions"},
+	},
+	// The relaunched agent (and a qwen that never relaunches) has it: it
+	// tells the agent from the relauncher.
+	Env: []string{"QWEN_CODE_NO_RELAUNCH"},
+	// What the wrapper and the relauncher set for their child: the
+	// resumed qwen is wrapped and relaunched as a user's is, and stamps
+	// its own version and paths.
+	MoveDrop: []string{"QWEN_CODE_NO_RELAUNCH", "QWEN_CODE_PRIVATE_RELAUNCH_ENV_PROVENANCE", "QWEN_CODE_LAUNCHER_PID",
+		"QWEN_CODE_STARTUP_VERSION", "QWEN_CODE_MANAGED_NPM_PIN", "QWEN_CODE_MANAGED_NPM_ROOT", "QWEN_CODE_CLI"},
+	Keep: []keep{
+		{names: []string{"-m", "--model"}, emit: "--model", value: true, max: 256},
+		{names: []string{"--approval-mode"}, emit: "--approval-mode", value: true, max: 64, ok: word},
+		{names: []string{"-y", "--yolo"}, emit: "--yolo"},
+		{names: []string{"--auth-type"}, emit: "--auth-type", value: true, max: 64, ok: word},
+		{names: []string{"--include-directories", "--add-dir"}, emit: "--include-directories", value: true, many: true, max: 4 << 10},
+	},
+	Flags:    qwenFlags,
+	Summed:   true,
+	Counter:  func() counter { return &qwenTokens{} },
+	Verified: "0.24.4",
+	Doc: Doc{
+		Title:   "Qwen Code",
+		Root:    "~/.qwen",
+		Process: "the relaunched `cli.js` (`QWEN_CODE_NO_RELAUNCH`); the `qwen` wrapper and the relauncher are never listed",
+		Via:     "`registry` (`sessions/<pid>.json`, else the chat's runtime record), `relaunch` after a move",
+		Resume:  "`qwen --resume ID`",
+		RealCLI: "0.24.4",
+	},
+}

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"fmt"
+	"github.com/9harness/9harness/internal/saferoot"
 	"os"
+	"path"
 	"strings"
 	"testing"
 
@@ -293,5 +295,47 @@ func TestResumeQwen(t *testing.T) {
 	a.Session = "-x"
 	if _, err := (qwen{}).Resume(a, env); err == nil {
 		t.Errorf("Resume of a session id that is a flag succeeded")
+	}
+}
+
+// TestQwenCredentialsHidden: the stores Qwen Code keeps keys and tokens
+// in, named as it names them, are neither listed nor opened at any depth
+// of its root, nor its copies of the projects' files; its chats are.
+func TestQwenCredentialsHidden(t *testing.T) {
+	f := newFx(t)
+	chats := qwenChats(f.cwd())
+	rel := qwChat(t, f, "renamed-resumed.jsonl", qwSID, 0)
+	hidden := []string{"settings.json", "oauth_creds.json", "mcp-oauth-tokens.json", "peer-controllers.json", ".env",
+		chats + "/oauth_creds.json", "projects/peer-controllers.json", "file-history/" + qwSID + "/0a1b2c3d@v1",
+		"tmp/f7bfb4dabe4fa3226d3a6c0c11e01a7f59f26b8fae0fa6ff24558603e0c40da6/checkpoints/x"}
+	for _, h := range hidden {
+		f.write(".qwen/"+h, `{"access_token":"secret"}`, at(100))
+	}
+	r := saferoot.New(f.home + "/.qwen")
+	r.SetSlugDirs(qwenSpec.SlugDirs...)
+	r.SetCopyStores(qwenSpec.CopyStores...)
+	for _, h := range hidden {
+		if fh, err := r.Open(h); err == nil {
+			fh.Close()
+			t.Errorf("%s was opened", h)
+		}
+	}
+	for _, dir := range []string{"", chats, "projects"} {
+		ents, err := r.ReadDir(dir)
+		if err != nil {
+			t.Fatalf("ReadDir %s: %v", dir, err)
+		}
+		for _, e := range ents {
+			for _, h := range hidden {
+				if path.Join(dir, e.Name) == h {
+					t.Errorf("%s is listed", h)
+				}
+			}
+		}
+	}
+	if fh, err := r.Open(rel); err != nil {
+		t.Errorf("the chat %s: %v", rel, err)
+	} else {
+		fh.Close()
 	}
 }
