@@ -298,5 +298,10 @@ func TestQwen(t *testing.T) {
 	})
 	t.Run("move", func(t *testing.T) {
 		moved(t, w, d, a, "qwmoved")
+		// Told done by a route of its own: the daemon's record of the
+		// wrapper it started, or the resumed qwen's registry.
+		if !d.logged("outcome=moved") || !d.logged("new_via=relaunch") && !d.logged("new_via=registry") && !d.logged(`new_via="registry`) {
+			t.Errorf("the move was not verified by the relaunch record or the registry")
+		}
 	})
 }
