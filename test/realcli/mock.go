@@ -179,6 +179,9 @@ func (m *Mock) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		if bytes.Contains(body, []byte("You are a title generator")) {
 			r.Kind = "title"
 		}
+		if qwenSide(body) {
+			r.Kind = "side" // mock_qwen.go
+		}
 		r = m.answer(r)
 		m.chat(w, r)
 	case strings.HasPrefix(req.URL.Path, "/v1beta/models/"):
