@@ -193,6 +193,10 @@ type Agent struct {
 	// Limits are the subscription windows the harness records (Codex's
 	// rate_limits; limits.go), nil where it records none.
 	Limits Limits
+	// Attach is the command that reaches a session its harness hosts
+	// itself (a Claude background session: "claude attach <id>"), ""
+	// for every other; such a session is never moved.
+	Attach string
 	Zmx    string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".

@@ -37,6 +37,7 @@ type Config struct {
 // project files (copyStores).
 //
 //	/active/<harness>/<pid>/...   (when cfg.Active is set)
+//	/stale/<harness>/<id>/...     (when cfg.Active is set: stale.go)
 //	/pid /uptime
 //	/claude/{projects/,history,skills/}
 //	/codex/{sessions/,session-index,history}
@@ -118,7 +119,9 @@ func New(cfg Config) Dir {
 		if cfg.Grantee {
 			ac.grantee, ac.Mover = true, nil
 		}
-		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root()), Slow: true})
+		act := newActive(ac, start)
+		children = append(children, Child{Name: "active", Make: fixed(act.root()), Slow: true},
+			Child{Name: "stale", Make: fixed(&stale{act}), Slow: true})
 	}
 	return NewStatic("/", start, append(children,
 		Child{Name: "pid", Make: fixed(pid)},
