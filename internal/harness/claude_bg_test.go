@@ -69,13 +69,13 @@ func bgFixture(t *testing.T, f *fx) (worker proc.Proc) {
 	cwd := f.cwd()
 	for _, p := range []proctest.Proc{
 		{PID: 21595, PPID: 1, Start: 59000, Argv: []string{bin, "daemon", "run", "--origin", "transient", "--spawned-by", `{"label":"claude --bg","cwd":"` + cwd + `","pid":21520}`}, Cwd: cwd},
-		{PID: 21662, PPID: 21595, Start: 59500, Argv: []string{"claude", "bg-pty-host", "--bg-pty-host", sock + "b38ba0b9.pty.sock", "200", "50", "--", bin, "--bg-spare", sock + "b38ba0b9.claim.sock"}, Cwd: cwd},
-		{PID: 21663, PPID: 21595, Start: 59500, Argv: []string{"claude", "bg-pty-host", "--bg-pty-host", sock + "05648da6.pty.sock", "200", "50", "--", bin, "--bg-spare", sock + "05648da6.claim.sock"}, Cwd: cwd},
-		{PID: 21709, PPID: 21663, Start: 59600, Argv: []string{"claude", "bg-spare", "--bg-spare", sock + "05648da6.claim.sock"}, Cwd: cwd, Env: []string{"HOME=" + f.home, "CLAUDE_CODE_SESSION_KIND=bg"}},
+		{PID: 21662, PPID: 21595, Start: 59500, Argv: []string{"claude bg-pty-host", "--bg-pty-host", sock + "b38ba0b9.pty.sock", "200", "50", "--", bin, "--bg-spare", sock + "b38ba0b9.claim.sock"}, Cwd: cwd},
+		{PID: 21663, PPID: 21595, Start: 59500, Argv: []string{"claude bg-pty-host", "--bg-pty-host", sock + "05648da6.pty.sock", "200", "50", "--", bin, "--bg-spare", sock + "05648da6.claim.sock"}, Cwd: cwd},
+		{PID: 21709, PPID: 21663, Start: 59600, Argv: []string{"claude bg-spare", "--bg-spare", sock + "05648da6.claim.sock"}, Cwd: cwd, Env: []string{"HOME=" + f.home, "CLAUDE_CODE_SESSION_KIND=bg"}},
 	} {
 		f.add(p)
 	}
-	worker = f.add(proctest.Proc{PID: bgWorker, PPID: 21662, Start: bgTick, Argv: []string{"claude", "bg-spare", "--bg-spare", sock + "b38ba0b9.claim.sock"}, Cwd: cwd, Env: []string{"HOME=" + f.home, "CLAUDE_CODE_SESSION_KIND=bg"}})
+	worker = f.add(proctest.Proc{PID: bgWorker, PPID: 21662, Start: bgTick, Argv: []string{"claude bg-spare", "--bg-spare", sock + "b38ba0b9.claim.sock"}, Cwd: cwd, Env: []string{"HOME=" + f.home, "CLAUDE_CODE_SESSION_KIND=bg"}})
 	f.write(".claude/sessions/21708.json", bgRecord(t, "registry-claimed-spare.json", bgWorker, fmt.Sprint(bgTick), cwd, at(601).UnixMilli()), at(601))
 	f.write(".claude/sessions/21708.e9c6f059.key", "peer-token", at(601))
 	proj := ".claude/projects/" + claudeSanitize(cwd)

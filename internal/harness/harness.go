@@ -469,11 +469,14 @@ var harnessNames = func() map[string]bool {
 // string over the argv area (process.title on some runtimes): when the whole
 // cmdline is one word and its first field names a harness, it is split on
 // spaces.
+//
+// A title written over argv[0] alone ("claude bg-spare", Claude's
+// background workers, the rest of argv kept) is split the same way.
 func normArgv(argv []string) []string {
-	if len(argv) == 1 && strings.ContainsRune(strings.TrimSpace(argv[0]), ' ') {
+	if len(argv) >= 1 && strings.ContainsRune(strings.TrimSpace(argv[0]), ' ') {
 		f := strings.Fields(argv[0])
 		if harnessNames[base(f[0])] {
-			return f
+			return append(f, argv[1:]...)
 		}
 	}
 	return argv

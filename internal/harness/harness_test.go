@@ -379,8 +379,9 @@ func TestClassify(t *testing.T) {
 		{"claude/bg-spare", []string{vers + "2.1.201", "--bg-spare"}, "2.1.201", nil, "claude", Session},
 		{"claude/bg-pty-host", []string{vers + "2.1.201", "--bg-pty-host", "--sock", "x"}, "2.1.201", nil, "claude", Helper},
 		{"claude/bg-flag-on-claude", []string{"claude", "--bg-spare"}, "", nil, "claude", Session},
-		{"claude/bg-spare-2.1.332", []string{"claude", "bg-spare", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Session},
-		{"claude/bg-pty-host-2.1.332", []string{"claude", "bg-pty-host", "--bg-pty-host", "/tmp/cc-daemon-0/4e/spare/b3.pty.sock", "200", "50", "--", "/x/claude.exe", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Helper},
+		// 2.1.332 titles argv[0] alone, and keeps the rest of argv.
+		{"claude/bg-spare-2.1.332", []string{"claude bg-spare", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Session},
+		{"claude/bg-pty-host-2.1.332", []string{"claude bg-pty-host", "--bg-pty-host", "/tmp/cc-daemon-0/4e/spare/b3.pty.sock", "200", "50", "--", "/x/claude.exe", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Helper},
 		{"claude/bg-other", []string{"claude", "--bg-gateway"}, "", nil, "claude", Helper},
 		{"claude/daemon-2.1.332", []string{"/x/claude.exe", "daemon", "run", "--origin", "transient"}, "", nil, "claude", Helper},
 		{"claude/versioned-daemon", []string{vers + "2.1.201", "daemon", "run"}, "", nil, "claude", Helper},

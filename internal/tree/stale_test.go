@@ -42,10 +42,10 @@ func TestStaleAndAttach(t *testing.T) {
 	home := filepath.Join(dir, "home")
 	procDir := filepath.Join(dir, "proc")
 	uid := uint32(os.Getuid())
-	spare := []string{"claude", "bg-spare", "--bg-spare", "/tmp/cc-daemon-0/x/spare/a.claim.sock"}
+	spare := []string{"claude bg-spare", "--bg-spare", "/tmp/cc-daemon-0/x/spare/a.claim.sock"}
 	if err := proctest.Write(procDir,
 		proctest.Proc{PID: 200, PPID: 1, UID: uid, Start: 70, Argv: []string{"/x/claude.exe", "daemon", "run", "--origin", "transient"}, Cwd: "/"},
-		proctest.Proc{PID: 201, PPID: 200, UID: uid, Start: 71, Argv: []string{"claude", "bg-pty-host", "--bg-pty-host", "/tmp/p.sock", "200", "50", "--", "/x/claude.exe", "--bg-spare", "/tmp/a.claim.sock"}, Cwd: "/"},
+		proctest.Proc{PID: 201, PPID: 200, UID: uid, Start: 71, Argv: []string{"claude bg-pty-host", "--bg-pty-host", "/tmp/p.sock", "200", "50", "--", "/x/claude.exe", "--bg-spare", "/tmp/a.claim.sock"}, Cwd: "/"},
 		proctest.Proc{PID: 202, PPID: 201, UID: uid, Start: 72, Argv: spare, Cwd: "/"},
 		proctest.Proc{PID: 203, PPID: 201, UID: uid, Start: 73, Argv: spare, Cwd: "/"},
 	); err != nil {
