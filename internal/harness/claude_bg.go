@@ -273,6 +273,11 @@ func claudeDead(env Env, reg *claudeReg) string {
 	if ps := strings.Trim(string(reg.ProcStart), `"`); ps != "" && ps != "null" && ps != fmt.Sprint(p.Start) {
 		return fmt.Sprintf("pid %d is another process (started at tick %d; the record's procStart is %s)", reg.PID, p.Start, ps)
 	}
+	// A process that has exited and is not yet reaped keeps its pid and
+	// start time, and has no argv.
+	if argv, err := env.Procs.Argv(reg.PID); err != nil || len(argv) == 0 {
+		return fmt.Sprintf("pid %d is not running (it exited; its parent has not reaped it)", reg.PID)
+	}
 	return ""
 }
 
