@@ -164,7 +164,7 @@ Options:
   --detached         only the agents nobody can answer (REACH detached):
                      left running after their terminal closed, started by
                      a script or nohup; 9harness move puts one in zmx or
-                     tmux. Of this machine, or the one --ssh names
+                     tmux. With --all or --hosts, those of every host
   -r, --reverse      reverse the order, whatever the key
   -v, --wide         VIA shows the daemon's whole note, not only its first
                      word
@@ -250,6 +250,14 @@ func (o psOptions) keep(agents []client.Agent) []client.Agent {
 		return agents
 	}
 	return slices.DeleteFunc(agents, func(a client.Agent) bool { return a.Reach != "detached" })
+}
+
+// keepRows is keep for a fleet's rows: each host's detached agents.
+func (o psOptions) keepRows(rows []fleetRow) []fleetRow {
+	if !o.detached {
+		return rows
+	}
+	return slices.DeleteFunc(rows, func(r fleetRow) bool { return r.Reach != "detached" })
 }
 
 // period is --watch's period.
@@ -352,10 +360,6 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
 	if fs.Changed("timeout") && (!fleetMode || ff.timeout <= 0) {
 		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
-		return exitUsage
-	}
-	if fleetMode && o.detached {
-		fmt.Fprintln(stderr, "9harness ps: --detached lists one machine, not --all, --hosts or several --ssh")
 		return exitUsage
 	}
 	if fleetMode && o.notify != "" {
