@@ -54,7 +54,8 @@ pid (or as --sort says), as the daemon's /active tree shows them:
             ssh session) or detached (no terminal, or one nobody else
             holds, and no session host: nobody can; 9harness move
             HARNESS/PID zmx NAME rescues it)
-  ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME
+  ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME;
+            attach:ID for a Claude background session (claude attach ID)
   VIA       how its session was found, in one word: registry, fd, dir,
             argv, transcript, none or ambiguous; with -v, the daemon's
             whole note on it
@@ -973,6 +974,10 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	}
 	if a.Tmux != "" {
 		host = append(host, "tmux:"+a.Tmux)
+	}
+	if f := strings.Fields(a.Attach); len(f) > 0 {
+		// A session its harness hosts: "claude attach ID" as attach:ID.
+		host = append(host, "attach:"+f[len(f)-1])
 	}
 	via := a.Via
 	if !wide {

@@ -174,6 +174,18 @@ func TestClaudeBackground(t *testing.T) {
 		t.Errorf("%s/title = %q (%v), want the session's title", dir, b, err)
 	}
 
+	// ps shows where zmx or tmux would be the attach command's id.
+	psOut, _ := exec.Command(bin("9harness"), "-s", d.sock, "ps", "--no-trunc").CombinedOutput()
+	shown := false
+	for _, line := range strings.Split(string(psOut), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == strconv.Itoa(worker) {
+			shown = slices.Contains(f, "attach:"+job)
+		}
+	}
+	if !shown {
+		t.Errorf("9harness ps does not show the background session %d with attach:%s:\n%s", worker, job, psOut)
+	}
+
 	// The move is refused before anything is touched, and journalled.
 	status, mout := d.move("claude", worker, "bgmoved")
 	reason := "a background session: claude attach " + job
@@ -206,7 +218,7 @@ func TestClaudeBackground(t *testing.T) {
 	state, _ := os.ReadFile(filepath.Join(w.home, ".claude", "jobs", job, "state.json"))
 	t.Logf("jobs/%s/state.json after the kill: %.300q", job, state)
 	reg := "/stale/claude/registry-" + strconv.Itoa(worker)
-	if b, err := d.c.ReadFile(reg + "/why"); err != nil || strings.TrimSpace(string(b)) != "pid "+strconv.Itoa(worker)+" is not running" {
+	if b, err := d.c.ReadFile(reg + "/why"); err != nil || !strings.HasPrefix(string(b), "pid "+strconv.Itoa(worker)+" is not running") {
 		t.Errorf("%s/why = %q (%v)", reg, b, err)
 	}
 	if b, err := d.c.ReadFile(reg + "/session"); err != nil || strings.TrimSpace(string(b)) != sid {
