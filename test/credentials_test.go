@@ -501,7 +501,8 @@ func TestGranteeView(t *testing.T) {
 
 	gw := walk(t, gc)
 	for _, p := range gw {
-		if p == "/" || p == "/active/" || strings.HasPrefix(p, "/active/") || p == "/pid" || p == "/uptime" {
+		// /active and /stale are derived session state, which a grantee sees.
+		if p == "/" || p == "/active/" || strings.HasPrefix(p, "/active/") || p == "/stale/" || strings.HasPrefix(p, "/stale/") || p == "/pid" || p == "/uptime" {
 			continue
 		}
 		if p == "/claude/" || p == "/codex/" || p == "/omp/" || p == "/pi/" || p == "/hermes/" || p == "/dsh/" ||

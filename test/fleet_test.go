@@ -213,6 +213,55 @@ func TestFleetPs(t *testing.T) {
 		}
 	})
 
+	// --detached with --all: every host's agents nobody can answer, and
+	// only those, each under its host. A remote fake runs as its host's
+	// user with no process of that user holding a terminal: detached.
+	t.Run("detached", func(t *testing.T) {
+		all, _, _, _ := ps("--json")
+		det, errs, code, _ := ps("--detached", "--json")
+		if code != 3 {
+			t.Errorf("ps --all --detached with two dead hosts: exit %d, want 3 (partial)\n%s", code, errs)
+		}
+		var allRows, detRows []map[string]any
+		must(t, json.Unmarshal([]byte(all), &allRows))
+		must(t, json.Unmarshal([]byte(det), &detRows))
+		// Other tests' agents of this uid come and go between the two
+		// calls: only this test's agents are compared.
+		mine := map[string]bool{}
+		for h, pid := range want {
+			mine[fmt.Sprint(h, ":", float64(pid))] = true
+		}
+		key := func(r map[string]any) string { return fmt.Sprint(r["host"], ":", r["pid"]) }
+		var want, got []string
+		for _, r := range allRows {
+			if r["reach"] == "detached" && mine[key(r)] {
+				want = append(want, key(r))
+			}
+		}
+		for _, r := range detRows {
+			if r["reach"] != "detached" {
+				t.Errorf("ps --all --detached lists a row whose reach is %v: %v", r["reach"], r)
+			}
+			if mine[key(r)] {
+				got = append(got, key(r))
+			}
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			t.Errorf("ps --all --detached lists %q; the detached rows of ps --all are %q", got, want)
+		}
+		for _, h := range hosts {
+			if !slices.Contains(got, fmt.Sprint(h.name, ":", float64(h.agent.pid()))) {
+				t.Errorf("ps --all --detached lacks %s's agent %d: %q", h.name, h.agent.pid(), got)
+			}
+		}
+		q, _, _, _ := ps("--detached", "-q")
+		if !strings.Contains(q, hosts[0].name+":claude/"+itoa(hosts[0].agent.pid())+"\n") {
+			t.Errorf("ps --all --detached -q lacks %s:claude/%d:\n%s", hosts[0].name, hosts[0].agent.pid(), q)
+		}
+	})
+
 	// A host whose line asks for a shared connection keeps one master
 	// warm: the command still returns at once (the master, gone to the
 	// background, holds none of its pipes), and the next call uses it.

@@ -149,6 +149,7 @@ func isErrno(err error, e linux.Errno) bool {
 // client and through diodcat; diodls lists exactly the expected names.
 func TestFixtureTree(t *testing.T) {
 	home := fixtureHome(t)
+	fixturePIDDomain(t, home) // the registry records are this machine's: /stale judges them
 	d := startDaemon(t, home, "--proc", emptyProc(t))
 	c := d.client()
 
@@ -168,6 +169,9 @@ func TestFixtureTree(t *testing.T) {
 			continue
 		}
 		files++
+		if strings.HasPrefix(p, "/stale/") {
+			continue // derived, not mirrored: checkStale reads them
+		}
 		host, ok := hostOf(home, p)
 		if !ok {
 			t.Errorf("%s: no host mapping", p)
@@ -198,6 +202,7 @@ func TestFixtureTree(t *testing.T) {
 		}
 	}
 	t.Logf("%d files and %d directories byte-identical through the client and diodcat", files, dirs)
+	checkStale(t, c)
 
 	// diodls of every directory lists exactly the expected children.
 	children := map[string][]string{}
@@ -383,5 +388,27 @@ func TestReadOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, ".dsh", "new")); !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("create reached the host: %v", err)
+	}
+}
+
+// checkStale: on an empty process table, the fixture home's two Claude
+// registry records name pids that do not run, so /stale/claude derives
+// each one's facts (never the record file itself).
+func checkStale(t *testing.T, c *client.Client) {
+	t.Helper()
+	for p, want := range map[string]string{
+		"/stale/claude/registry-4189/pid":       "4189\n",
+		"/stale/claude/registry-4189/why":       "pid 4189 is not running\n",
+		"/stale/claude/registry-4189/session":   "776cd19e-24b2-42a4-b1de-792f056ae0eb\n",
+		"/stale/claude/registry-4189/claim":     "registry: session 776cd19e-24b2-42a4-b1de-792f056ae0eb (interactive)\n",
+		"/stale/claude/registry-4189/since":     "2026-03-30T19:46:40Z\n",
+		"/stale/claude/registry-345104/claim":   "registry: session 1f9a74f7-3c2e-4d51-9a0b-6f2d8c1e7a55 busy (interactive)\n",
+		"/stale/claude/registry-345104/why":     "pid 345104 is not running\n",
+		"/stale/claude/registry-345104/since":   "2026-09-21T17:51:40Z\n",
+		"/stale/claude/registry-345104/session": "1f9a74f7-3c2e-4d51-9a0b-6f2d8c1e7a55\n",
+	} {
+		if b, err := c.ReadFile(p); err != nil || string(b) != want {
+			t.Errorf("%s = %q (%v), want %q", p, b, err, want)
+		}
 	}
 }

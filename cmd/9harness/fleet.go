@@ -327,6 +327,7 @@ func runFleetPs(g *globals, o psOptions, ff fleetFlags, hostsChanged bool, term 
 		return watchFleet(f, o, home, term)
 	}
 	rows, failed := f.query(o.harnesses)
+	rows = o.keepRows(rows)
 	// The sessions end after the output is written: each waits for its
 	// ssh to exit, which the reader need not wait for.
 	defer f.close()
@@ -387,7 +388,7 @@ func watchFleet(f *fleet, o psOptions, home string, term *os.File) int {
 		done := make(chan answer, 1)
 		go func() {
 			rows, failed := f.query(o.harnesses)
-			done <- answer{rows, failed}
+			done <- answer{o.keepRows(rows), failed}
 		}()
 		a, ok := awaitFrame(done, sigs, term)
 		if !ok {

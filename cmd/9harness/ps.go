@@ -54,7 +54,8 @@ pid (or as --sort says), as the daemon's /active tree shows them:
             ssh session) or detached (no terminal, or one nobody else
             holds, and no session host: nobody can; 9harness move
             HARNESS/PID zmx NAME rescues it)
-  ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME
+  ZMX/TMUX  the zmx or tmux session it runs in, as zmx:NAME or tmux:NAME;
+            attach:ID for a Claude background session (claude attach ID)
   VIA       how its session was found, in one word: registry, fd, dir,
             argv, transcript, none or ambiguous; with -v, the daemon's
             whole note on it
@@ -164,7 +165,7 @@ Options:
   --detached         only the agents nobody can answer (REACH detached):
                      left running after their terminal closed, started by
                      a script or nohup; 9harness move puts one in zmx or
-                     tmux. Of this machine, or the one --ssh names
+                     tmux. With --all or --hosts, those of every host
   -r, --reverse      reverse the order, whatever the key
   -v, --wide         VIA shows the daemon's whole note, not only its first
                      word
@@ -250,6 +251,14 @@ func (o psOptions) keep(agents []client.Agent) []client.Agent {
 		return agents
 	}
 	return slices.DeleteFunc(agents, func(a client.Agent) bool { return a.Reach != "detached" })
+}
+
+// keepRows is keep for a fleet's rows: each host's detached agents.
+func (o psOptions) keepRows(rows []fleetRow) []fleetRow {
+	if !o.detached {
+		return rows
+	}
+	return slices.DeleteFunc(rows, func(r fleetRow) bool { return r.Reach != "detached" })
 }
 
 // period is --watch's period.
@@ -352,10 +361,6 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
 	if fs.Changed("timeout") && (!fleetMode || ff.timeout <= 0) {
 		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
-		return exitUsage
-	}
-	if fleetMode && o.detached {
-		fmt.Fprintln(stderr, "9harness ps: --detached lists one machine, not --all, --hosts or several --ssh")
 		return exitUsage
 	}
 	if fleetMode && o.notify != "" {
@@ -969,6 +974,10 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	}
 	if a.Tmux != "" {
 		host = append(host, "tmux:"+a.Tmux)
+	}
+	if f := strings.Fields(a.Attach); len(f) > 0 {
+		// A session its harness hosts: "claude attach ID" as attach:ID.
+		host = append(host, "attach:"+f[len(f)-1])
 	}
 	via := a.Via
 	if !wide {

@@ -400,7 +400,7 @@ func TestPsFormat(t *testing.T) {
 	full := client.Agent{Harness: "h", PID: 1, PPID: 1, Started: 1, Cwd: "c", Name: "n", Title: "t", Session: "s",
 		Model: "m", Via: "v", Status: "s", State: "waiting", Waiting: "w", Since: "2026-12-01T00:00:00Z", StateVia: "r",
 		Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}, Tokens: client.Tokens{"input": 1},
-		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty"}
+		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty", Attach: "claude attach 3d289299"}
 	b, _ := json.Marshal(full)
 	var keys map[string]any
 	json.Unmarshal(b, &keys)

@@ -45,6 +45,7 @@ type Agent struct {
 	Tokens     Tokens   `json:"tokens,omitempty"`     // token counts by name, where the harness records them
 	Limits     Limits   `json:"limits,omitempty"`     // subscription windows by name, where the harness records them
 	Reach      string   `json:"reach,omitempty"`      // zmx, tmux, tty or detached: who can answer it
+	Attach     string   `json:"attach,omitempty"`     // the command that reaches a session its harness hosts ("claude attach ID")
 }
 
 // MarshalJSON writes the agent as ps --json shows it: its fields, and
@@ -496,6 +497,8 @@ func (a *Agent) field(name string, nums map[string]*string) *string {
 		return &a.Tmux
 	case "reach":
 		return &a.Reach
+	case "attach":
+		return &a.Attach
 	}
 	return nums[name]
 }

@@ -55,7 +55,7 @@ func chunksLen(chunks [][]byte) int {
 var agentKeys = []string{
 	"harness", "pid", "ppid", "started", "cwd", "name", "title", "session",
 	"model", "via", "status", "state", "waiting", "since", "state.via", "zmx",
-	"tmux", "transcript", "agents", "tokens", "limits", "reach",
+	"tmux", "transcript", "agents", "tokens", "limits", "reach", "attach",
 }
 
 // decodeAgent decodes one line into a, which is zero, and tells whether
@@ -138,6 +138,8 @@ func (d *lineDecoder) value(key string, a *Agent) bool {
 		dst = &a.Transcript
 	case "reach":
 		dst = &a.Reach
+	case "attach":
+		dst = &a.Attach
 	case "pid", "ppid":
 		n, ok := d.integer()
 		if !ok || int64(int(n)) != n {

@@ -21,10 +21,12 @@ import (
 // the version string, "2.1.212", so comm is never used); an old npm install
 // rewrites its cmdline to just "claude" (process.title), or shows
 // "node …/@anthropic-ai/claude-code/cli.js" when that is disabled. Background
-// workers run from the full versioned path
-// (~/.local/share/claude/versions/2.1.201) with --bg-spare/--bg-pty-host:
-// helpers. So are one-shot print runs (-p) and the non-session subcommands
-// (mcp, doctor, update, …).
+// sessions' processes (claude_bg.go) run from the full versioned path
+// (~/.local/share/claude/versions/2.1.201) or as "claude bg-spare
+// --bg-spare"/"claude bg-pty-host --bg-pty-host": the pty hosts and the
+// supervisor are helpers, a claimed worker is the session. Helpers too are
+// one-shot print runs (-p) and the non-session subcommands (mcp, doctor,
+// update, …).
 //
 // Resolution: the live registry sessions/<pid>.json is the only exact route
 // (Claude opens and closes its transcript per event, so no fd is held). A
@@ -66,8 +68,10 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 	switch {
 	case strings.Contains(argv[0], "/claude/versions/") && claudeVersion.MatchString(b):
 		// The versioned binary is only ever run by name by Claude itself,
-		// for its background workers; the user's "claude" is the symlink.
-		return Helper
+		// for its background sessions' processes; the user's "claude" is
+		// the symlink.
+		k, _ := claudeBgKind(argv)
+		return k
 	case b == "claude" || b == "claude.exe":
 		args = argv[1:]
 	case isNode(b):
@@ -79,10 +83,8 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 	default:
 		return None
 	}
-	for _, a := range args {
-		if strings.HasPrefix(a, "--bg-") {
-			return Helper
-		}
+	if k, ok := claudeBgKind(argv); ok {
+		return k
 	}
 	if hasFlag(args, "-p", "--print") || claudeHelperWords[claudeFlags.positional(args)] {
 		return Helper
@@ -104,6 +106,11 @@ type claudeReg struct {
 	// StatusUpdatedAt (ms) is when status last changed.
 	WaitingFor      string          `json:"waitingFor"`
 	StatusUpdatedAt json.RawMessage `json:"statusUpdatedAt"`
+	UpdatedAt       json.RawMessage `json:"updatedAt"`
+	// Kind is "interactive" or "bg"; JobID the background job's short
+	// id (jobs/<id>/, claude attach <id>).
+	Kind  string `json:"kind"`
+	JobID string `json:"jobId"`
 }
 
 // claudeRegistry reads and vets p's record. It returns nil and why when
@@ -316,6 +323,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		if t, ok := claudeRegTurn(reg.Status, reg.WaitingFor, reg.StatusUpdatedAt); ok {
 			t.set(&a)
 		}
+		claudeBg(env, &a, reg)
 		sid, via = reg.SessionID, "registry"
 		if reg.Cwd != "" {
 			cwd = reg.Cwd // the launch cwd names the project dir
@@ -558,6 +566,9 @@ func claudeSubModel(r *saferoot.Root, rel string) string {
 // "claude --resume" of it prints "No conversation found" and exits, so it
 // is refused here, before anything is stopped.
 func (claude) Resume(a Agent, env Env) ([]string, error) {
+	if err := claudeBgRefusal(a); err != nil {
+		return nil, err
+	}
 	if !isUUID(a.Session) {
 		return nil, unresolved("claude", a)
 	}

@@ -198,6 +198,10 @@ type Agent struct {
 	// Limits are the subscription windows the harness records (Codex's
 	// rate_limits; limits.go), nil where it records none.
 	Limits Limits
+	// Attach is the command that reaches a session its harness hosts
+	// itself (a Claude background session: "claude attach <id>"), ""
+	// for every other; such a session is never moved.
+	Attach string
 	Zmx    string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".
@@ -483,11 +487,14 @@ var harnessNames = map[string]bool{}
 // string over the argv area (process.title on some runtimes): when the whole
 // cmdline is one word and its first field names a harness, it is split on
 // spaces.
+//
+// A title written over argv[0] alone ("claude bg-spare", Claude's
+// background workers, the rest of argv kept) is split the same way.
 func normArgv(argv []string) []string {
-	if len(argv) == 1 && strings.ContainsRune(strings.TrimSpace(argv[0]), ' ') {
+	if len(argv) >= 1 && strings.ContainsRune(strings.TrimSpace(argv[0]), ' ') {
 		f := strings.Fields(argv[0])
 		if harnessNames[base(f[0])] {
-			return f
+			return append(f, argv[1:]...)
 		}
 	}
 	return argv

@@ -221,7 +221,9 @@ func TestScan(t *testing.T) {
 			t.Errorf("%s/%d: the found process is not stat'ed: %+v", fd.Harness, fd.Proc.PID, fd.Proc)
 		}
 	}
-	want := []string{"claude/101", "claude/103", "codex/111", "omp/120", "omp/122", "omp/123", "pi/130", "hermes/140", "dsh/150"}
+	// 102 is a background worker: Scan finds it by its shape, and the
+	// listing keeps it only if its registry record confirms it (Confirmed).
+	want := []string{"claude/101", "claude/102", "claude/103", "codex/111", "omp/120", "omp/122", "omp/123", "pi/130", "hermes/140", "dsh/150"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Scan: got %v, want %v", got, want)
 	}
@@ -371,10 +373,20 @@ func TestClassify(t *testing.T) {
 		{"claude/npm-title", []string{"claude"}, "node", nil, "claude", Session},
 		{"claude/npm-title-spaces", []string{"claude --resume 776cd19e-24b2-42a4-b1de-792f056ae0eb"}, "node", nil, "claude", Session},
 		{"claude/npm-untitled", []string{"node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "--continue"}, "", nil, "claude", Session},
-		{"claude/bg-spare", []string{vers + "2.1.201", "--bg-spare"}, "2.1.201", nil, "claude", Helper},
+		// A background worker is a session (listed once its registry
+		// record confirms a job claimed it); its pty host, the supervisor
+		// and other --bg-* processes are helpers.
+		{"claude/bg-spare", []string{vers + "2.1.201", "--bg-spare"}, "2.1.201", nil, "claude", Session},
 		{"claude/bg-pty-host", []string{vers + "2.1.201", "--bg-pty-host", "--sock", "x"}, "2.1.201", nil, "claude", Helper},
-		{"claude/bg-flag-on-claude", []string{"claude", "--bg-spare"}, "", nil, "claude", Helper},
-		{"claude/versioned-path", []string{vers + "2.1.201"}, "", nil, "claude", Helper},
+		{"claude/bg-flag-on-claude", []string{"claude", "--bg-spare"}, "", nil, "claude", Session},
+		// 2.1.332 titles argv[0] alone, and keeps the rest of argv.
+		{"claude/bg-spare-2.1.332", []string{"claude bg-spare", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Session},
+		{"claude/bg-pty-host-2.1.332", []string{"claude bg-pty-host", "--bg-pty-host", "/tmp/cc-daemon-0/4e/spare/b3.pty.sock", "200", "50", "--", "/x/claude.exe", "--bg-spare", "/tmp/cc-daemon-0/4e/spare/b3.claim.sock"}, "", nil, "claude", Helper},
+		{"claude/bg-other", []string{"claude", "--bg-gateway"}, "", nil, "claude", Helper},
+		{"claude/daemon-2.1.332", []string{"/x/claude.exe", "daemon", "run", "--origin", "transient"}, "", nil, "claude", Helper},
+		{"claude/versioned-daemon", []string{vers + "2.1.201", "daemon", "run"}, "", nil, "claude", Helper},
+		{"claude/versioned-path", []string{vers + "2.1.201"}, "", nil, "claude", Session},
+		{"claude/versioned-respawn", []string{vers + "2.1.332", "--resume", "/home/g/.claude/projects/-x/3d289299-6937-4726-8e41-b2da2cdacfa6.jsonl"}, "", nil, "claude", Session},
 		{"claude/print", []string{"claude", "-p", "hello"}, "", nil, "claude", Helper},
 		{"claude/mcp-serve", []string{"claude", "mcp", "serve"}, "", nil, "claude", Helper},
 		{"claude/model-value-not-subcommand", []string{"claude", "--model", "update"}, "", nil, "claude", Session},

@@ -123,6 +123,9 @@ func (a *active) rescan(reusable bool) error {
 	if err != nil {
 		return errs.E("active.scan", errs.IO, "/active", err)
 	}
+	// A process whose shape alone does not make it an agent (a Claude
+	// background worker no job has claimed) is asked of its harness's files.
+	found = harness.Confirmed(found, func(h string) harness.Env { return a.cfg.Envs[h] })
 	count := make(map[string]int, len(Harnesses))
 	for _, f := range found {
 		count[f.Harness]++
@@ -423,6 +426,11 @@ var fields = []field{
 	// derived only when the file is read: its stat shows size 0, as
 	// /proc's generated files do.
 	{name: "tmux", value: func(d *agentDir, a harness.Agent) (string, bool) { return "", a.EnvKnown }, read: (*agentDir).tmuxSession},
+	// The command that reaches a session its harness hosts itself (a
+	// Claude background session: "claude attach <id>"), where zmx and tmux
+	// would be; absent for every other agent. Not derived from the
+	// environment, so a grantee sees it.
+	{"attach", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Attach) }, false, nil},
 	// Who can answer the agent (reach): from its environment and the
 	// kernel's view of its terminal, so the owner's view only.
 	{"reach", func(d *agentDir, a harness.Agent) (string, bool) {

@@ -42,6 +42,7 @@ type Config struct {
 // and where it keeps copies of project files (Spec.CopyStores).
 //
 //	/active/<harness>/<pid>/...   (when cfg.Active is set)
+//	/stale/<harness>/<id>/...     (when cfg.Active is set: stale.go)
 //	/pid /uptime
 //	/<harness>/...                each Spec's Mirrors, in the Specs' order
 //	/skills/<harness>/            each Spec's Skills
@@ -121,7 +122,9 @@ func New(cfg Config) Dir {
 		if cfg.Grantee {
 			ac.grantee, ac.Mover = true, nil
 		}
-		children = append(children, Child{Name: "active", Make: fixed(newActive(ac, start).root()), Slow: true})
+		act := newActive(ac, start)
+		children = append(children, Child{Name: "active", Make: fixed(act.root()), Slow: true},
+			Child{Name: "stale", Make: fixed(&stale{act}), Slow: true})
 	}
 	children = append(children,
 		Child{Name: "pid", Make: fixed(pid)},

@@ -66,6 +66,13 @@ func (c *cli) binDir(t testing.TB) string {
 // private tmux server, and waits until its TUI takes input.
 func (c *cli) start(w *world, session, cwd string, flags ...string) *agent {
 	w.t.Helper()
+	return c.startArgv(w, session, cwd, nil, flags...)
+}
+
+// startArgv is start with the CLI run through a launcher (pre, its argv
+// before the CLI's, which must exec it in place).
+func (c *cli) startArgv(w *world, session, cwd string, pre []string, flags ...string) *agent {
+	w.t.Helper()
 	binDir := c.binDir(w.t)
 	prefix := filepath.Dir(filepath.Dir(binDir))
 	path := binDir + ":" + install.pathFor(w.t)
@@ -77,7 +84,7 @@ func (c *cli) start(w *world, session, cwd string, flags ...string) *agent {
 		"TMUX_TMPDIR=" + w.tmuxDir,
 	}, c.configure(w, cwd)...)
 	a := &agent{w: w, cli: c, prefix: prefix, cwd: cwd, argv: flags}
-	a.pane = w.launch(session, cwd, env, append([]string{c.bin}, flags...)...)
+	a.pane = w.launch(session, cwd, env, append(append(pre, c.bin), flags...)...)
 	w.waitFor(60*time.Second, &a.pane, c.harness+"'s agent process", func() bool {
 		pp := w.panePID(a.pane)
 		if pp == 0 {
