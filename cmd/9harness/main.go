@@ -45,6 +45,9 @@ Commands:
                     state, tokens, status, directory, zmx or tmux
                     session, title; with --all, of this machine and every
                     host of ~/.config/9harness/hosts, with a HOST column
+  top [--all] [--harness NAME]... [--once]
+                    a full-screen live view of every agent, updated as
+                    it changes, with keys to filter, sort, attach, move
   wait [--state STATE] [--timeout D] [--all] [AGENT...]
                     wait until an agent needs you (waiting or idle), or is
                     in STATE, and print it; with --all, any agent of
@@ -367,7 +370,7 @@ func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
+	"ps": psHelp, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -402,6 +405,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "ps":
 		return runPs(g, rest, stdout, stderr)
+	case "top":
+		return runTop(g, rest, stdout, stderr)
 	case "wait":
 		return runWait(g, rest, stdout, stderr)
 	case "events":
