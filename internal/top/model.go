@@ -401,6 +401,16 @@ func (m *model) selected() (key, bool) {
 }
 
 func (m *model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if k.Type == tea.KeyRunes && len(k.Runes) > 1 && !m.filtering && !m.moving && !k.Paste {
+		// Keys typed faster than the view reads them come as one: each
+		// is a key of its own.
+		var cmds []tea.Cmd
+		for _, r := range k.Runes {
+			_, cmd := m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+			cmds = append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
+	}
 	if k.String() == "ctrl+c" {
 		m.quitting = true
 		return m, tea.Quit
