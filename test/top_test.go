@@ -37,7 +37,9 @@ func startTopPane(t *testing.T, tm *psTmux, name string, w, h int, env []string,
 
 func (p *topPane) screen() string { return strings.Join(p.tm.rows(p.name), "\n") }
 
-func (p *topPane) keys(keys ...string) { p.tm.run(append([]string{"send-keys", "-t", p.name}, keys...)...) }
+func (p *topPane) keys(keys ...string) {
+	p.tm.run(append([]string{"send-keys", "-t", p.name}, keys...)...)
+}
 
 func (p *topPane) text(s string) { p.tm.run("send-keys", "-t", p.name, "-l", s) }
 
@@ -56,7 +58,9 @@ func (p *topPane) await(t *testing.T, what string, cond func(string) bool) strin
 	return ""
 }
 
-func screenHas(sub string) func(string) bool { return func(s string) bool { return strings.Contains(s, sub) } }
+func screenHas(sub string) func(string) bool {
+	return func(s string) bool { return strings.Contains(s, sub) }
+}
 
 // rowOf is the screen line of pid's row, "" when there is none.
 func topRowOf(screen string, pid int) string {
@@ -207,27 +211,18 @@ var topReads = regexp.MustCompile(`reads ([0-9]+) tables ([0-9]+) rows`)
 
 // TestTopIdleReads: with 100 agents and no change for 30 s, the view
 // reads no table and no row (it counts its own reads): it is fed by the
-// events alone.
+// events alone. The agents are a user's of their own, reached through
+// ssh, so that no other test's agents (of root) come and go in its view.
 func TestTopIdleReads(t *testing.T) {
-	home := fixtureHome(t)
-	cwd := filepath.Join(home, "src", "idle")
-	must(t, os.MkdirAll(cwd, 0o755))
-	var pids []int
+	h := newSSHHost(t)
 	for i := range 100 {
-		a := startFake(t, "codex", home, cwd, fmt.Sprintf("FAKE_SESSION=019e7777-2222-7333-8444-5555%08d", i))
-		pids = append(pids, a.pid())
+		startFakeAs(t, h, fmt.Sprintf("FAKE_SESSION=5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e%06d", i))
 	}
-	d := startDaemon(t, home)
 	tm := newPsTmux(t)
-	p := startTopPane(t, tm, "idle", 200, 50, []string{"HOME=" + home, "LANG=C.UTF-8"}, "-s", d.sock, "top", "--count-reads", "--harness", "codex")
-	p.await(t, "100 agents counted", func(s string) bool {
-		m := regexp.MustCompile(`([0-9]+) agents`).FindStringSubmatch(s)
-		if m == nil {
-			return false
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n >= 100
-	})
+	args := append([]string{"--ssh", h.user + "@127.0.0.1"}, h.opts(h.key)...)
+	args = append(args, "top", "--count-reads")
+	p := startTopPane(t, tm, "idle", 200, 50, []string{"HOME=" + t.TempDir(), "LANG=C.UTF-8", "XDG_RUNTIME_DIR=" + t.TempDir()}, args...)
+	p.await(t, "100 agents counted", screenHas("100 agents"))
 	// Settled: the counts still for 3 s.
 	var before string
 	within(t, 60*time.Second, func() bool {

@@ -11,7 +11,7 @@ function __9harness_complete
     set -l tokens (commandline -opc)
     set -l cur (commandline -ct)
     set -l nh $tokens[1]
-    set -l commands ps wait events notify move mount umount ls cat stat relay version help
+    set -l commands ps top wait events notify move mount umount ls cat stat relay version help
     # The flags that take a value (the next word is theirs).
     set -l valued -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts --config -n --interval
     set -l reach
