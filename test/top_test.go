@@ -295,3 +295,81 @@ func TestTopFleet(t *testing.T) {
 	p.keys("q")
 	p.await(t, "top to exit", screenHas("[exit 0]"))
 }
+
+// paneChild is the pid of the pane's shell's child: the 9harness the
+// test started in it.
+func paneChild(t *testing.T, tm *psTmux, name string) int {
+	t.Helper()
+	pid := strings.TrimSpace(tm.run("display-message", "-p", "-t", name, "#{pane_pid}"))
+	b, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	must(t, err)
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("the pane's shell has children %q", f)
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
+}
+
+// TestTopSignalsRestartOnce: a resize redraws at the new width; the view
+// follows the local daemon through a restart (marked down, then back by
+// itself); SIGTERM and SIGHUP end it with the terminal restored; --once
+// prints one frame.
+func TestTopSignalsRestartOnce(t *testing.T) {
+	home := fixtureHome(t)
+	cwd := filepath.Join(home, "src", "topsignals")
+	must(t, os.MkdirAll(cwd, 0o755))
+	a := startFake(t, "claude", home, cwd, "FAKE_SESSION=3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
+	waitRegistry(t, home, a.pid())
+	d := startDaemon(t, home)
+	tm := newPsTmux(t)
+	env := []string{"HOME=" + home, "LANG=C.UTF-8"}
+	p := startTopPane(t, tm, "sig", 70, 20, env, "-s", d.sock, "top", "--timeout", "2s")
+	p.await(t, "the view", screenHas("q quit"))
+	p.keys("/")
+	p.text("topsignals")
+	p.keys("Enter")
+	p.await(t, "the agent's row", func(s string) bool { return topRowOf(s, a.pid()) != "" })
+	if strings.Contains(p.screen(), "y copy resume") {
+		t.Fatalf("70 columns show the whole footer:\n%s", p.screen())
+	}
+	tm.run("resize-window", "-t", "sig", "-x", "200", "-y", "40")
+	p.await(t, "the frame redrawn at 200 columns", screenHas("y copy resume"))
+
+	// The daemon restarts on the same socket: down, then back.
+	d.stop()
+	p.await(t, "the daemon marked down", screenHas(" DOWN (seen "))
+	d2 := launch(t, append([]string{"--unix", d.sock, "--audit", "stderr"}, rootArgs(home)...)...)
+	d2.sock = d.sock
+	d2.waitReady()
+	p.await(t, "the view back after the restart", func(s string) bool {
+		return !strings.Contains(s, "DOWN") && topRowOf(s, a.pid()) != ""
+	})
+
+	// SIGTERM restores the terminal.
+	syscall.Kill(paneChild(t, tm, "sig"), syscall.SIGTERM) // the 9harness this test started
+	s := p.await(t, "top to exit on SIGTERM", screenHas("[exit 0]"))
+	if !strings.Contains(s, "BEFORE") || strings.Contains(s, "q quit") {
+		t.Errorf("the terminal after SIGTERM:\n%s", s)
+	}
+	if got := strings.TrimSpace(tm.run("display-message", "-p", "-t", "sig", "#{alternate_on} #{cursor_flag}")); got != "0 1" {
+		t.Errorf("after SIGTERM: alternate_on cursor_flag = %q, want 0 1", got)
+	}
+	// And SIGHUP.
+	h := startTopPane(t, tm, "hup", 80, 24, env, "-s", d.sock, "top")
+	h.await(t, "the view", screenHas("q quit"))
+	syscall.Kill(paneChild(t, tm, "hup"), syscall.SIGHUP)
+	h.await(t, "top to exit on SIGHUP", screenHas("[exit 0]"))
+	if got := strings.TrimSpace(tm.run("display-message", "-p", "-t", "hup", "#{alternate_on} #{cursor_flag}")); got != "0 1" {
+		t.Errorf("after SIGHUP: alternate_on cursor_flag = %q, want 0 1", got)
+	}
+
+	// --once: one frame, every row, on a pipe.
+	out, errs, code := run9harness(t, []string{"HOME=" + home, "COLUMNS=200"}, "-s", d.sock, "top", "--once")
+	if code != 0 || !strings.HasPrefix(out, "9harness top · ") || topRowOf(out, a.pid()) == "" || strings.Contains(out, "\x1b") {
+		t.Errorf("top --once: exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	if _, errs, code := run9harness(t, env, "-s", d.sock, "top"); code != 2 || !strings.Contains(errs, "must be a terminal") {
+		t.Errorf("top on a pipe: exit %d, %q", code, errs)
+	}
+}
