@@ -191,9 +191,12 @@ func testTopAt(t *testing.T, w, h int) {
 	p.keys("a")
 	p.await(t, "the attached session", func(s string) bool { return !strings.Contains(s, "9harness top") })
 	inner := filepath.Join(m.tmuxDir, "tmux-"+strconv.Itoa(os.Getuid()), "default")
-	if out, err := m.tmux("-S", inner, "detach-client", "-s", session); err != nil {
-		t.Fatalf("detach: %v %s", err, out)
-	}
+	// The view leaves the screen before tmux's client is attached:
+	// detach once that client is there.
+	within(t, 20*time.Second, func() bool {
+		_, err := m.tmux("-S", inner, "detach-client", "-s", session)
+		return err == nil
+	}, "a client attached to "+session+" to detach")
 	p.await(t, "the view back after detach", screenHas("9harness top"))
 
 	// q restores the terminal: the line before, the exit, no view.
@@ -355,9 +358,14 @@ func TestTopSignalsRestartOnce(t *testing.T) {
 	if got := strings.TrimSpace(tm.run("display-message", "-p", "-t", "sig", "#{alternate_on} #{cursor_flag}")); got != "0 1" {
 		t.Errorf("after SIGTERM: alternate_on cursor_flag = %q, want 0 1", got)
 	}
-	// And SIGHUP.
-	h := startTopPane(t, tm, "hup", 80, 24, env, "-s", d.sock, "top")
+	// And SIGHUP; this one with NO_COLOR: no colour, no video
+	// attribute, the selection marked by >.
+	h := startTopPane(t, tm, "hup", 80, 24, append(env, "NO_COLOR=1"), "-s", d.sock, "top")
 	h.await(t, "the view", screenHas("q quit"))
+	h.await(t, "the selection's mark", func(s string) bool { return strings.Contains(s, "\n> ") })
+	if esc := strings.Join(tm.capture("hup", "-e"), "\n"); strings.Contains(esc, "\x1b[") {
+		t.Errorf("NO_COLOR: the screen has attributes:\n%q", esc)
+	}
 	syscall.Kill(paneChild(t, tm, "hup"), syscall.SIGHUP)
 	h.await(t, "top to exit on SIGHUP", screenHas("[exit 0]"))
 	if got := strings.TrimSpace(tm.run("display-message", "-p", "-t", "hup", "#{alternate_on} #{cursor_flag}")); got != "0 1" {

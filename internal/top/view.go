@@ -89,7 +89,7 @@ func (m *model) cells(k key, a client.Agent, now time.Time) [nCols]string {
 // layout gives each column its width within the terminal's: columns are
 // left out in dropOrder until the rest fit with TITLE at 16 cells and
 // DIR at 12; then DIR, then TITLE give up width.
-func (m *model) layout(rows [][nCols]string) (w [nCols]int, show [nCols]bool) {
+func (m *model) layout(rows [][nCols]string, width int) (w [nCols]int, show [nCols]bool) {
 	for i := range show {
 		show[i] = true
 	}
@@ -117,12 +117,12 @@ func (m *model) layout(rows [][nCols]string) (w [nCols]int, show [nCols]bool) {
 	floor[colDir] = min(floor[colDir], 12)
 	floor[colState] = min(floor[colState], 12)
 	for _, c := range dropOrder {
-		if total(floor) <= m.width {
+		if total(floor) <= width {
 			break
 		}
 		show[c] = false
 	}
-	over := total(w) - m.width
+	over := total(w) - width
 	for _, c := range []int{colDir, colTitle, colState} {
 		if over <= 0 {
 			break
@@ -151,11 +151,22 @@ func (m *model) View() string {
 	for i, k := range m.visible {
 		rows[i] = m.cells(k, m.agents[k], now)
 	}
-	w, show := m.layout(rows)
-	b.WriteString(styleHead.Render(clip(line(colNames, w, show), m.width)) + "\n")
+	// A gutter marks the selection with > as well as reverse video:
+	// without colour (NO_COLOR, a monochrome terminal) there is no
+	// reverse video.
+	blank, mark := "  ", "> "
+	if m.once {
+		blank, mark = "", "" // no selection
+	}
+	w, show := m.layout(rows, m.width-len(blank))
+	b.WriteString(styleHead.Render(clip(blank+line(colNames, w, show), m.width)) + "\n")
 	n := m.listRows()
 	for i := m.offset; i < len(rows) && i < m.offset+n; i++ {
-		l := clip(line(rows[i], w, show), m.width)
+		gutter := blank
+		if i == m.cursor {
+			gutter = mark
+		}
+		l := clip(gutter+line(rows[i], w, show), m.width)
 		k := m.visible[i]
 		a := m.agents[k]
 		switch {
