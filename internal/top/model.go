@@ -420,22 +420,7 @@ func (m *model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	}
 	switch {
 	case m.filtering:
-		switch k.String() {
-		case "enter":
-			m.filtering = false
-			m.filter.Blur()
-		case "esc":
-			m.filtering = false
-			m.filter.Blur()
-			m.filter.SetValue("")
-		default:
-			var cmd tea.Cmd
-			m.filter, cmd = m.filter.Update(k)
-			m.resort()
-			return m, cmd
-		}
-		m.resort()
-		return m, nil
+		return m.onFilterKey(k)
 	case m.moving:
 		return m.onMoveKey(k)
 	case m.details:
@@ -447,6 +432,31 @@ func (m *model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
+	return m.onListKey(k)
+}
+
+// onFilterKey edits the filter: enter keeps it, esc clears it.
+func (m *model) onFilterKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch k.String() {
+	case "enter":
+		m.filtering = false
+		m.filter.Blur()
+	case "esc":
+		m.filtering = false
+		m.filter.Blur()
+		m.filter.SetValue("")
+	default:
+		var cmd tea.Cmd
+		m.filter, cmd = m.filter.Update(k)
+		m.resort()
+		return m, cmd
+	}
+	m.resort()
+	return m, nil
+}
+
+// onListKey is a key of the table itself.
+func (m *model) onListKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch k.String() {
 	case "q":
 		m.quitting = true
