@@ -100,13 +100,17 @@ func testTopAt(t *testing.T, w, h int) {
 	name := fmt.Sprintf("top%d", w)
 	env := []string{"HOME=" + m.home, "PATH=" + bins + ":/usr/bin:/bin", "TMUX_TMPDIR=" + m.tmuxDir, "LANG=C.UTF-8"}
 	p := startTopPane(t, tm, name, w, h, env, "-s", d.sock, "top", "--count-reads")
+	// Each step waits for the screen to show it: an Escape followed at
+	// once by another key would read as Alt and that key.
 	filter := func(text string) {
 		t.Helper()
 		p.keys("/")
-		p.await(t, "the filter prompt", screenHas("/"))
+		p.await(t, "the filter prompt", screenHas("\n/"))
 		p.keys("C-u")
 		p.text(text)
+		p.await(t, "the filter typed", screenHas("\n/"+text))
 		p.keys("Enter")
+		p.await(t, "the filter kept", screenHas("filter: "+text))
 	}
 
 	p.await(t, "the view", screenHas("q quit"))
