@@ -62,8 +62,12 @@ func Run(cfg Config) int {
 	defer cancel()
 	m := newModel(cfg, fleet.Follow(ctx, cfg.Dialer, cfg.Hosts, cfg.Timeout))
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(cfg.In), tea.WithOutput(cfg.Out))
+	// bubbletea quits on SIGTERM (and SIGINT off a terminal) by itself;
+	// SIGHUP, a closed terminal, is this view's to obey. Catching
+	// SIGTERM here too would race bubbletea's own handler, which then
+	// blocks the program's end.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	go func() {
 		select {
