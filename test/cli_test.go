@@ -373,7 +373,7 @@ func TestCompletion(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(user, ".config", "9harness", "hosts"), []byte("# mine\nzeta\nalpha\n"), 0o644))
 
 	s := d.sock
-	commands := []string{"cat", "events", "help", "ls", "mount", "move", "notify", "ps", "relay", "stat", "umount", "version", "wait"}
+	commands := []string{"cat", "events", "help", "ls", "mount", "move", "notify", "ps", "relay", "stat", "top", "umount", "version", "wait"}
 	cases := []struct {
 		name  string
 		words []string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // completeTimeout bounds a completion's wait for the daemon: a shell that
@@ -122,7 +123,7 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 		// A name with a control character (a host's file may have one)
 		// is no candidate: the shell would show it raw, and its printable
 		// form names nothing.
-		if strings.HasPrefix(n, prefix) && printable(n) == n {
+		if strings.HasPrefix(n, prefix) && fleet.Printable(n) == n {
 			fmt.Fprintln(out, n)
 		}
 	}

@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 const eventsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
@@ -59,51 +58,6 @@ the connection is lost, with one line on standard error; 2 for a usage
 error; 3 (with several hosts) when interrupted after a host had failed.
 `
 
-// eventsPath is the daemon's stream of changes.
-const eventsPath = client.ActiveRoot + "/events"
-
-// eventLine is one line of /active/events, as --json prints it.
-type eventLine struct {
-	Time    string `json:"time"`
-	Harness string `json:"harness"`
-	PID     int    `json:"pid"`
-	Event   string `json:"event"`
-	What    string `json:"what,omitempty"`
-}
-
-// parseEvent reads TIME HARNESS PID EVENT [WHAT]; a lost line has "-" for
-// harness and pid (pid 0).
-func parseEvent(s string) (eventLine, bool) {
-	f := strings.SplitN(s, " ", 5)
-	if len(f) < 4 {
-		return eventLine{}, false
-	}
-	e := eventLine{Time: f[0], Harness: f[1], Event: f[3]}
-	if f[2] != "-" {
-		pid, err := strconv.Atoi(f[2])
-		if err != nil {
-			return eventLine{}, false
-		}
-		e.PID = pid
-	}
-	if len(f) == 5 {
-		e.What = f[4]
-	}
-	return e, true
-}
-
-// openEvents opens the stream, saying plainly when the daemon has none.
-func openEvents(c *client.Client) (*client.Reader, error) {
-	r, err := c.Open(eventsPath)
-	if client.IsErrno(err, syscall.ENOENT) {
-		return nil, fmt.Errorf("the daemon has no %s (is it older than this client?)", eventsPath)
-	}
-	if err != nil {
-		return nil, describe(err)
-	}
-	return r, nil
-}
-
 func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		harnesses []string
@@ -119,9 +73,9 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.BoolVar(&asJSON, "json", false, "")
-	ff := fleetFlags{timeout: defaultHostTimeout}
-	fs.BoolVar(&ff.all, "all", false, "")
-	fs.StringVar(&ff.hosts, "hosts", "", "")
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fs.BoolVar(&ff.All, "all", false, "")
+	fs.StringVar(&ff.Hosts, "hosts", "", "")
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -130,7 +84,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "9harness events: unexpected operand %q (try '9harness events --help')\n", rest[0])
 		return exitUsage
 	}
-	if ff.all || fs.Changed("hosts") || len(g.sshDests) > 1 {
+	if ff.All || fs.Changed("hosts") || len(g.sshDests) > 1 {
 		return runFleetEvents(g, ff, fs.Changed("hosts"), harnesses, asJSON, stdout, stderr)
 	}
 	c, status := g.connect(stderr)
@@ -138,7 +92,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer c.Close()
-	r, err := openEvents(c)
+	r, err := fleet.OpenEvents(c)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness events: %v\n", err)
 		return exitError
@@ -147,7 +101,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	sc := bufio.NewScanner(r)
 	out := newErrWriter(stdout)
 	for sc.Scan() {
-		e, ok := parseEvent(sc.Text())
+		e, ok := fleet.ParseEvent(sc.Text())
 		if !ok {
 			continue // not a line of this client's format
 		}
@@ -158,7 +112,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 			b, _ := json.Marshal(e)
 			fmt.Fprintln(out, string(b))
 		} else {
-			fmt.Fprintln(out, printable(sc.Text()))
+			fmt.Fprintln(out, fleet.Printable(sc.Text()))
 		}
 		if out.report(stderr, "events") {
 			return exitError
@@ -168,7 +122,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = errors.New("the daemon ended the stream")
 	}
-	fmt.Fprintf(stderr, "9harness events: %v\n", describe(err))
+	fmt.Fprintf(stderr, "9harness events: %v\n", fleet.Describe(err))
 	return exitError
 }
 
@@ -186,7 +140,7 @@ func startEventStream(g *globals) (*eventStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := openEvents(c)
+	r, err := fleet.OpenEvents(c)
 	if err != nil {
 		c.Close()
 		return nil, err

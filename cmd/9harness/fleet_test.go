@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,35 +9,21 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
-func TestSplitHostAgent(t *testing.T) {
-	for _, tc := range []struct{ in, host, agent string }{
-		{"claude/1", "", "claude/1"},
-		{"b1:claude/1", "b1", "claude/1"},
-		{"u@b1:2222:claude/1", "u@b1:2222", "claude/1"},
-		{"[::1]:22:codex/7", "[::1]:22", "codex/7"},
-		{"-:claude/1", "-", "claude/1"},
-	} {
-		h, a := splitHostAgent(tc.in)
-		if h != tc.host || a != tc.agent {
-			t.Errorf("splitHostAgent(%q) = %q, %q; want %q, %q", tc.in, h, a, tc.host, tc.agent)
-		}
-	}
-}
-
 func TestSortFleet(t *testing.T) {
-	rows := []fleetRow{
-		{"b", client.Agent{Harness: "codex", PID: 1}},
-		{"-", client.Agent{Harness: "claude", PID: 9}},
-		{"a", client.Agent{Harness: "codex", PID: 3}},
-		{"a", client.Agent{Harness: "claude", PID: 5}},
-		{"a", client.Agent{Harness: "claude", PID: 2}},
+	rows := []fleet.Row{
+		{Host: "b", Agent: client.Agent{Harness: "codex", PID: 1}},
+		{Host: "-", Agent: client.Agent{Harness: "claude", PID: 9}},
+		{Host: "a", Agent: client.Agent{Harness: "codex", PID: 3}},
+		{Host: "a", Agent: client.Agent{Harness: "claude", PID: 5}},
+		{Host: "a", Agent: client.Agent{Harness: "claude", PID: 2}},
 	}
 	sortFleet(rows, "", false)
 	var got []string
 	for _, r := range rows {
-		got = append(got, fleetAgentName(r))
+		got = append(got, fleet.AgentName(r))
 	}
 	want := []string{"claude/9", "a:claude/2", "a:claude/5", "a:codex/3", "b:codex/1"}
 	if !reflect.DeepEqual(got, want) {
@@ -47,9 +32,9 @@ func TestSortFleet(t *testing.T) {
 }
 
 func TestFleetTable(t *testing.T) {
-	rows := []fleetRow{
-		{"-", client.Agent{Harness: "claude", PID: 9, Cwd: "/home/u/src"}},
-		{"alice@build1", client.Agent{Harness: "codex", PID: 3, Cwd: "/home/u/src"}},
+	rows := []fleet.Row{
+		{Host: "-", Agent: client.Agent{Harness: "claude", PID: 9, Cwd: "/home/u/src"}},
+		{Host: "alice@build1", Agent: client.Agent{Harness: "codex", PID: 3, Cwd: "/home/u/src"}},
 	}
 	lines := fleetTable(rows, time.Now(), "/home/u", psLayout{})
 	if len(lines) != 3 {
@@ -84,19 +69,19 @@ func TestFleetHosts(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		args  []string
-		ff    fleetFlags
+		ff    fleet.Flags
 		names []string
 	}{
-		{"all", []string{"--ssh-opt", "A=1"}, fleetFlags{all: true, hosts: file}, []string{"-", "b1", "b2"}},
-		{"hosts", nil, fleetFlags{hosts: file}, []string{"b1", "b2"}},
-		{"ssh", []string{"--ssh", "b1", "--ssh", "c"}, fleetFlags{hosts: file}, []string{"b1", "b2", "c"}},
+		{"all", []string{"--ssh-opt", "A=1"}, fleet.Flags{All: true, Hosts: file}, []string{"-", "b1", "b2"}},
+		{"hosts", nil, fleet.Flags{Hosts: file}, []string{"b1", "b2"}},
+		{"ssh", []string{"--ssh", "b1", "--ssh", "c"}, fleet.Flags{Hosts: file}, []string{"b1", "b2", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGlobals()
 			if err := g.flags.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			hosts, err := fleetHosts(g, tc.ff, true)
+			hosts, err := g.dialer().Hosts(tc.ff, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,21 +102,5 @@ func TestFleetHosts(t *testing.T) {
 				t.Errorf("hosts %q, want %q", names, tc.names)
 			}
 		})
-	}
-}
-
-func TestHostError(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{&client.CommandError{Name: "ssh h", Err: errors.New("exit status 255"), Stderr: "warning\nssh: connect to host h port 22: Connection refused\n"},
-			"ssh: connect to host h port 22: Connection refused (ssh exit status 255)"},
-		{&client.CommandError{Name: "ssh h", Err: errors.New("exit status 1")}, "ssh h: exit status 1"},
-		{errors.New("no answer within 5s"), "no answer within 5s"},
-	} {
-		if got := hostError(tc.err).Error(); got != tc.want {
-			t.Errorf("hostError(%v) = %q, want %q", tc.err, got, tc.want)
-		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // TestFleetEventJSON: a fleet's --json line is the one-host line with
@@ -24,11 +25,11 @@ func TestFleetEventJSON(t *testing.T) {
 		{"a@h:22", "2026-12-01T21:40:03Z - - lost 3",
 			`{"host":"a@h:22","time":"2026-12-01T21:40:03Z","harness":"-","pid":0,"event":"lost","what":"3"}`},
 	} {
-		e, ok := parseEvent(tc.line)
+		e, ok := fleet.ParseEvent(tc.line)
 		if !ok {
-			t.Fatalf("parseEvent(%q) failed", tc.line)
+			t.Fatalf("fleet.ParseEvent(%q) failed", tc.line)
 		}
-		b, err := json.Marshal(fleetEvent{Host: tc.host, eventLine: e})
+		b, err := json.Marshal(fleetEvent{Host: tc.host, Event: e})
 		if err != nil || string(b) != tc.want {
 			t.Errorf("%s %q:\n got %s (%v)\nwant %s", tc.host, tc.line, b, err, tc.want)
 		}
@@ -42,15 +43,15 @@ func TestFollowHostDownOnce(t *testing.T) {
 	g := newGlobals()
 	g.sock = filepath.Join(t.TempDir(), "nobody.sock")
 	ctx, cancel := context.WithCancel(context.Background())
-	news := make(chan hostNews, 16)
+	news := make(chan fleet.News, 16)
 	ended := make(chan struct{})
 	go func() {
-		followHost(ctx, g, client.Host{Name: client.LocalHost}, time.Second, news)
+		fleet.FollowHost(ctx, g.dialer(), client.Host{Name: client.LocalHost}, time.Second, news)
 		close(ended)
 	}()
 	select {
 	case n := <-news:
-		if n.host != client.LocalHost || n.err == nil || !strings.Contains(n.err.Error(), g.sock) {
+		if n.Host != client.LocalHost || n.Err == nil || !strings.Contains(n.Err.Error(), g.sock) {
 			t.Fatalf("first news %+v, want - down naming the socket", n)
 		}
 	case <-time.After(5 * time.Second):

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
 	"github.com/9harness/9harness/internal/sockpath"
 )
@@ -25,12 +26,12 @@ const localMountName = "local"
 
 // runFleetMount is `9harness mount --all|--hosts FILE|--ssh DEST… DIR`:
 // one directory per host, each its daemon's tree over its own connection.
-func runFleetMount(g *globals, ff fleetFlags, hostsChanged bool, ops []string, fg, debug bool, stdout, stderr io.Writer) int {
+func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, fg, debug bool, stdout, stderr io.Writer) int {
 	if g.flags.Changed("aname") {
 		fmt.Fprintln(stderr, "9harness mount: --aname is for ls, cat and stat on a local socket")
 		return exitUsage
 	}
-	if ff.timeout <= 0 {
+	if ff.Timeout <= 0 {
 		fmt.Fprintln(stderr, "9harness mount: --timeout is a positive duration")
 		return exitUsage
 	}
@@ -38,7 +39,7 @@ func runFleetMount(g *globals, ff fleetFlags, hostsChanged bool, ops []string, f
 		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount --all DIR (try '9harness mount --help')")
 		return exitUsage
 	}
-	hosts, err := fleetHosts(g, ff, hostsChanged)
+	hosts, err := g.dialer().Hosts(ff, hostsChanged)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
 		return exitUsage
@@ -86,12 +87,12 @@ func runFleetMount(g *globals, ff fleetFlags, hostsChanged bool, ops []string, f
 	for _, h := range hosts {
 		fhosts = append(fhosts, fusefs.Host{
 			Name: mountName(h),
-			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, ff.timeout) },
+			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, ff.Timeout) },
 		})
 	}
 	opts := fusefs.FleetOptions{
 		Source:  "fleet",
-		Timeout: ff.timeout,
+		Timeout: ff.Timeout,
 		Debug:   debug,
 	}
 	if notify == nil {
@@ -149,7 +150,7 @@ func mountName(h client.Host) string {
 // fleetMountArgs is the command line of the background process that
 // serves a fleet mount: the same hosts, with absolute paths, in the
 // foreground.
-func fleetMountArgs(g *globals, ff fleetFlags, hostsChanged bool, dir string) ([]string, error) {
+func fleetMountArgs(g *globals, ff fleet.Flags, hostsChanged bool, dir string) ([]string, error) {
 	sock, err := filepath.Abs(g.sock)
 	if err != nil {
 		return nil, err
@@ -164,12 +165,12 @@ func fleetMountArgs(g *globals, ff fleetFlags, hostsChanged bool, dir string) ([
 	for _, d := range g.sshDests {
 		args = append(args, "--ssh", d)
 	}
-	args = append(args, "mount", "-f", "--timeout", ff.timeout.String())
-	if ff.all {
+	args = append(args, "mount", "-f", "--timeout", ff.Timeout.String())
+	if ff.All {
 		args = append(args, "--all")
 	}
 	if hostsChanged {
-		file := ff.hosts
+		file := ff.Hosts
 		if file != "" {
 			if file, err = filepath.Abs(file); err != nil {
 				return nil, err
@@ -195,7 +196,7 @@ func dialFleetHost(g *globals, h client.Host, timeout time.Duration) (*client.Cl
 			return c, nil
 		}, "/")
 		if err != nil {
-			return nil, nil, describe(err)
+			return nil, nil, fleet.Describe(err)
 		}
 		return c, func() { conn.Close() }, nil
 	}
@@ -203,7 +204,7 @@ func dialFleetHost(g *globals, h client.Host, timeout time.Duration) (*client.Cl
 	s.ConnectTimeout = timeout
 	c, err := client.DialSSH(s)
 	if err != nil {
-		return nil, nil, hostError(err)
+		return nil, nil, fleet.HostError(err)
 	}
 	return c, c.Hangup, nil
 }

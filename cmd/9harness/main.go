@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/sockpath"
 	buildversion "github.com/9harness/9harness/internal/version"
 )
@@ -44,6 +45,9 @@ Commands:
                     state, tokens, status, directory, zmx or tmux
                     session, title; with --all, of this machine and every
                     host of ~/.config/9harness/hosts, with a HOST column
+  top [--all] [--harness NAME]... [--once]
+                    a full-screen live view of every agent, updated as
+                    it changes, with keys to filter, sort, attach, move
   wait [--state STATE] [--timeout D] [--all] [AGENT...]
                     wait until an agent needs you (waiting or idle), or is
                     in STATE, and print it; with --all, any agent of
@@ -337,12 +341,30 @@ func (g *globals) connect(stderr io.Writer) (*client.Client, int) {
 	return c, exitOK
 }
 
+// dialer is how a fleet command reaches its hosts: this machine's socket
+// (whatever --ssh says), and the command line's ssh settings.
+func (g *globals) dialer() *fleet.Dialer {
+	return &fleet.Dialer{
+		Local: func() (*client.Client, error) {
+			local := *g
+			local.sshDest = ""
+			return local.dial()
+		},
+		SSHDests:   g.sshDests,
+		SSHOptions: g.sshOptions,
+		SSHCmd:     g.sshCmd,
+		SSHCmdSet:  g.flags.Changed("ssh-cmd"),
+		NoForward:  g.noForward,
+		ForwardSet: g.flags.Changed("ssh-forward"),
+	}
+}
+
 // remote tells whether the tree is another machine's.
 func (g *globals) remote() bool { return g.sshDest != "" }
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
+	"ps": psHelp, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -377,6 +399,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "ps":
 		return runPs(g, rest, stdout, stderr)
+	case "top":
+		return runTop(g, rest, stdout, stderr)
 	case "wait":
 		return runWait(g, rest, stdout, stderr)
 	case "events":
@@ -592,7 +616,7 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 				fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, te)
 				return exitError
 			}
-			fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, describe(err))
+			fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, fleet.Describe(err))
 			status = exitError
 		}
 	}
@@ -682,7 +706,7 @@ func ls(c *client.Client, p string, o lsOpts, w io.Writer) error {
 			continue // other 9P2000.L servers (diod) list them; 9harnessd does not
 		}
 		if !o.long {
-			name := printable(e.Name)
+			name := fleet.Printable(e.Name)
 			if e.QID.IsDir() {
 				name += "/"
 			}
@@ -700,7 +724,7 @@ func ls(c *client.Client, p string, o lsOpts, w io.Writer) error {
 }
 
 func printEntry(w io.Writer, name string, q client.QID, a client.Attr, o lsOpts) {
-	name = printable(name) // a name is whatever the host's filesystem holds
+	name = fleet.Printable(name) // a name is whatever the host's filesystem holds
 	if q.IsDir() {
 		name += "/"
 	}
@@ -783,14 +807,6 @@ func lastName(p string) string {
 		return "/"
 	}
 	return parts[len(parts)-1]
-}
-
-// describe turns a wire errno into the sentence strerror gives.
-func describe(err error) error {
-	if e, ok := client.Errno(err); ok {
-		return e
-	}
-	return err
 }
 
 func unwrapSyscall(err error) error {

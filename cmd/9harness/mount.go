@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
 )
 
@@ -92,19 +93,19 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 	fl := g.flagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
-	ff := fleetFlags{timeout: defaultHostTimeout}
-	fl.BoolVar(&ff.all, "all", false, "")
-	fl.StringVar(&ff.hosts, "hosts", "", "")
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fl.BoolVar(&ff.All, "all", false, "")
+	fl.StringVar(&ff.Hosts, "hosts", "", "")
 	fl.Func("timeout", "", func(v string) error {
 		d, err := parseTimeout(v)
-		ff.timeout = d
+		ff.Timeout = d
 		return err
 	})
 	ops, status, ok := parseFlags(fl, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if ff.all || fl.Changed("hosts") || len(g.sshDests) > 0 {
+	if ff.All || fl.Changed("hosts") || len(g.sshDests) > 0 {
 		return runFleetMount(g, ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
 	}
 	if fl.Changed("timeout") {

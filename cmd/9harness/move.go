@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 const moveHelp = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
@@ -75,7 +76,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
 		return exitUsage
 	}
-	hostName, agentName := splitHostAgent(ops[0])
+	hostName, agentName := fleet.SplitHostAgent(ops[0])
 	if hostName != "" && g.remote() {
 		fmt.Fprintln(stderr, "9harness move: HOST:HARNESS/PID names its host; --ssh does not go with it")
 		return exitUsage

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // agentWatch is how wait and ps --notify learn that agents changed: each
@@ -94,7 +95,7 @@ func (p *tablePoll) Next(ctx context.Context) ([]client.Agent, error) {
 	case r := <-done:
 		p.c = r.c
 		if r.err != nil {
-			return nil, describe(r.err)
+			return nil, fleet.Describe(r.err)
 		}
 		return r.agents, nil
 	}
@@ -171,7 +172,7 @@ func notifyCmdEnv(base []string, a client.Agent, host string) []string {
 		{"HARNESS_TITLE", a.Title},
 		{"HARNESS_HOST", host},
 	} {
-		env = append(env, kv[0]+"="+printable(kv[1]))
+		env = append(env, kv[0]+"="+fleet.Printable(kv[1]))
 	}
 	return env
 }
@@ -217,7 +218,7 @@ func (n *notifier) run(a client.Agent) {
 		cmd.Env = notifyCmdEnv(os.Environ(), a, n.host)
 		cmd.Stdout, cmd.Stderr = n.output, n.output
 		if err := cmd.Run(); err != nil {
-			n.report(fmt.Sprintf("9harness ps: --notify for %s/%d: %v", printable(a.Harness), a.PID, err))
+			n.report(fmt.Sprintf("9harness ps: --notify for %s/%d: %v", fleet.Printable(a.Harness), a.PID, err))
 		}
 	}()
 }

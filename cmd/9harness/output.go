@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // errWriter is standard output that remembers its first write error, so a
@@ -71,7 +73,7 @@ func (t *textWriter) Write(p []byte) (int, error) {
 	var out []byte
 	for len(b) > 0 {
 		line, rest, nl := bytes.Cut(b, []byte{'\n'})
-		out = append(out, printable(string(line))...)
+		out = append(out, fleet.Printable(string(line))...)
 		if nl {
 			out = append(out, '\n')
 		}

@@ -6,25 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"text/template"
 	"time"
-	"unicode"
 
-	"github.com/rivo/uniseg"
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
@@ -254,11 +250,11 @@ func (o psOptions) keep(agents []client.Agent) []client.Agent {
 }
 
 // keepRows is keep for a fleet's rows: each host's detached agents.
-func (o psOptions) keepRows(rows []fleetRow) []fleetRow {
+func (o psOptions) keepRows(rows []fleet.Row) []fleet.Row {
 	if !o.detached {
 		return rows
 	}
-	return slices.DeleteFunc(rows, func(r fleetRow) bool { return r.Reach != "detached" })
+	return slices.DeleteFunc(rows, func(r fleet.Row) bool { return r.Reach != "detached" })
 }
 
 // period is --watch's period.
@@ -283,12 +279,12 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		o.interval = d
 		return err
 	})
-	ff := fleetFlags{timeout: defaultHostTimeout}
-	fs.BoolVar(&ff.all, "all", false, "")
-	fs.StringVar(&ff.hosts, "hosts", "", "")
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fs.BoolVar(&ff.All, "all", false, "")
+	fs.StringVar(&ff.Hosts, "hosts", "", "")
 	fs.Func("timeout", "", func(v string) error {
 		d, err := parseTimeout(v)
-		ff.timeout = d
+		ff.Timeout = d
 		return err
 	})
 	fs.StringVar(&o.notify, "notify", "", "")
@@ -358,8 +354,8 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness ps: --watch redraws a terminal, and standard output is not one")
 		return exitUsage
 	}
-	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
-	if fs.Changed("timeout") && (!fleetMode || ff.timeout <= 0) {
+	fleetMode := ff.All || fs.Changed("hosts") || len(g.sshDests) > 1
+	if fs.Changed("timeout") && (!fleetMode || ff.Timeout <= 0) {
 		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
 		return exitUsage
 	}
@@ -387,7 +383,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	agents, err := c.Agents(o.harnesses...)
 	if err != nil {
-		fmt.Fprintf(stderr, "9harness ps: %v\n", describe(err))
+		fmt.Fprintf(stderr, "9harness ps: %v\n", fleet.Describe(err))
 		return errStatus(err)
 	}
 	agents = o.keep(agents)
@@ -395,7 +391,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	return psListing{
 		agents: agents,
 		json:   agents,
-		name:   func(i int) string { return printable(agents[i].Harness) + "/" + strconv.Itoa(agents[i].PID) },
+		name:   func(i int) string { return fleet.Printable(agents[i].Harness) + "/" + strconv.Itoa(agents[i].PID) },
 		host:   func(int) string { return cmp.Or(g.sshDest, "-") },
 		table:  func(lay psLayout) []string { return psTable(agents, time.Now(), home, lay) },
 	}.print(o, term, stdout, stderr)
@@ -600,11 +596,11 @@ func psFields(a client.Agent) map[string]any {
 		}
 		switch f := v.Field(i).Interface().(type) {
 		case string:
-			m[name] = printable(f)
+			m[name] = fleet.Printable(f)
 		case []string:
 			s := make([]string, len(f))
 			for j, x := range f {
-				s[j] = printable(x)
+				s[j] = fleet.Printable(x)
 			}
 			m[name] = s
 		case client.Tokens:
@@ -616,7 +612,7 @@ func psFields(a client.Agent) map[string]any {
 		case client.Limits:
 			l := map[string]map[string]any{}
 			for n, w := range f {
-				l[printable(n)] = map[string]any{"used_percent": w.UsedPercent, "window_minutes": w.WindowMinutes, "resets_at": printable(w.ResetsAt)}
+				l[fleet.Printable(n)] = map[string]any{"used_percent": w.UsedPercent, "window_minutes": w.WindowMinutes, "resets_at": fleet.Printable(w.ResetsAt)}
 			}
 			for _, n := range []string{"primary", "secondary"} {
 				if l[n] == nil {
@@ -806,11 +802,11 @@ func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []
 			cw := cells[r][i]
 			if cw > w[i] {
 				if i == colCwd {
-					cell = clipFront(cell, w[i])
+					cell = fleet.ClipFront(cell, w[i])
 				} else {
-					cell = clipEnd(cell, w[i])
+					cell = fleet.ClipEnd(cell, w[i])
 				}
-				cw = textWidth(cell)
+				cw = fleet.TextWidth(cell)
 			}
 			pad := max(w[i]-cw, 0)
 			switch {
@@ -835,7 +831,7 @@ func psTable(agents []client.Agent, now time.Time, home string, lay psLayout) []
 		start = end
 		if lay.width > 0 {
 			// What the columns cannot give up is cut at the edge.
-			line = clipEnd(line, lay.width)
+			line = fleet.ClipEnd(line, lay.width)
 		}
 		out[r] = line
 	}
@@ -854,7 +850,7 @@ func cellWidths(rows [][nCols]string) [][nCols]int {
 	out := make([][nCols]int, len(rows))
 	for r, row := range rows {
 		for i, cell := range row {
-			out[r][i] = textWidth(cell)
+			out[r][i] = fleet.TextWidth(cell)
 		}
 	}
 	return out
@@ -981,7 +977,7 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	}
 	via := a.Via
 	if !wide {
-		via = routeWord(via)
+		via = fleet.RouteWord(via)
 	}
 	state := a.State
 	if state != "" && a.Waiting != "" {
@@ -989,17 +985,17 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	}
 	var tokens string
 	if n, ok := a.Tokens["context"]; ok {
-		tokens = compactCount(n)
+		tokens = fleet.CompactCount(n)
 	}
 	r := [nCols]string{
 		a.Harness,
 		strconv.Itoa(a.PID),
-		age(a.Started, now),
+		fleet.Age(a.Started, now),
 		state,
 		tokens,
-		limitCell(a.Limits),
+		fleet.LimitCell(a.Limits),
 		a.Status,
-		shortHome(a.Cwd, home),
+		fleet.ShortHome(a.Cwd, home),
 		a.Reach,
 		strings.Join(host, ","),
 		via,
@@ -1009,230 +1005,9 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 		if v == "" {
 			v = "-"
 		}
-		r[i] = printable(v)
+		r[i] = fleet.Printable(v)
 	}
 	return r
-}
-
-// limitCell is the LIMITS cell: the tightest window, its length and the
-// share used, as "5h 82%" (a week is 7d); "" when none is recorded.
-func limitCell(l client.Limits) string {
-	_, w, ok := l.Tightest()
-	if !ok {
-		return ""
-	}
-	pct := strconv.FormatFloat(math.Round(w.UsedPercent), 'f', 0, 64) + "%"
-	if w.WindowMinutes <= 0 {
-		return pct
-	}
-	return windowSpan(w.WindowMinutes) + " " + pct
-}
-
-// windowSpan writes a window's length in its largest whole unit: 300
-// minutes is 5h, 10080 is 7d. Codex may record a minute short (299,
-// 10079): within a minute of a unit counts as that unit.
-func windowSpan(m int64) string {
-	for _, u := range []struct {
-		min  int64
-		unit string
-	}{{1440, "d"}, {60, "h"}} {
-		if m >= u.min-1 {
-			n := (m + 1) / u.min
-			if r := m - n*u.min; r >= -1 && r <= 1 {
-				return strconv.FormatInt(n, 10) + u.unit
-			}
-		}
-	}
-	return strconv.FormatInt(m, 10) + "m"
-}
-
-// compactCount writes a count in at most four characters, as a
-// statusline does: 812, 9.8k, 41k, 1.2M, 12M. It rounds to the nearest.
-func compactCount(n int64) string {
-	switch {
-	case n < 0:
-		return ""
-	case n < 1000:
-		return strconv.FormatInt(n, 10)
-	}
-	for _, u := range []struct {
-		div  float64
-		unit string
-	}{{1e3, "k"}, {1e6, "M"}, {1e9, "G"}} {
-		v := float64(n) / u.div
-		if s := strconv.FormatFloat(v, 'f', 1, 64); v < 9.95 {
-			return strings.TrimSuffix(s, ".0") + u.unit
-		}
-		if r := math.Round(v); r < 1000 {
-			return strconv.FormatFloat(r, 'f', 0, 64) + u.unit
-		}
-	}
-	return strconv.FormatFloat(math.Round(float64(n)/1e12), 'f', 0, 64) + "T"
-}
-
-// routeWord is the first word of a via note, "registry (2 leases on this
-// pid; ...)": the route by which the session was found.
-func routeWord(via string) string {
-	via = strings.TrimLeftFunc(via, unicode.IsSpace)
-	if i := strings.IndexFunc(via, unicode.IsSpace); i >= 0 {
-		return via[:i]
-	}
-	return via
-}
-
-// age is the time since started: 45s, 12m, 3h, 2d.
-func age(started int64, now time.Time) string {
-	if started <= 0 {
-		return ""
-	}
-	d := now.Sub(time.Unix(started, 0))
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	case d < 24*time.Hour:
-		return strconv.Itoa(int(d/time.Hour)) + "h"
-	}
-	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
-}
-
-// shortHome writes home as ~.
-func shortHome(p, home string) string {
-	home = filepath.Clean(home)
-	if home == "" || home == "." || home == "/" || p == "" {
-		return p
-	}
-	if p == home {
-		return "~"
-	}
-	if strings.HasPrefix(p, home+"/") {
-		return "~" + p[len(home):]
-	}
-	return p
-}
-
-// printable keeps a value from steering the terminal: control characters
-// (a title is whatever the harness stored) and the bidirectional controls
-// that would reorder the rest of the line become '?', and line breaks and
-// tabs a space.
-func printable(s string) string {
-	if plainASCII(s) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029:
-			return ' '
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return '?'
-		case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			return '?'
-		}
-		return r
-	}, s)
-}
-
-// textWidth is the cells s takes on a terminal, by grapheme cluster:
-// emoji and East Asian wide characters take 2, combining marks and the
-// rest of a joined emoji sequence nothing.
-func textWidth(s string) int {
-	if plainASCII(s) {
-		return len(s) // a cluster and a cell per byte
-	}
-	return uniseg.StringWidth(s)
-}
-
-// plainASCII reports whether s is printable ASCII only: one grapheme
-// cluster and one cell per byte, nothing for printable to replace. Most of
-// a table is; uniseg's cluster breaking costs more than the rest of the
-// table's rendering.
-func plainASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// clusters splits s into grapheme clusters (what a terminal draws as one
-// character) and their widths.
-func clusters(s string) (cs []string, ws []int) {
-	state := -1
-	for s != "" {
-		var c string
-		var w int
-		c, s, w, state = uniseg.FirstGraphemeClusterInString(s, state)
-		cs, ws = append(cs, c), append(ws, w)
-	}
-	return cs, ws
-}
-
-// ellipsis marks a cut: … where the locale's characters are UTF-8, else
-// top's +, so that a C or POSIX locale gets only ASCII from 9harness.
-var ellipsis = sync.OnceValue(func() string { return cutMark(os.Getenv) })
-
-func cutMark(getenv func(string) string) string {
-	if utf8Locale(getenv) {
-		return "…"
-	}
-	return "+"
-}
-
-// utf8Locale tells whether the locale's character type is UTF-8: the first
-// of LC_ALL, LC_CTYPE and LANG that is set decides, as setlocale(3) does;
-// none set is the C locale.
-func utf8Locale(getenv func(string) string) bool {
-	for _, v := range []string{"LC_ALL", "LC_CTYPE", "LANG"} {
-		if l := getenv(v); l != "" {
-			l = strings.ToLower(l)
-			return strings.Contains(l, "utf-8") || strings.Contains(l, "utf8")
-		}
-	}
-	return false
-}
-
-// clipEnd fits s into w cells, ending it with … when it is cut; a
-// grapheme cluster is never split.
-func clipEnd(s string, w int) string {
-	if textWidth(s) <= w {
-		return s
-	}
-	if w <= 0 {
-		return ""
-	}
-	cs, ws := clusters(s)
-	var b strings.Builder
-	n := 0
-	for i, c := range cs {
-		if n+ws[i] > w-1 {
-			break
-		}
-		b.WriteString(c)
-		n += ws[i]
-	}
-	return strings.TrimRight(b.String(), " ") + ellipsis()
-}
-
-// clipFront fits s into w cells keeping its end (a path's last
-// components say the most), starting it with … when it is cut.
-func clipFront(s string, w int) string {
-	if textWidth(s) <= w {
-		return s
-	}
-	if w <= 0 {
-		return ""
-	}
-	cs, ws := clusters(s)
-	n, i := 0, len(cs)
-	for i > 0 && n+ws[i-1] <= w-1 {
-		i--
-		n += ws[i]
-	}
-	return ellipsis() + strings.Join(cs[i:], "")
 }
 
 // termSize is the terminal's columns and rows; 80x24 when unknown.
@@ -1307,10 +1082,10 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		now := time.Now()
 		lines := []string{title, ""}
 		if note != nil {
-			lines[1] = printable(note())
+			lines[1] = fleet.Printable(note())
 		}
 		if r.err != nil {
-			lines = append(lines, "9harness ps: "+printable(describe(r.err).Error()))
+			lines = append(lines, "9harness ps: "+fleet.Printable(fleet.Describe(r.err).Error()))
 			if c != nil && !client.IsWireErrno(r.err) {
 				// The connection is gone: dial again on the next tick.
 				c.Close()
@@ -1350,7 +1125,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 func drawFrame(term io.Writer, lines []string, now time.Time, cols, rows int) {
 	title := lines[0]
 	clock := now.Format("15:04:05")
-	if pad := cols - textWidth(title) - len(clock); pad >= 1 {
+	if pad := cols - fleet.TextWidth(title) - len(clock); pad >= 1 {
 		lines[0] = title + strings.Repeat(" ", pad) + clock
 	}
 	if len(lines) > rows-1 {
@@ -1359,7 +1134,7 @@ func drawFrame(term io.Writer, lines []string, now time.Time, cols, rows int) {
 	var b strings.Builder
 	b.WriteString(cursorHome)
 	for _, l := range lines {
-		b.WriteString(clearLine + clipEnd(l, cols) + "\n")
+		b.WriteString(clearLine + fleet.ClipEnd(l, cols) + "\n")
 	}
 	b.WriteString(clearBelow)
 	io.WriteString(term, b.String())

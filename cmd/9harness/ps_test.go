@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rivo/uniseg"
-
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 var psNow = time.Unix(1_800_000_000, 0)
@@ -37,125 +36,11 @@ func psAgents() []client.Agent {
 	}
 }
 
-func TestTextWidth(t *testing.T) {
-	for _, tc := range []struct {
-		s    string
-		want int
-	}{
-		{"abc", 3},
-		{"🚀", 2},
-		{"✅", 2},
-		{"日本語", 6},
-		{"한국어", 6},
-		{"ｆｕｌｌ", 8},
-		{"cafe\u0301", 4},   // e + combining acute
-		{"👨‍👩‍👧", 2},        // one ZWJ sequence
-		{"🇫🇷", 2},           // a flag: two regional indicators
-		{"❤️", 2},           // U+2764 with VS16: emoji presentation
-		{"👍🏽", 2},           // skin tone modifier
-		{"a\u200bb", 2},     // zero width space
-		{"…", 1},            // the ellipsis the table cuts with
-		{"🚀 ship ✅ 日本", 15}, // 2+1+4+1+2+1+4
-	} {
-		if got := textWidth(tc.s); got != tc.want {
-			t.Errorf("textWidth(%q) = %d, want %d", tc.s, got, tc.want)
-		}
-	}
-}
-
-// textWidth's and printable's shortcut for printable ASCII agrees with
-// uniseg and strings.Map, byte by byte and for strings around each byte
-// that does not take it.
-func TestPlainASCII(t *testing.T) {
-	for c := range 256 {
-		for _, s := range []string{string(rune(c)), string([]byte{byte(c)}), "ab" + string([]byte{byte(c)}) + "cd"} {
-			plain := true
-			for _, b := range []byte(s) {
-				plain = plain && b >= 0x20 && b < 0x7f
-			}
-			if plainASCII(s) != plain {
-				t.Errorf("plainASCII(%q) = %v, want %v", s, !plain, plain)
-			}
-			if got, want := textWidth(s), uniseg.StringWidth(s); got != want {
-				t.Errorf("textWidth(%q) = %d, uniseg says %d", s, got, want)
-			}
-			if plain && printable(s) != s {
-				t.Errorf("printable(%q) = %q", s, printable(s))
-			}
-		}
-	}
-	var all []byte
-	for c := byte(0x20); c < 0x7f; c++ {
-		all = append(all, c)
-	}
-	if got, want := textWidth(string(all)), uniseg.StringWidth(string(all)); got != want || got != len(all) {
-		t.Errorf("textWidth(printable ASCII) = %d, uniseg says %d, want %d", got, want, len(all))
-	}
-}
-
-func TestClip(t *testing.T) {
-	for _, tc := range []struct {
-		s     string
-		w     int
-		end   string // clipEnd
-		front string // clipFront
-	}{
-		{"abcdef", 6, "abcdef", "abcdef"},
-		{"abcdef", 4, "abc…", "…def"},
-		{"abcdef", 0, "", ""},
-		{"日本語", 5, "日本…", "…本語"},
-		{"日本語", 4, "日…", "…語"}, // a wide character does not fit the last cell: one cell less
-		{"🚀🚀🚀", 4, "🚀…", "…🚀"},
-		{"a👨‍👩‍👧b", 3, "a…", "…b"}, // the ZWJ sequence is not split
-		{"a👨‍👩‍👧bc", 4, "a👨‍👩‍👧…", "…bc"},
-		{"ab👨‍👩‍👧c", 4, "ab…", "…👨‍👩‍👧c"},
-		{"cafe\u0301s", 5, "cafe\u0301s", "cafe\u0301s"},
-		{"cafe\u0301s", 4, "caf…", "…fe\u0301s"}, // the mark stays on its e
-		{"e\u0301e\u0301e\u0301", 2, "e\u0301…", "…e\u0301"},
-		{"x🇫🇷🇫🇷", 4, "x🇫🇷…", "…🇫🇷"},
-	} {
-		if got := clipEnd(tc.s, tc.w); got != tc.end {
-			t.Errorf("clipEnd(%q, %d) = %q, want %q", tc.s, tc.w, got, tc.end)
-		}
-		if got := clipFront(tc.s, tc.w); got != tc.front {
-			t.Errorf("clipFront(%q, %d) = %q, want %q", tc.s, tc.w, got, tc.front)
-		}
-	}
-}
-
-func TestPrintable(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain 🚀 日本", "plain 🚀 日本"},
-		{"a\tb\nc\rd", "a b c d"},
-		{"\x1b]0;pwned\x07title", "?]0;pwned?title"},
-		{"\x1b[2Jx\x7f\u0085", "?[2Jx??"},
-		{"abc\u202edef\u2066", "abc?def?"}, // bidi controls would reorder the line
-		{"👨‍👩‍👧", "👨‍👩‍👧"},                 // the ZWJ stays
-	} {
-		if got := printable(tc.in); got != tc.want {
-			t.Errorf("printable(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestRouteWord(t *testing.T) {
-	for in, want := range map[string]string{
-		"registry (2 leases on this pid; the most recently updated)": "registry",
-		"none (no rollout open yet)":                                 "none",
-		"fd":                                                         "fd",
-		"":                                                           "",
-	} {
-		if got := routeWord(in); got != want {
-			t.Errorf("routeWord(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // psColumns is the headers a table shows, and where (in cells) TITLE
 // starts.
 func psColumns(header string) (cols []string, titleAt int) {
 	i := strings.Index(header, "TITLE")
-	return strings.Fields(header), textWidth(header[:i])
+	return strings.Fields(header), fleet.TextWidth(header[:i])
 }
 
 // TestPsLayout: at each width every line fits, columns go in
@@ -199,8 +84,8 @@ func TestPsLayout(t *testing.T) {
 				t.Errorf("%s: columns left out %q, want %q:\n%s", name, gone, tc.gone, text)
 			}
 			for i, l := range lines {
-				if tc.width > 0 && textWidth(l) > tc.width {
-					t.Errorf("%s: line %d is %d cells wide:\n%s", name, i, textWidth(l), text)
+				if tc.width > 0 && fleet.TextWidth(l) > tc.width {
+					t.Errorf("%s: line %d is %d cells wide:\n%s", name, i, fleet.TextWidth(l), text)
 				}
 				if i == 0 {
 					continue
@@ -210,8 +95,8 @@ func TestPsLayout(t *testing.T) {
 					t.Errorf("%s: row %d %q is not %s %d", name, i, l, a.Harness, a.PID)
 				}
 				title := psRow(a, psNow, "", wide)[colTitle]
-				got := textWidth(l) - titleAt
-				want := textWidth(title)
+				got := fleet.TextWidth(l) - titleAt
+				want := fleet.TextWidth(title)
 				if tc.width > 0 && want > 24 {
 					// A wide character that does not fit TITLE's last
 					// cell leaves it empty.
@@ -225,7 +110,7 @@ func TestPsLayout(t *testing.T) {
 				t.Errorf("%s: the waiting agent's STATE is not whole:\n%s", name, text)
 			}
 			if tc.width == 0 || tc.width == 220 && !wide {
-				if strings.Contains(text, ellipsis()) {
+				if strings.Contains(text, fleet.Ellipsis()) {
 					t.Errorf("%s: something was cut:\n%s", name, text)
 				}
 				for _, a := range agents {
@@ -259,7 +144,7 @@ func TestPsLayoutPriority(t *testing.T) {
 	var natural [nCols]int
 	for _, r := range rows {
 		for i, c := range r {
-			natural[i] = max(natural[i], textWidth(c))
+			natural[i] = max(natural[i], fleet.TextWidth(c))
 		}
 	}
 	gone := 0
@@ -319,8 +204,8 @@ func TestPsLayoutPriority(t *testing.T) {
 			t.Errorf("%d: TITLE has %d cells, want 24", width, w[colTitle])
 		}
 		for _, l := range psTable([]client.Agent{a}, psNow, "/home/u", psLayout{width: width, wide: true}) {
-			if textWidth(l) > width {
-				t.Errorf("%d: a line of %d cells: %q", width, textWidth(l), l)
+			if fleet.TextWidth(l) > width {
+				t.Errorf("%d: a line of %d cells: %q", width, fleet.TextWidth(l), l)
 			}
 		}
 	}
@@ -558,42 +443,5 @@ func TestPsHelp(t *testing.T) {
 	}
 	if !strings.Contains(help, strings.Join(order, ", ")) {
 		t.Errorf("ps --help does not give the drop order %q", strings.Join(order, ", "))
-	}
-}
-
-// TestCompactCount: TOKENS in at most four characters, rounded to the
-// nearest.
-func TestCompactCount(t *testing.T) {
-	for _, tc := range []struct {
-		n    int64
-		want string
-	}{
-		{0, "0"}, {812, "812"}, {999, "999"}, {1000, "1k"}, {1049, "1k"}, {1050, "1.1k"}, {9849, "9.8k"},
-		{9949, "9.9k"}, {9950, "10k"}, {41_234, "41k"}, {41_500, "42k"}, {999_499, "999k"}, {999_500, "1M"},
-		{1_234_567, "1.2M"}, {12_345_678, "12M"}, {999_999_999, "1G"}, {2_500_000_000, "2.5G"}, {-1, ""},
-	} {
-		if got := compactCount(tc.n); got != tc.want {
-			t.Errorf("compactCount(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-}
-
-// TestCutMark: a cut is marked … only where the locale is UTF-8, decided
-// by the first of LC_ALL, LC_CTYPE and LANG that is set.
-func TestCutMark(t *testing.T) {
-	for _, tc := range []struct {
-		env  map[string]string
-		want string
-	}{
-		{map[string]string{}, "+"},
-		{map[string]string{"LANG": "C.UTF-8"}, "…"},
-		{map[string]string{"LANG": "en_US.utf8"}, "…"},
-		{map[string]string{"LC_ALL": "C", "LANG": "C.UTF-8"}, "+"},
-		{map[string]string{"LC_CTYPE": "de_DE.UTF-8", "LANG": "C"}, "…"},
-		{map[string]string{"LC_ALL": "POSIX"}, "+"},
-	} {
-		if got := cutMark(func(k string) string { return tc.env[k] }); got != tc.want {
-			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 const notifyHelp = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
@@ -101,9 +102,9 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.flagSet("notify")
 	fs.StringVar(&confFile, "config", "", "")
 	fs.BoolVar(&test, "test", false, "")
-	ff := fleetFlags{timeout: defaultHostTimeout}
-	fs.BoolVar(&ff.all, "all", false, "")
-	fs.StringVar(&ff.hosts, "hosts", "", "")
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fs.BoolVar(&ff.All, "all", false, "")
+	fs.StringVar(&ff.Hosts, "hosts", "", "")
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -124,7 +125,7 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 		return pushTest(g, cfg, stdout, stderr)
 	}
 	var hosts []client.Host
-	if ff.all || fs.Changed("hosts") || len(g.sshDests) > 0 {
+	if ff.All || fs.Changed("hosts") || len(g.sshDests) > 0 {
 		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
@@ -147,7 +148,7 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	return pushRun(ctx, g, cfg, store, hosts, ff.timeout, stderr)
+	return pushRun(ctx, g, cfg, store, hosts, ff.Timeout, stderr)
 }
 
 // shownHost is a host's name in a message: this machine's short name for
@@ -224,7 +225,7 @@ func pushRun(ctx context.Context, g *globals, cfg *pushConfig, store *pushStore,
 		}
 	}
 
-	news := follow(ctx, g, hosts, timeout)
+	news := fleet.Follow(ctx, g.dialer(), hosts, timeout)
 	type read struct {
 		host   string
 		agents []client.Agent
@@ -260,19 +261,19 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case n := <-news:
-			st := state[n.host]
+			st := state[n.Host]
 			switch {
-			case n.err != nil:
-				say("%s: %v", printable(n.host), n.err)
+			case n.Err != nil:
+				say("%s: %v", fleet.Printable(n.Host), n.Err)
 				st.c, st.down = nil, true
-			case n.c != nil:
+			case n.C != nil:
 				if st.down {
-					say("%s: back", printable(n.host))
+					say("%s: back", fleet.Printable(n.Host))
 				}
-				st.c, st.down = n.c, false
-				startRead(n.host, st)
+				st.c, st.down = n.C, false
+				startRead(n.Host, st)
 			case st.c != nil:
-				startRead(n.host, st)
+				startRead(n.Host, st)
 			}
 		case r := <-reads:
 			st := state[r.host]
@@ -340,7 +341,7 @@ func deliverLoop(ctx context.Context, store *pushStore, target *pushTarget, kick
 			failing = msg
 		}
 		if now.Sub(created) > giveUpAfter {
-			say("%s: gave up %s of %s after %v", target, t.summary(), printable(t.Shown), giveUpAfter)
+			say("%s: gave up %s of %s after %v", target, t.summary(), fleet.Printable(t.Shown), giveUpAfter)
 			if err := store.settle(t.ID, target.name, false, now); err != nil {
 				say("%s: %v", store.path, err)
 			}

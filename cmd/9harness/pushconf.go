@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // pushConfig is notify.conf: which transitions to deliver, and where.
@@ -42,7 +44,7 @@ type pushTarget struct {
 }
 
 // String names a target in a message: its kind and name, never its token.
-func (t *pushTarget) String() string { return printable(t.kind + " " + t.name) }
+func (t *pushTarget) String() string { return fleet.Printable(t.kind + " " + t.name) }
 
 // confError is a config error: FILE:LINE and what is wrong.
 type confError struct {
@@ -114,7 +116,7 @@ func parsePushConfig(file string, r io.Reader) (*pushConfig, error) {
 			cfg.on = nil
 			for _, k := range f[1:] {
 				if !slices.Contains(pushKinds, k) {
-					return nil, bad("on: unknown transition %q (want %s)", printable(k), strings.Join(pushKinds, ", "))
+					return nil, bad("on: unknown transition %q (want %s)", fleet.Printable(k), strings.Join(pushKinds, ", "))
 				}
 				if !slices.Contains(cfg.on, k) {
 					cfg.on = append(cfg.on, k)
@@ -126,7 +128,7 @@ func parsePushConfig(file string, r io.Reader) (*pushConfig, error) {
 			}
 			d, err := time.ParseDuration(f[1])
 			if err != nil || d < 0 {
-				return nil, bad("idle-after: %q is not a duration such as 1m or 90s", printable(f[1]))
+				return nil, bad("idle-after: %q is not a duration such as 1m or 90s", fleet.Printable(f[1]))
 			}
 			cfg.idleAfter = d
 		case "harness":
@@ -143,12 +145,12 @@ func parsePushConfig(file string, r io.Reader) (*pushConfig, error) {
 				return nil, bad("%v", err)
 			}
 			if prev, ok := names[t.name]; ok {
-				return nil, bad("a second target named %q (the first is on line %d): give one a name=", printable(t.name), prev)
+				return nil, bad("a second target named %q (the first is on line %d): give one a name=", fleet.Printable(t.name), prev)
 			}
 			names[t.name] = n
 			cfg.targets = append(cfg.targets, t)
 		default:
-			return nil, bad("unknown setting %q (want on, idle-after, harness or target)", printable(f[0]))
+			return nil, bad("unknown setting %q (want on, idle-after, harness or target)", fleet.Printable(f[0]))
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -180,16 +182,16 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 		"desktop": {"name"},
 	}[kind]
 	if allowed == nil {
-		return nil, fmt.Errorf("unknown target kind %q (want ntfy, webhook, desktop or command)", printable(kind))
+		return nil, fmt.Errorf("unknown target kind %q (want ntfy, webhook, desktop or command)", fleet.Printable(kind))
 	}
 	kv := map[string]string{}
 	for _, w := range words {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || v == "" {
-			return nil, fmt.Errorf("%q is not KEY=VALUE", printable(w))
+			return nil, fmt.Errorf("%q is not KEY=VALUE", fleet.Printable(w))
 		}
 		if !slices.Contains(allowed, k) {
-			return nil, fmt.Errorf("target %s takes %s, not %q", kind, strings.Join(allowed, "=, ")+"=", printable(k))
+			return nil, fmt.Errorf("target %s takes %s, not %q", kind, strings.Join(allowed, "=, ")+"=", fleet.Printable(k))
 		}
 		if _, dup := kv[k]; dup {
 			return nil, fmt.Errorf("%s= given twice", k)
@@ -212,7 +214,7 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 		if p := kv["priority"]; p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 5 {
-				return nil, fmt.Errorf("priority=%s: want 1 to 5", printable(p))
+				return nil, fmt.Errorf("priority=%s: want 1 to 5", fleet.Printable(p))
 			}
 			t.priority = n
 		}
@@ -229,7 +231,7 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 	if t.url != "" {
 		u, err := url.Parse(t.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("url=%s: want an http:// or https:// URL", printable(t.url))
+			return nil, fmt.Errorf("url=%s: want an http:// or https:// URL", fleet.Printable(t.url))
 		}
 		if u.User != nil {
 			return nil, errors.New("url= holds a user or password: put the token in token-file= or token-credential=")
@@ -270,24 +272,24 @@ const maxTokenBytes = 4096
 func readTokenFile(path string) (string, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return "", fmt.Errorf("token-file %s: %v", printable(path), err)
+		return "", fmt.Errorf("token-file %s: %v", fleet.Printable(path), err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return "", fmt.Errorf("token-file %s: %v", printable(path), err)
+		return "", fmt.Errorf("token-file %s: %v", fleet.Printable(path), err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "", fmt.Errorf("token-file %s is not a regular file", printable(path))
+		return "", fmt.Errorf("token-file %s is not a regular file", fleet.Printable(path))
 	}
 	if st.Uid != uint32(os.Getuid()) {
-		return "", fmt.Errorf("token-file %s belongs to uid %d, not to you", printable(path), st.Uid)
+		return "", fmt.Errorf("token-file %s belongs to uid %d, not to you", fleet.Printable(path), st.Uid)
 	}
 	if perm := st.Mode & 0o777; perm&0o077 != 0 {
-		return "", fmt.Errorf("token-file %s has mode %04o: others may read it; chmod 600 it", printable(path), perm)
+		return "", fmt.Errorf("token-file %s has mode %04o: others may read it; chmod 600 it", fleet.Printable(path), perm)
 	}
-	return readToken(f, "token-file "+printable(path))
+	return readToken(f, "token-file "+fleet.Printable(path))
 }
 
 // readCredential reads a credential systemd passed the unit
@@ -295,18 +297,18 @@ func readTokenFile(path string) (string, error) {
 // only the unit's user can read).
 func readCredential(name string) (string, error) {
 	if strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return "", fmt.Errorf("token-credential=%s: a credential's name has no /", printable(name))
+		return "", fmt.Errorf("token-credential=%s: a credential's name has no /", fleet.Printable(name))
 	}
 	dir := os.Getenv("CREDENTIALS_DIRECTORY")
 	if dir == "" {
-		return "", fmt.Errorf("token-credential=%s: $CREDENTIALS_DIRECTORY is not set (the unit needs LoadCredential=%s:FILE)", printable(name), printable(name))
+		return "", fmt.Errorf("token-credential=%s: $CREDENTIALS_DIRECTORY is not set (the unit needs LoadCredential=%s:FILE)", fleet.Printable(name), fleet.Printable(name))
 	}
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", fmt.Errorf("token-credential=%s: %v", printable(name), unwrapSyscall(err))
+		return "", fmt.Errorf("token-credential=%s: %v", fleet.Printable(name), unwrapSyscall(err))
 	}
 	defer f.Close()
-	return readToken(f, "token-credential="+printable(name))
+	return readToken(f, "token-credential="+fleet.Printable(name))
 }
 
 func readToken(r io.Reader, what string) (string, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 // deliverTimeout bounds one attempt of one delivery.
@@ -22,11 +23,11 @@ const deliverTimeout = 30 * time.Second
 
 // summary is a transition's one line: what happened to which agent.
 func (t transition) summary() string {
-	who := printable(t.Harness) + "/" + fmt.Sprint(t.PID)
+	who := fleet.Printable(t.Harness) + "/" + fmt.Sprint(t.PID)
 	switch t.State {
 	case "waiting":
 		if t.Waiting != "" {
-			return who + " waits: " + printable(t.Waiting)
+			return who + " waits: " + fleet.Printable(t.Waiting)
 		}
 		return who + " waits"
 	case "idle":
@@ -37,7 +38,7 @@ func (t transition) summary() string {
 	case "exit":
 		return who + " exited"
 	}
-	return who + " " + printable(t.State)
+	return who + " " + fleet.Printable(t.State)
 }
 
 // body is the rest of the message: the agent's title, its directory and
@@ -45,12 +46,12 @@ func (t transition) summary() string {
 func (t transition) body() string {
 	var lines []string
 	if t.Title != "" {
-		lines = append(lines, printable(t.Title))
+		lines = append(lines, fleet.Printable(t.Title))
 	}
 	if t.Cwd != "" {
-		lines = append(lines, "in "+printable(t.Cwd))
+		lines = append(lines, "in "+fleet.Printable(t.Cwd))
 	}
-	lines = append(lines, "on "+printable(t.Shown))
+	lines = append(lines, "on "+fleet.Printable(t.Shown))
 	return strings.Join(lines, "\n")
 }
 
@@ -75,8 +76,8 @@ func (t transition) webhook() webhookBody {
 		started = time.Unix(t.Started, 0).UTC().Format(time.RFC3339)
 	}
 	return webhookBody{
-		ID: t.ID, Host: printable(t.Shown), Harness: printable(t.Harness), PID: t.PID, Started: started,
-		State: t.State, Since: printable(t.Since), Waiting: printable(t.Waiting), Cwd: printable(t.Cwd), Title: printable(t.Title),
+		ID: t.ID, Host: fleet.Printable(t.Shown), Harness: fleet.Printable(t.Harness), PID: t.PID, Started: started,
+		State: t.State, Since: fleet.Printable(t.Since), Waiting: fleet.Printable(t.Waiting), Cwd: fleet.Printable(t.Cwd), Title: fleet.Printable(t.Title),
 	}
 }
 
@@ -100,7 +101,7 @@ func (t transition) ntfy(target *pushTarget) ntfyMessage {
 	case "exit":
 		tag = "checkered_flag"
 	}
-	return ntfyMessage{Topic: target.topic, Title: t.summary(), Message: t.body(), Tags: []string{tag, printable(t.Harness)}, Priority: prio}
+	return ntfyMessage{Topic: target.topic, Title: t.summary(), Message: t.body(), Tags: []string{tag, fleet.Printable(t.Harness)}, Priority: prio}
 }
 
 // deliver sends t to target once; nil is delivered.
@@ -187,12 +188,12 @@ func desktopNotify(t transition) error {
 func runPushCommand(ctx context.Context, cmdline string, t transition) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
 	a := client.Agent{Harness: t.Harness, PID: t.PID, State: t.State, Waiting: t.Waiting, Cwd: t.Cwd, Title: t.Title}
-	cmd.Env = append(notifyCmdEnv(os.Environ(), a, t.Shown), "HARNESS_SINCE="+printable(t.Since), "HARNESS_ID="+t.ID)
+	cmd.Env = append(notifyCmdEnv(os.Environ(), a, t.Shown), "HARNESS_SINCE="+fleet.Printable(t.Since), "HARNESS_ID="+t.ID)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if last := lastLine(out); last != "" {
-			return fmt.Errorf("%v: %s", err, printable(last))
+			return fmt.Errorf("%v: %s", err, fleet.Printable(last))
 		}
 		return err
 	}

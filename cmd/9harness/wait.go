@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
 )
 
 const waitHelp = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
@@ -226,9 +227,9 @@ func (w *waiter) look(agents []client.Agent) (v waitVerdict, matched []client.Ag
 
 // waitLine is how wait prints an agent in the state.
 func waitLine(a client.Agent) string {
-	s := printable(a.Harness) + "/" + strconv.Itoa(a.PID) + " " + printable(a.State)
+	s := fleet.Printable(a.Harness) + "/" + strconv.Itoa(a.PID) + " " + fleet.Printable(a.State)
 	if a.Waiting != "" {
-		s += " " + printable(a.Waiting)
+		s += " " + fleet.Printable(a.Waiting)
 	}
 	return s
 }
@@ -268,14 +269,14 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
-	ff := fleetFlags{timeout: defaultHostTimeout}
-	fs.BoolVar(&ff.all, "all", false, "")
-	fs.StringVar(&ff.hosts, "hosts", "", "")
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fs.BoolVar(&ff.All, "all", false, "")
+	fs.StringVar(&ff.Hosts, "hosts", "", "")
 	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	fleetMode := ff.all || fs.Changed("hosts") || len(g.sshDests) > 1
+	fleetMode := ff.All || fs.Changed("hosts") || len(g.sshDests) > 1
 	if fleetMode && len(rest) > 0 {
 		fmt.Fprintln(stderr, "9harness wait: --all, --hosts and several --ssh wait for any agent, and take no AGENTs (try '9harness wait --help')")
 		return exitUsage
@@ -347,9 +348,9 @@ func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet b
 				if a.State == "" && !quiet {
 					why := ""
 					if a.StateVia != "" {
-						why = " (" + printable(a.StateVia) + ")"
+						why = " (" + fleet.Printable(a.StateVia) + ")"
 					}
-					fmt.Fprintf(stderr, "9harness wait: %s/%d: the daemon cannot tell its state yet%s; it counts once it can\n", printable(a.Harness), a.PID, why)
+					fmt.Fprintf(stderr, "9harness wait: %s/%d: the daemon cannot tell its state yet%s; it counts once it can\n", fleet.Printable(a.Harness), a.PID, why)
 				}
 			}
 		}
@@ -370,7 +371,7 @@ func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet b
 		case waitExited:
 			var names []string
 			for _, a := range gone {
-				names = append(names, printable(a.Harness)+"/"+strconv.Itoa(a.PID))
+				names = append(names, fleet.Printable(a.Harness)+"/"+strconv.Itoa(a.PID))
 			}
 			fmt.Fprintf(stderr, "9harness wait: exited before it was %s: %s\n", what, strings.Join(names, ", "))
 			return exitPartial

@@ -13,7 +13,7 @@ _9harness() {
 	prev=
 	((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	local nh=${COMP_WORDS[0]}
-	local commands='ps wait events notify move mount umount ls cat stat relay version help'
+	local commands='ps top wait events notify move mount umount ls cat stat relay version help'
 	# The flags that take a value (the next word is theirs).
 	local valued=' -s --socket --ssh --ssh-opt --ssh-cmd --aname --harness --format --sort --notify --state --timeout --hosts --config -n --interval '
 

@@ -53,7 +53,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events", "fleet"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events", "fleet", "top"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -282,6 +282,10 @@ func run() int {
 	if selected("fleet") {
 		flr = fleetSection(e)
 	}
+	var tpr *topRun
+	if selected("top") {
+		tpr = topSection(e)
+	}
 
 	var md strings.Builder
 	full := *only == ""
@@ -309,6 +313,9 @@ func run() int {
 	}
 	if flr != nil {
 		md.WriteString("\n" + fleetReport(flr))
+	}
+	if tpr != nil {
+		md.WriteString("\n" + topReport(tpr))
 	}
 	out := strings.TrimLeft(md.String(), "\n")
 	fmt.Println()

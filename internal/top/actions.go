@@ -1,0 +1,312 @@
+package top
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
+)
+
+type attachedMsg struct{ err error }
+
+// attachArgv is the command that attaches to the agent's session: zmx
+// attach, tmux attach on the agent's own tmux server, through ssh -t for
+// another host; nil when nothing can be attached (its reason in why).
+func (m *model) attachArgv(k key, a client.Agent) (argv []string, why string) {
+	switch {
+	case a.Zmx != "":
+		argv = []string{"zmx", "attach", a.Zmx}
+	case a.Tmux != "":
+		argv = tmuxArgv(a.Tmux)
+	default:
+		reach := a.Reach
+		if reach == "" {
+			reach = "unknown"
+		}
+		return nil, "nothing to attach to: " + agentName(k) + " is in no zmx or tmux session (reach " + reach + "); m moves it into one"
+	}
+	h := m.hosts[k.host]
+	if h == nil || h.dest == nil {
+		return argv, ""
+	}
+	ssh := []string{"ssh", "-t"}
+	for _, o := range h.dest.Options {
+		ssh = append(ssh, "-o", o)
+	}
+	quoted := make([]string, len(argv))
+	for i, w := range argv {
+		quoted[i] = client.ShellQuote(w)
+	}
+	return append(ssh, h.dest.Dest, strings.Join(quoted, " ")), ""
+}
+
+// tmuxArgv attaches to the session the agent's tmux file names: SESSION
+// (the default server), LABEL:SESSION (tmux -L) or /SOCKET:SESSION
+// (tmux -S); split at the last ':', as the daemon does.
+func tmuxArgv(v string) []string {
+	i := strings.LastIndexByte(v, ':')
+	if i <= 0 {
+		return []string{"tmux", "attach", "-t", v}
+	}
+	flag, server := "-L", v[:i]
+	if strings.HasPrefix(server, "/") {
+		flag = "-S"
+	}
+	return []string{"tmux", flag, server, "attach", "-t", v[i+1:]}
+}
+
+// attach runs the attach command in the foreground, the view suspended,
+// and comes back to the view when it detaches. A tmux inside tmux is
+// what the user asked for here: $TMUX is dropped so that it does not
+// refuse.
+func (m *model) attach(k key) tea.Cmd {
+	argv, why := m.attachArgv(k, m.agents[k])
+	if argv == nil {
+		m.status = why
+		return nil
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "TMUX=") })
+	return tea.ExecProcess(cmd, func(err error) tea.Msg { return attachedMsg{err} })
+}
+
+// copyResume copies the command that resumes the agent's session, as the
+// daemon serves it in the agent's resume file (owner only), to the
+// clipboard through OSC 52, and keeps it to print on exit for a terminal
+// without a clipboard.
+func (m *model) copyResume(k key) tea.Cmd {
+	h := m.hosts[k.host]
+	if h == nil || h.c == nil {
+		m.status = "y: " + fleet.Printable(k.host) + " is not connected"
+		return nil
+	}
+	c := h.c
+	return func() tea.Msg {
+		b, err := c.ReadFile(client.AgentDir(k.harness, k.pid) + "/resume")
+		if err != nil {
+			return statusMsg("y: the daemon serves no resume command for " + agentName(k) + ": " + fleet.Printable(fleet.Describe(err).Error()))
+		}
+		return copiedMsg(strings.TrimSpace(string(b)))
+	}
+}
+
+type copiedMsg string
+
+// osc52 is the escape that puts s on the terminal's clipboard.
+func osc52(s string) string {
+	return "\x1b]52;c;" + base64.StdEncoding.EncodeToString([]byte(s)) + "\x07"
+}
+
+// readDetail reads what the details show beyond the row: the last
+// messages of the transcript.
+func (m *model) readDetail(k key) tea.Cmd {
+	h := m.hosts[k.host]
+	a := m.agents[k]
+	if h == nil || h.c == nil || a.Transcript == "" {
+		return nil
+	}
+	c, path := h.c, a.Transcript
+	return func() tea.Msg {
+		return detailMsg{k, transcriptTail(c, path, 12)}
+	}
+}
+
+// transcriptTail reads the last 256 KiB of a transcript and renders its
+// last n messages.
+func transcriptTail(c *client.Client, path string, n int) []string {
+	_, attr, err := c.Stat(path)
+	if err != nil {
+		return []string{"transcript: " + fleet.Describe(err).Error()}
+	}
+	r, err := c.Open(path)
+	if err != nil {
+		return []string{"transcript: " + fleet.Describe(err).Error()}
+	}
+	defer r.Close()
+	const span = 256 << 10
+	off := max(int64(attr.Size)-span, 0)
+	buf := make([]byte, int64(attr.Size)-off)
+	got := 0
+	for got < len(buf) {
+		k, err := r.ReadAt(buf[got:], off+int64(got))
+		got += k
+		if err != nil || k == 0 {
+			break
+		}
+	}
+	return renderMessages(buf[:got], off > 0, n)
+}
+
+// renderMessages renders the JSON lines of a transcript, whatever the
+// harness, as one line per message: its role, then its text; a tool call
+// as "tool NAME". It knows no harness: it looks for the keys every
+// harness's records share (role or type, text or content, name and
+// input or arguments). cut says the first line may be partial.
+func renderMessages(b []byte, cut bool, n int) []string {
+	lines := strings.Split(string(b), "\n")
+	if cut && len(lines) > 0 {
+		lines = lines[1:]
+	}
+	var out []string
+	for _, l := range lines {
+		var v any
+		if json.Unmarshal([]byte(l), &v) != nil {
+			continue
+		}
+		role := findString(v, "role", 3)
+		if role == "" {
+			role = findString(v, "type", 1)
+		}
+		var texts []string
+		collectText(v, &texts, 0)
+		if tool := toolName(v, 0); tool != "" {
+			texts = append(texts, "[tool "+tool+"]")
+		}
+		if len(texts) == 0 {
+			continue
+		}
+		out = append(out, fleet.Printable(role+": "+strings.Join(texts, " ")))
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}
+
+// findString is the first string value of key at most depth levels down.
+func findString(v any, key string, depth int) string {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if s, ok := obj[key].(string); ok {
+		return s
+	}
+	if depth == 0 {
+		return ""
+	}
+	for _, k := range []string{"message", "payload", "item", "data"} {
+		if s := findString(obj[k], key, depth-1); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// collectText gathers the strings under "text" keys.
+func collectText(v any, out *[]string, depth int) {
+	if depth > 6 || len(*out) > 8 {
+		return
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if s, ok := v["text"].(string); ok && strings.TrimSpace(s) != "" {
+			*out = append(*out, strings.Join(strings.Fields(s), " "))
+		}
+		if s, ok := v["content"].(string); ok && strings.TrimSpace(s) != "" {
+			*out = append(*out, strings.Join(strings.Fields(s), " "))
+		}
+		for k, x := range v {
+			if k != "text" && k != "input" && k != "arguments" {
+				collectText(x, out, depth+1)
+			}
+		}
+	case []any:
+		for _, x := range v {
+			collectText(x, out, depth+1)
+		}
+	}
+}
+
+// toolName is the name of a tool call in v: an object with a name and an
+// input or arguments.
+func toolName(v any, depth int) string {
+	if depth > 6 {
+		return ""
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if name, ok := v["name"].(string); ok {
+			if _, in := v["input"]; in {
+				return name
+			}
+			if _, in := v["arguments"]; in {
+				return name
+			}
+		}
+		for _, x := range v {
+			if s := toolName(x, depth+1); s != "" {
+				return s
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if s := toolName(x, depth+1); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// detailView is one agent: its facts, its sub-agents, and the last
+// messages of its transcript.
+func (m *model) detailView(now time.Time) string {
+	k := m.detailKey
+	a, ok := m.agents[k]
+	var b strings.Builder
+	b.WriteString(styleHead.Render(clip(agentName(k)+" — "+fleet.Printable(a.Title), m.width)) + "\n\n")
+	if !ok {
+		b.WriteString("the agent is gone\n")
+	}
+	facts := [][2]string{
+		{"host", k.host}, {"harness", a.Harness}, {"pid", strconv.Itoa(a.PID)}, {"ppid", strconv.Itoa(a.PPID)},
+		{"started", startedText(a.Started, now)}, {"state", a.State}, {"waiting", a.Waiting}, {"since", a.Since},
+		{"state.via", a.StateVia}, {"status", a.Status}, {"reach", a.Reach}, {"zmx", a.Zmx}, {"tmux", a.Tmux},
+		{"cwd", a.Cwd}, {"session", a.Session}, {"name", a.Name}, {"model", a.Model}, {"via", a.Via},
+		{"tokens", tokensText(a.Tokens)}, {"limits", fleet.LimitCell(a.Limits)}, {"transcript", a.Transcript},
+		{"agents", strings.Join(a.Agents, " ")},
+	}
+	for _, f := range facts {
+		if f[1] == "" || f[1] == "0" {
+			continue
+		}
+		b.WriteString(clip(fmt.Sprintf("%-11s %s", f[0], fleet.Printable(f[1])), m.width) + "\n")
+	}
+	if len(m.detail) > 0 {
+		b.WriteString("\n" + styleHead.Render("last messages") + "\n")
+		for _, l := range m.detail {
+			b.WriteString(clip(l, m.width) + "\n")
+		}
+	}
+	b.WriteString("\n" + clip(m.status, m.width) + "\n")
+	b.WriteString(clip("esc back  a attach", m.width))
+	return b.String()
+}
+
+func startedText(s int64, now time.Time) string {
+	if s <= 0 {
+		return ""
+	}
+	return time.Unix(s, 0).Format(time.RFC3339) + " (" + fleet.Age(s, now) + " ago)"
+}
+
+func tokensText(t client.Tokens) string {
+	var parts []string
+	for _, k := range []string{"context", "input", "output", "cache_read", "cache_write"} {
+		if n, ok := t[k]; ok {
+			parts = append(parts, k+" "+fleet.CompactCount(n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,153 @@
+// Package top is 9harness top: a full-screen live view of every agent of
+// every host, fed by each host's /active/events. A host's table is read
+// when it comes up (and after the daemon says lines were lost), an
+// agent's row when an event names it; while nothing changes, nothing is
+// read. The view writes nothing to the tree and sends no key to an agent:
+// its actions run programs (tmux or zmx attach, 9harness move) in the
+// foreground, the view suspended meanwhile.
+package top
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/fleet"
+)
+
+// Config is what the command line says.
+type Config struct {
+	Dialer    *fleet.Dialer
+	Hosts     []client.Host // the hosts to follow; this machine alone is {Name: client.LocalHost}
+	Timeout   time.Duration // per host: a host silent this long is marked down
+	Harnesses []string      // only these harnesses' agents; none: all
+	Once      bool          // print one frame and exit
+	Counts    bool          // show the view's own read counts in the header
+	Home      string        // this machine's $HOME, shown as ~
+	// MoveArgv is the command that moves agent (HOST:HARNESS/PID) into
+	// session name, in tmux when tmux is set: 9harness move with the
+	// command line's own reach flags.
+	MoveArgv func(agent, name string, tmux bool) []string
+	In, Out  *os.File
+	Stderr   io.Writer
+}
+
+// Counts are the reads the view made of the daemons, for the tests that
+// check it reads nothing while nothing changes.
+type Counts struct {
+	Tables atomic.Int64 // whole-table reads
+	Rows   atomic.Int64 // one agent's row
+}
+
+// Run shows the view until q, Ctrl-C, SIGTERM or SIGHUP; its status is
+// 0, or 1 when the terminal could not be used.
+func Run(cfg Config) int {
+	colors(cfg.Out)
+	if cfg.Once {
+		return once(cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := newModel(cfg, fleet.Follow(ctx, cfg.Dialer, cfg.Hosts, cfg.Timeout))
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(cfg.In), tea.WithOutput(cfg.Out))
+	// bubbletea quits on SIGTERM (and SIGINT off a terminal) by itself;
+	// SIGHUP, a closed terminal, is this view's to obey. Catching
+	// SIGTERM here too would race bubbletea's own handler, which then
+	// blocks the program's end.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			p.Quit()
+		case <-ctx.Done():
+		}
+	}()
+	final, err := p.Run()
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "9harness top: %v\n", err)
+		return 1
+	}
+	if fm, ok := final.(*model); ok && fm.printOnExit != "" {
+		fmt.Fprintln(cfg.Out, fm.printOnExit)
+	}
+	return 0
+}
+
+// colors picks the colour profile: none with NO_COLOR or off a colour
+// terminal; the layout never needs colour to tell states apart.
+func colors(out *os.File) {
+	if os.Getenv("NO_COLOR") != "" {
+		lipgloss.SetColorProfile(termenv.Ascii)
+		return
+	}
+	lipgloss.SetColorProfile(termenv.NewOutput(out).EnvColorProfile())
+}
+
+// once prints one frame: every host's table read once, the frame as the
+// view would draw it at the terminal's width (80 off a terminal, or
+// COLUMNS), without the alternate screen. Its status is 0, or 3 when
+// some host did not answer.
+func once(cfg Config) int {
+	f := fleet.New(cfg.Dialer, cfg.Hosts, cfg.Timeout)
+	defer f.Close()
+	rows, failed := f.Query(cfg.Harnesses)
+	m := newModel(cfg, nil)
+	m.width, m.height = termSize(cfg.Out)
+	now := time.Now()
+	down := map[string]bool{}
+	for _, fl := range failed {
+		down[fl.Host] = true
+		m.hostDown(fl.Host, fl.Err, now)
+		fmt.Fprintf(cfg.Stderr, "9harness top: %s: %s\n", fleet.Printable(fl.Host), fleet.Printable(fl.Err.Error()))
+	}
+	for _, h := range cfg.Hosts {
+		if !down[h.Name] {
+			m.hostUp(h.Name, now)
+		}
+	}
+	for _, r := range rows {
+		m.put(r.Host, r.Agent)
+	}
+	m.resort()
+	m.once = true
+	fmt.Fprint(cfg.Out, m.View())
+	switch {
+	case len(failed) == 0:
+		return 0
+	case len(failed) == len(cfg.Hosts):
+		return 1
+	}
+	return 3
+}
+
+// termSize is the terminal's columns and rows; 80x24 when unknown;
+// COLUMNS and LINES win, as for ps.
+func termSize(f *os.File) (cols, rows int) {
+	cols, rows = 80, 24
+	if f != nil {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			cols, rows = int(ws.Col), int(ws.Row)
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		cols = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
+		rows = n
+	}
+	return cols, rows
+}
