@@ -1,10 +1,12 @@
 package confine
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,4 +143,34 @@ func TestConfinedTmuxClient(t *testing.T) {
 	if _, err := os.Stat(written); err == nil {
 		t.Error("the file was written")
 	}
+}
+
+// TestProgramRulesShared: callers that append to the rules of the same
+// program, at once, each get their own slice (the cache's is shared).
+func TestProgramRulesShared(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				prog, err := ProgramRules(self)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mine := Rule{Path: fmt.Sprintf("/nonexistent/%d", i)}
+				all := append(prog, mine)
+				if all[len(all)-1] != mine {
+					t.Errorf("goroutine %d's rule was overwritten: %v", i, all[len(all)-1])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
