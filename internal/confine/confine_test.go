@@ -145,8 +145,10 @@ func TestConfinedTmuxClient(t *testing.T) {
 	}
 }
 
-// TestProgramRulesShared: callers that append to the rules of the same
-// program, at once, each get their own slice (the cache's is shared).
+// TestProgramRulesShared: the rules of a program are one cached slice,
+// shared by every caller; each gets it with no spare capacity, so that
+// callers appending their own rules at once (Start does) each get a copy
+// instead of writing into the same array.
 func TestProgramRulesShared(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -157,15 +159,18 @@ func TestProgramRulesShared(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 50 {
+			for range 20 {
 				prog, err := ProgramRules(self)
 				if err != nil {
 					t.Error(err)
 					return
 				}
+				if cap(prog) != len(prog) {
+					t.Errorf("ProgramRules: %d rules with capacity %d: an append writes into the cache", len(prog), cap(prog))
+					return
+				}
 				mine := Rule{Path: fmt.Sprintf("/nonexistent/%d", i)}
-				all := append(prog, mine)
-				if all[len(all)-1] != mine {
+				if all := append(prog, mine); all[len(all)-1] != mine {
 					t.Errorf("goroutine %d's rule was overwritten: %v", i, all[len(all)-1])
 					return
 				}
