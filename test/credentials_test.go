@@ -335,6 +335,7 @@ func startCredentialDaemons(t *testing.T, home, run, procDir string) (own, grant
 //
 // Guards rule 2: no credential is listed or read.
 func TestCredentialMatrix(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	home, run, procDir, planted := credentialHome(t, true)
 	own, granted := startCredentialDaemons(t, home, run, procDir)
@@ -484,6 +485,7 @@ func isNotExist(err error) bool {
 //
 // Guards rule 2: no credential is listed or read.
 func TestGranteeView(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	// What a grantee must not see beside the session state.
@@ -650,6 +652,7 @@ var issueSlugs = []string{
 //
 // Guards rule 2: no credential is listed or read, and a slug is no credential.
 func TestSlugsServed(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	type planted struct{ tree, host, dir, slug string }
@@ -706,6 +709,7 @@ func TestSlugsServed(t *testing.T) {
 //
 // Guards rule 2: no credential is listed or read.
 func TestCopyStoresServedNowhere(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	stores := []string{
