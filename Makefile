@@ -89,7 +89,8 @@ realcli-latest:
 
 # The long reliability runs (RELIABILITY.md): every fuzz target in the repo
 # for FUZZTIME each (make test runs only their seeds), then the load test at
-# HARNESS_LOAD (<clients>x<ops>).
+# HARNESS_LOAD (<clients>x<ops>). Only the packages with a fuzz target
+# are listed (go test -list builds a package's test binary).
 #
 # Go 1.26's fuzz coordinator can fail a target at the very end of its
 # -fuzztime with a bare "context deadline exceeded" although no input failed
@@ -112,7 +113,7 @@ FUZZMINTIME  ?= 2s
 HARNESS_LOAD ?= 256x2000
 torture: build
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
-	for pkg in $$($(GO) list ./...); do \
+	for pkg in $$($(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r p d; do grep -qs '^func Fuzz' "$$d"/*_test.go && echo "$$p"; done); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			ft=$(FUZZTIME); if [ $$t = FuzzConn ]; then ft=$(FUZZCONNTIME); fi; \
 			echo "== $$pkg $$t ($$ft)"; \
