@@ -39,10 +39,33 @@ vet:
 	cd internal/ninep/p9fork && $(GO) vet ./p9/
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# make test runs three streams at once, each against its own budget on a
+# warm 2-vCPU machine (the -timeout is a stop for a hung test, well above
+# the budget, not a target):
+# - test/, the integration and system tests (budget 10 min): the longest,
+#   so it starts first rather than after the unit packages;
+# - test/realcli, the real-CLI tier (budget 5 min), beside it;
+# - every other package, then the p9 fork, a module of its own that ./...
+#   does not enter (budget 5 min).
+# Each stream's report is printed whole when the stream ends, so reports
+# never interleave; the target fails if any stream failed.
+TESTFLAGS ?= -race -count=1
 test: deps vet
-	$(GO) test -race -count=1 -timeout 60m ./...
-	# The p9 fork is a module of its own: ./... does not enter it.
-	cd internal/ninep/p9fork && $(GO) test -race -count=1 ./p9/
+	@logs=$$(mktemp -d); trap 'rm -rf "$$logs"' EXIT; \
+	echo "make test: test/, test/realcli and the other packages run at once; each report follows when it ends"; \
+	$(GO) test $(TESTFLAGS) -timeout 40m ./test/ >$$logs/test 2>&1 & slow=$$!; \
+	$(GO) test $(TESTFLAGS) -timeout 20m ./test/realcli/ >$$logs/realcli 2>&1 & realcli=$$!; \
+	{ rc=0; \
+	  $(GO) test $(TESTFLAGS) -timeout 20m $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/realcli$$') || rc=1; \
+	  (cd internal/ninep/p9fork && $(GO) test $(TESTFLAGS) ./p9/) || rc=1; \
+	  exit $$rc; } >$$logs/unit 2>&1 & unit=$$!; \
+	rc=0; \
+	for s in unit:$$unit realcli:$$realcli test:$$slow; do \
+		name=$${s%%:*}; \
+		if wait $${s#*:}; then echo "== $$name: ok"; else rc=1; echo "== $$name: FAILED"; fi; \
+		cat $$logs/$$name; \
+	done; \
+	exit $$rc
 
 # The standing adversarial tier (test/redteam; RELIABILITY.md, "Under
 # attack"): one attacker per way a peer has made the daemon take memory,
@@ -66,7 +89,8 @@ realcli-latest:
 
 # The long reliability runs (RELIABILITY.md): every fuzz target in the repo
 # for FUZZTIME each (make test runs only their seeds), then the load test at
-# HARNESS_LOAD (<clients>x<ops>).
+# HARNESS_LOAD (<clients>x<ops>). Only the packages with a fuzz target
+# are listed (go test -list builds a package's test binary).
 #
 # Go 1.26's fuzz coordinator can fail a target at the very end of its
 # -fuzztime with a bare "context deadline exceeded" although no input failed
@@ -89,7 +113,7 @@ FUZZMINTIME  ?= 2s
 HARNESS_LOAD ?= 256x2000
 torture: build
 	@set -e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
-	for pkg in $$($(GO) list ./...); do \
+	for pkg in $$($(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r p d; do grep -qs '^func Fuzz' "$$d"/*_test.go && echo "$$p"; done); do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 			ft=$(FUZZTIME); if [ $$t = FuzzConn ]; then ft=$(FUZZCONNTIME); fi; \
 			echo "== $$pkg $$t ($$ft)"; \

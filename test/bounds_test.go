@@ -389,6 +389,7 @@ func closedByPeer(err error) bool {
 // Guards rule 10: no peer makes the daemon hold more than a fixed amount
 // of memory.
 func TestBoundXattr(t *testing.T) {
+	t.Parallel()
 	r := startBoundsRig(t)
 	r.underAttack(func() func() {
 		a := dial9(t, r.sock, 1<<20, "")
@@ -516,6 +517,7 @@ func testBoundPipeline(t *testing.T, conns int, dialect string) {
 //
 // Guards rule 10: requests in flight are bounded per connection.
 func TestBoundPipeline(t *testing.T) {
+	t.Parallel()
 	forDialects(t, func(t *testing.T, d string) { testBoundPipeline(t, 1, d) })
 }
 
@@ -523,6 +525,7 @@ func TestBoundPipeline(t *testing.T) {
 //
 // Guards rule 10: requests in flight are bounded per connection.
 func TestBoundPipeline8(t *testing.T) {
+	t.Parallel()
 	forDialects(t, func(t *testing.T, d string) { testBoundPipeline(t, 8, d) })
 }
 
@@ -530,7 +533,10 @@ func TestBoundPipeline8(t *testing.T) {
 // before the bound). Beyond the fid cap a walk gets EMFILE.
 //
 // Guards rule 10: fids are bounded per connection.
-func TestBoundFids(t *testing.T) { forDialects(t, testBoundFids) }
+func TestBoundFids(t *testing.T) {
+	t.Parallel()
+	forDialects(t, testBoundFids)
+}
 
 func testBoundFids(t *testing.T, dialect string) {
 	r := startBoundsRig(t)
@@ -585,7 +591,10 @@ func testBoundFids(t *testing.T, dialect string) {
 //
 // Guards rule 10: no other uid can lock the owner out, and connection
 // slots held unused come back.
-func TestBoundIdleGrantee(t *testing.T) { forDialects(t, testBoundIdleGrantee) }
+func TestBoundIdleGrantee(t *testing.T) {
+	t.Parallel()
+	forDialects(t, testBoundIdleGrantee)
+}
 
 func testBoundIdleGrantee(t *testing.T, dialect string) {
 	const idle = 3 * time.Second
@@ -724,7 +733,10 @@ func testBoundIdleGrantee(t *testing.T, dialect string) {
 // bound the old fids stayed.
 //
 // Guards rule 10: a Tversion frees the fids (and their bound's slots).
-func TestBoundVersionReset(t *testing.T) { forDialects(t, testBoundVersionReset) }
+func TestBoundVersionReset(t *testing.T) {
+	t.Parallel()
+	forDialects(t, testBoundVersionReset)
+}
 
 func testBoundVersionReset(t *testing.T, dialect string) {
 	r := startBoundsRig(t)
@@ -761,6 +773,7 @@ func testBoundVersionReset(t *testing.T, dialect string) {
 // Guards rule 10: no other uid, nor all of them together, can lock the
 // owner out.
 func TestBoundOwnerReserve(t *testing.T) {
+	t.Parallel()
 	r := startBoundsRig(t, "--max-conns", "16", "--allow-uid", strconv.Itoa(friendUID))
 	r.underAttack(func() func() {
 		var held []*raw9

@@ -401,8 +401,11 @@ func TestCompletion(t *testing.T) {
 		{"ssh hosts, prefix", []string{"--ssh", "b"}, []string{"build1", "build2"}},
 		{"no daemon, no candidates", []string{"-s", s + ".none", "move", ""}, nil},
 	}
+	// The three shells share only the daemon, which they read: each runs
+	// its cases beside the others'.
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
 			require(t, shell)
 			file, _ := filepath.Abs(filepath.Join("../packaging/completions", completionSources[shell]))
 			for _, tc := range cases {

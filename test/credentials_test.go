@@ -234,25 +234,26 @@ type view struct {
 // 9P2000.L, 9P2000 and FUSE. Each is opened by its function when its turn
 // comes: a connection of another uid left idle while the others are probed
 // would be closed by the daemon's idle bound.
-func credentialViews(t *testing.T, own, granted *daemon) []func() view {
-	t.Helper()
-	var vs []func() view
+func credentialViews(own, granted *daemon) []viewOpener {
+	var vs []viewOpener
 	for _, d := range []struct {
 		who string
 		d   *daemon
 	}{{"owner", own}, {"grantee", granted}} {
-		vs = append(vs, func() view {
-			c := d.d.client()
+		vs = append(vs, viewOpener{d.who + "/9P2000.L", func(t *testing.T) view {
+			c, err := client.Dial(d.d.sock)
+			if err != nil {
+				t.Fatalf("dial %s: %v", d.d.sock, err)
+			}
+			t.Cleanup(func() { c.Close() })
 			return view{
-				name: d.who + "/9P2000.L",
 				walk: func() []string { return walk(t, c) },
 				stat: func(p string) error { _, _, err := c.Stat(p); return err },
 				read: c.ReadFile,
 			}
-		}, func() view {
+		}}, viewOpener{d.who + "/9P2000", func(t *testing.T) view {
 			fs9 := mount9(t, d.d.sock)
 			return view{
-				name: d.who + "/9P2000",
 				walk: func() []string { return walk9(t, fs9) },
 				stat: func(p string) error { _, err := fs9.Stat(p); return err },
 				read: func(p string) ([]byte, error) {
@@ -275,18 +276,24 @@ func credentialViews(t *testing.T, own, granted *daemon) []func() view {
 					}
 				},
 			}
-		}, func() view {
+		}}, viewOpener{d.who + "/FUSE", func(t *testing.T) view {
 			m := mountTree(t, d.d.sock)
 			return view{
-				name: d.who + "/FUSE",
 				walk: func() []string { return walkFuse(t, m.dir) },
 				stat: func(p string) error { _, err := os.Lstat(m.path(p)); return err },
 				read: func(p string) ([]byte, error) { return os.ReadFile(m.path(p)) },
 				done: m.umount,
 			}
-		})
+		}})
 	}
 	return vs
+}
+
+// viewOpener names a view and opens it for the (sub)test t, on which its
+// failures are reported and its cleanups run.
+type viewOpener struct {
+	name string
+	open func(t *testing.T) view
 }
 
 // walkFuse lists a mounted tree as walk does.
@@ -328,6 +335,7 @@ func startCredentialDaemons(t *testing.T, home, run, procDir string) (own, grant
 //
 // Guards rule 2: no credential is listed or read.
 func TestCredentialMatrix(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	home, run, procDir, planted := credentialHome(t, true)
 	own, granted := startCredentialDaemons(t, home, run, procDir)
@@ -339,9 +347,14 @@ func TestCredentialMatrix(t *testing.T) {
 	if len(probes) < 5000 {
 		t.Fatalf("only %d tree paths to probe: the fixture lost its teeth", len(probes))
 	}
-	for _, open := range credentialViews(t, own, granted) {
-		v := open()
-		t.Run(v.name, func(t *testing.T) {
+	// The six views share nothing but the two daemons, which serve them at
+	// once as they would six clients: each walks and probes in a subtest
+	// of its own, side by side.
+	for _, o := range credentialViews(own, granted) {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			v := o.open(t)
+			v.name = o.name
 			start := time.Now()
 			served := v.walk()
 			notes := 0
@@ -378,10 +391,10 @@ func TestCredentialMatrix(t *testing.T) {
 				t.Errorf("%s: %d probes served", v.name, failed)
 			}
 			t.Logf("%s: %d paths walked, %d notes read, %d planted paths probed in %v", v.name, len(served), notes, len(probes), time.Since(start).Round(time.Millisecond))
+			if v.done != nil {
+				v.done()
+			}
 		})
-		if v.done != nil {
-			v.done()
-		}
 	}
 }
 
@@ -472,6 +485,7 @@ func isNotExist(err error) bool {
 //
 // Guards rule 2: no credential is listed or read.
 func TestGranteeView(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	// What a grantee must not see beside the session state.
@@ -639,6 +653,7 @@ var issueSlugs = []string{
 //
 // Guards rule 2: no credential is listed or read, and a slug is no credential.
 func TestSlugsServed(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	type planted struct{ tree, host, dir, slug string }
@@ -695,6 +710,7 @@ func TestSlugsServed(t *testing.T) {
 //
 // Guards rule 2: no credential is listed or read.
 func TestCopyStoresServedNowhere(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	stores := []string{

@@ -95,7 +95,10 @@ func flushBlockedEvents(t testing.TB, r *raw9, fid uint32) time.Duration {
 // and a Tflush naming it releases it, in both dialects; the connection
 // then serves the next request (a second blocked read, flushed too).
 func TestEventsFlush(t *testing.T) {
-	d := startDaemon(t, fixtureHome(t))
+	// An empty process table: with the machine's /proc, any agent-like
+	// process that starts or exits (another test's) is an event, and the
+	// read that must block is answered.
+	d := startDaemon(t, fixtureHome(t), "--proc", emptyProc(t))
 	forDialects(t, func(t *testing.T, dialect string) {
 		r := dial9(t, d.sock, 64<<10, dialect)
 		must(t, r.attach(0))

@@ -150,9 +150,12 @@ func TestMoveSecret(t *testing.T) {
 	p := startPoller(t, secret, control)
 	// The control: a marker in an argv the poller must see, so that 0 for
 	// the secret means something.
+	// In a process group of its own, ended whole: the shell forks sleep,
+	// which a kill of the shell alone would leave running for 10 minutes.
 	ctl := exec.Command("/bin/sh", "-c", "sleep 600", control)
+	ctl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	must(t, ctl.Start())
-	defer func() { ctl.Process.Kill(); ctl.Wait() }()
+	defer func() { syscall.Kill(-ctl.Process.Pid, syscall.SIGKILL); ctl.Wait() }()
 
 	const workers, moves = 5, 10
 	// A runtime directory of this test's own: the launch sockets live

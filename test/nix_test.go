@@ -88,6 +88,7 @@ func nixEval(t *testing.T, attr string, v any) {
 }
 
 func TestNixParse(t *testing.T) {
+	t.Parallel()
 	var files []string
 	err := filepath.WalkDir(nixDir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".nix") {
@@ -456,6 +457,7 @@ func TestHelperUnitOutsideUserNamespace(t *testing.T) {
 }
 
 func TestNixModules(t *testing.T) {
+	t.Parallel()
 	var got struct {
 		NixOS map[string]nixModuleEval `json:"nixos"`
 		HM    map[string]nixModuleEval `json:"hm"`
@@ -753,6 +755,7 @@ func checkPackage(t *testing.T, p nixPackage, version string) {
 }
 
 func TestNixFlake(t *testing.T) {
+	t.Parallel()
 	var got struct {
 		Outputs         []string            `json:"outputs"`
 		Packages        map[string][]string `json:"packages"`
@@ -826,6 +829,7 @@ func TestNixFlake(t *testing.T) {
 }
 
 func TestNixPackage(t *testing.T) {
+	t.Parallel()
 	var p nixPackage
 	nixEval(t, "package", &p)
 	checkPackage(t, p, "dev")
@@ -846,6 +850,7 @@ func TestNixPackage(t *testing.T) {
 
 // A wrongly typed option is refused, as the real module system would.
 func TestNixTypeError(t *testing.T) {
+	t.Parallel()
 	_, errOut, err := nixInstantiate(t, "--eval", "--strict", "--json",
 		filepath.Join(nixDir, "tests/eval.nix"), "-A", "bad")
 	if err == nil {
@@ -858,6 +863,7 @@ func TestNixTypeError(t *testing.T) {
 
 // vendorHash follows go.mod and go.sum.
 func TestNixVendorHash(t *testing.T) {
+	t.Parallel()
 	require(t, "nix")
 	require(t, "go")
 	cmd := exec.Command(filepath.Join(nixDir, "update-vendor-hash.sh"), "--check")
@@ -872,6 +878,7 @@ func TestNixVendorHash(t *testing.T) {
 // tests/fake-nixpkgs: `nix flake check --no-build` and `nix flake show`.
 // Nix needs a store to copy the flake into: a temporary one, never /nix.
 func TestNixFlakeCheck(t *testing.T) {
+	t.Parallel()
 	nix := require(t, "nix")
 	git := require(t, "git")
 	tmp := t.TempDir()

@@ -34,6 +34,9 @@ exit 255
 // Guards rule 9: no process gets through 9harness what the kernel refuses
 // it directly (a host cannot write to the user's terminal).
 func TestRemoteTextQuoted(t *testing.T) {
+	// Its own fake ssh, home and runtime directory, and no daemon: it
+	// shares nothing with any other test (the followers each run 15 s).
+	t.Parallel()
 	base := t.TempDir()
 	fakebin := filepath.Join(base, "bin")
 	must(t, os.MkdirAll(fakebin, 0o755))

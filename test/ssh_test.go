@@ -518,7 +518,7 @@ func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 	must(t, os.WriteFile(authorized, pub, 0o644))
 
 	for attempt := 0; ; attempt++ {
-		h.port = closedPort(t)
+		h.port = freePort(t)
 		conf := filepath.Join(keys, "sshd_config")
 		must(t, os.WriteFile(conf, []byte(strings.Join([]string{
 			"Port " + itoa(h.port),
@@ -661,14 +661,31 @@ func (h *sshHost) userProcs(except int) []int {
 	return pids
 }
 
-// closedPort is a TCP port on 127.0.0.1 that nothing listens on (now).
-func closedPort(t *testing.T) int {
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now, for a
+// server the test starts there (another process may take it first: the
+// caller retries).
+func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	return port
+}
+
+// closedPort is a TCP port on 127.0.0.1 that refuses connections until the
+// test ends: a socket bound to it that never listens holds it, so no other
+// process (another test, another checkout's) can start listening there
+// meanwhile, and a connect gets ECONNREFUSED.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() { syscall.Close(fd) })
+	must(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	must(t, err)
+	return sa.(*syscall.SockaddrInet4).Port
 }
 
 func eventually15(t testing.TB, cond func() bool, what string) {

@@ -240,7 +240,10 @@ func TestFixtureTree(t *testing.T) {
 // Guards rule 2: no credential is listed or read.
 func TestCredentialsNeverServed(t *testing.T) {
 	home := fixtureHome(t)
-	d := startDaemon(t, home)
+	// An empty process table: the walk covers the mirrors, and the
+	// machine's own agents (another test's, a developer's) come and go
+	// under /active while it runs.
+	d := startDaemon(t, home, "--proc", emptyProc(t))
 	c := d.client()
 	served := map[string]bool{}
 	for _, p := range walk(t, c) {

@@ -39,6 +39,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,8 +323,11 @@ func ProgramRules(path string) ([]Rule, error) {
 	progMu.Lock()
 	p, ok := progs[path]
 	progMu.Unlock()
+	// The cached slice is shared by every caller: it is returned clipped,
+	// so that a caller's append (Start's) copies it rather than writing
+	// into its spare capacity while another caller does the same.
 	if ok && p.dev == st.Dev && p.ino == st.Ino && p.mtime == st.Mtim {
-		return p.rules, nil
+		return slices.Clip(p.rules), nil
 	}
 	rules, err := programRules(path)
 	if err != nil {
@@ -332,7 +336,7 @@ func ProgramRules(path string) ([]Rule, error) {
 	progMu.Lock()
 	progs[path] = program{dev: st.Dev, ino: st.Ino, mtime: st.Mtim, rules: rules}
 	progMu.Unlock()
-	return rules, nil
+	return slices.Clip(rules), nil
 }
 
 func programRules(path string) ([]Rule, error) {

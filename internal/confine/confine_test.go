@@ -1,10 +1,12 @@
 package confine
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,4 +143,38 @@ func TestConfinedTmuxClient(t *testing.T) {
 	if _, err := os.Stat(written); err == nil {
 		t.Error("the file was written")
 	}
+}
+
+// TestProgramRulesShared: the rules of a program are one cached slice,
+// shared by every caller; each gets it with no spare capacity, so that
+// callers appending their own rules at once (Start does) each get a copy
+// instead of writing into the same array.
+func TestProgramRulesShared(t *testing.T) {
+	// A dynamically linked program: its rules are built by appends,
+	// which leave spare capacity.
+	const prog = "/bin/sh"
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				rules, err := ProgramRules(prog)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if cap(rules) != len(rules) {
+					t.Errorf("ProgramRules: %d rules with capacity %d: an append writes into the cache", len(rules), cap(rules))
+					return
+				}
+				mine := Rule{Path: fmt.Sprintf("/nonexistent/%d", i)}
+				if all := append(rules, mine); all[len(all)-1] != mine {
+					t.Errorf("goroutine %d's rule was overwritten: %v", i, all[len(all)-1])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -279,3 +279,53 @@ func TestCopyStoresHidden(t *testing.T) {
 		}
 	}
 }
+
+// TestGranteeNlinkFresh: a grantee directory's link count, counted once
+// and kept while the directory is unchanged, follows every change: a
+// subdirectory made or removed after a count is counted at the next stat.
+func TestGranteeNlinkFresh(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "d")
+	for _, sub := range []string{"d/a", "d/.ssh"} {
+		if err := os.MkdirAll(filepath.Join(base, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := saferoot.New(base)
+	nlink := func() uint64 {
+		t.Helper()
+		n, err := mirrorAs(root, "d", wantDir, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := n.Attr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Nlink
+	}
+	if got := nlink(); got != 3 {
+		t.Fatalf("nlink %d, want 3 (d/a; .ssh is excluded)", got)
+	}
+	// Past the settling time the count is kept; each change is seen.
+	time.Sleep(subdirSettle + 100*time.Millisecond)
+	for i, step := range []struct {
+		change func() error
+		want   uint64
+	}{
+		{func() error { return nil }, 3},
+		{func() error { return os.Mkdir(filepath.Join(dir, "b"), 0o755) }, 4},
+		{func() error { return os.Mkdir(filepath.Join(dir, "c"), 0o755) }, 5},
+		{func() error { return os.Remove(filepath.Join(dir, "a")) }, 4},
+		{func() error { return os.WriteFile(filepath.Join(dir, "f"), nil, 0o644) }, 4},
+	} {
+		if err := step.change(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if got := nlink(); got != step.want {
+				t.Errorf("step %d: nlink %d, want %d", i, got, step.want)
+			}
+		}
+	}
+}

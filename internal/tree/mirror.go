@@ -1,7 +1,10 @@
 package tree
 
 import (
+	"hash/maphash"
 	"os"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -124,8 +127,74 @@ func (m *mirrorNode) attrOf(info saferoot.Info) (Attr, error) {
 		}
 		return a, nil
 	}
-	a.Nlink = 2 + visibleSubdirs(m.root, m.rel())
+	a.Nlink = 2 + subdirs.count(m.root, m.rel(), info)
 	return a, nil
+}
+
+// subdirs remembers grantee directories' visible-subdirectory counts:
+// every lookup of a grantee's directory needs one (its link count), so a
+// walk of depth 8 would otherwise list 8 directories, and a tree walked
+// by several clients would be listed again and again.
+var subdirs = subdirCache{m: map[subdirKey]subdirCount{}}
+
+// subdirSettle is how long after a directory's last change (its ctime) a
+// count must have started to be kept. Every change to a directory's
+// entries sets its ctime from the kernel's coarse clock (a tick of a few
+// milliseconds), so a change made just after a count began may leave the
+// ctime as the count saw it; a count begun a second after the ctime cannot
+// have missed one. A directory changed in the last second is listed anew.
+const subdirSettle = time.Second
+
+// subdirCacheMax bounds the cache (each entry is some 64 bytes): when it
+// is full it is emptied.
+const subdirCacheMax = 4096
+
+type subdirCache struct {
+	mu   sync.Mutex
+	m    map[subdirKey]subdirCount
+	seed maphash.Seed
+	once sync.Once
+}
+
+// subdirKey names a directory as a listing sees it: which entries a
+// listing shows depends on the root and the path (slug directories, copy
+// stores), as well as on the directory itself.
+type subdirKey struct {
+	root     *saferoot.Root
+	rel      uint64 // maphash of the rel path
+	dev, ino uint64
+}
+
+type subdirCount struct {
+	ctime, mtime time.Time
+	n            uint64
+}
+
+// count is visibleSubdirs(root, rel), reusing a count made earlier when
+// info, a stat made for this request, shows the directory unchanged since
+// (the design's freshness rule: work whose inputs a stat made after the
+// request arrived shows unchanged may be shared).
+func (c *subdirCache) count(root *saferoot.Root, rel string, info saferoot.Info) uint64 {
+	c.once.Do(func() { c.seed = maphash.MakeSeed() })
+	k := subdirKey{root: root, rel: maphash.String(c.seed, rel), dev: info.Dev, ino: info.Ino}
+	c.mu.Lock()
+	got, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && got.ctime.Equal(info.Ctime) && got.mtime.Equal(info.Mtime) {
+		return got.n
+	}
+	started := time.Now()
+	n := visibleSubdirs(root, rel)
+	if started.Sub(info.Ctime) < subdirSettle {
+		return n
+	}
+	c.mu.Lock()
+	if len(c.m) >= subdirCacheMax {
+		clear(c.m)
+	}
+	c.m[k] = subdirCount{ctime: info.Ctime, mtime: info.Mtime, n: n}
+	c.mu.Unlock()
+	return n
 }
 
 // visibleSubdirs counts the subdirectories of rel a listing shows: none if
