@@ -31,7 +31,7 @@ const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --f
 List the live AI coding agents, one row per agent, sorted by harness, then
 pid (or as --sort says), as the daemon's /active tree shows them:
 
-  HARNESS   claude, codex, omp, pi, hermes, dsh, gemini, opencode or qwen
+  HARNESS   claude, codex, omp, pi, hermes, dsh, gemini, opencode, qwen or kilo
   PID       the agent's process id
   AGE       how long it has run: 45s, 12m, 3h, 2d
   STATE     the turn: working, idle (at its prompt) or waiting (it needs
