@@ -365,14 +365,32 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		a.Via += " (transcript under another project dir)"
 	}
 	a.Transcript = tr
-	facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
-		t, m := claudeFacts(env.Root, tr)
-		return [2]string{t, m}
-	})
-	a.Title, a.Model = facts[0], facts[1]
+	if claudeFactsNow(env, tr) {
+		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
+			t, m := claudeFacts(env.Root, tr)
+			return [2]string{t, m}
+		})
+		a.Title, a.Model = facts[0], facts[1]
+	} else {
+		a.Pending = append(a.Pending, "title", "model")
+	}
 	claudeFill(env, &a, tr, time.Now())
 	a.Agents = claudeSubs(env.Root, env.Memo, projDir, sid)
 	return a
+}
+
+// claudeFactsNow says whether the resolve derives tr's title and model:
+// always without env.Defer; with it, when the file cache has them, or the
+// windows claudeFacts reads fit what the read has left to spend.
+func claudeFactsNow(env Env, tr string) bool {
+	if env.Defer == nil || isCached(env.Memo, env.Root, "claude-facts", tr) {
+		return true
+	}
+	info, err := env.Memo.Stat(env.Root, tr)
+	if err != nil {
+		return true // claudeFacts finds nothing either
+	}
+	return env.Defer.spend(min(info.Size, headWindow+tailWindow))
 }
 
 // claudeLine is the part of a transcript line Resolve reads.

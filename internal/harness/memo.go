@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/9harness/9harness/internal/freelist"
@@ -521,4 +522,44 @@ func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func
 		c.mu.Unlock()
 	}
 	return t
+}
+
+// Defer is one read's budget of window bytes (Env.Defer). It is safe for
+// concurrent use.
+type Defer struct{ left atomic.Int64 }
+
+// NewDefer is a budget of n bytes.
+func NewDefer(n int64) *Defer {
+	d := &Defer{}
+	d.left.Store(n)
+	return d
+}
+
+// spend takes n bytes from the budget and says whether they were there.
+func (d *Defer) spend(n int64) bool {
+	if d == nil {
+		return true
+	}
+	if d.left.Add(-n) >= 0 {
+		return true
+	}
+	d.left.Add(n)
+	return false
+}
+
+// isCached reports whether the file cache holds kind's result for rel as
+// the file is now (by the memo's stat).
+func isCached(m *Memo, r *saferoot.Root, kind, rel string) bool {
+	if m == nil || m.files == nil {
+		return false
+	}
+	info, err := m.Stat(r, rel)
+	if err != nil || info.Dir {
+		return false
+	}
+	c := m.files
+	c.mu.Lock()
+	_, ok := c.m[keyOf(kind, info)]
+	c.mu.Unlock()
+	return ok
 }

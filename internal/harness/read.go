@@ -568,8 +568,14 @@ func mayHold(ln []byte, quoted ...string) bool {
 			return false
 		}
 		i += j
+		// The byte after the quote first: most quotes begin a key or a
+		// value that is none of the strings, told apart without a call.
+		next := byte(0)
+		if i+1 < len(ln) {
+			next = ln[i+1]
+		}
 		for _, q := range quoted {
-			if bytes.HasPrefix(ln[i:], []byte(q)) {
+			if (len(q) < 2 || q[1] == next) && bytes.HasPrefix(ln[i:], []byte(q)) {
 				return true
 			}
 		}

@@ -253,6 +253,11 @@ func claudePermissionMode(tail [][]byte, i int) string {
 // user prompt at or before it, zero if the tail does not hold it.
 func claudeTurnStart(tail [][]byte, i int) time.Time {
 	for j := i; j >= 0; j-- {
+		// Only a user line or a system line ends the search: a line that
+		// names neither type is not decoded (a turn's many assistant lines).
+		if !mayHold(tail[j], `"user"`, `"system"`) {
+			continue
+		}
 		var l claudeTurnLine
 		if json.Unmarshal(tail[j], &l) != nil || l.IsSidechain {
 			continue
