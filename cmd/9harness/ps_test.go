@@ -400,7 +400,7 @@ func TestPsFormat(t *testing.T) {
 	full := client.Agent{Harness: "h", PID: 1, PPID: 1, Started: 1, Cwd: "c", Name: "n", Title: "t", Session: "s",
 		Model: "m", Via: "v", Status: "s", State: "waiting", Waiting: "w", Since: "2026-12-01T00:00:00Z", StateVia: "r",
 		Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}, Tokens: client.Tokens{"input": 1},
-		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty"}
+		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty", Pending: []string{"title"}}
 	b, _ := json.Marshal(full)
 	var keys map[string]any
 	json.Unmarshal(b, &keys)
@@ -595,5 +595,19 @@ func TestCutMark(t *testing.T) {
 		if got := cutMark(func(k string) string { return tc.env[k] }); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.env, got, tc.want)
 		}
+	}
+}
+
+// TestPsPendingTitle: a title the daemon has not derived yet shows as
+// (pending), not as the - of a title nobody knows.
+func TestPsPendingTitle(t *testing.T) {
+	now := time.Now()
+	r := psRow(client.Agent{Harness: "claude", PID: 1, Pending: []string{"title", "model", "tokens"}}, now, "", false)
+	if r[colTitle] != psPending {
+		t.Errorf("pending title shows as %q, want %q", r[colTitle], psPending)
+	}
+	r = psRow(client.Agent{Harness: "claude", PID: 1}, now, "", false)
+	if r[colTitle] != "-" {
+		t.Errorf("unknown title shows as %q, want -", r[colTitle])
 	}
 }

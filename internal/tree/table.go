@@ -168,7 +168,7 @@ type tableRead struct {
 // since the last read, or a few dozen new ones. Past it the facts are
 // pending, and derived after the read for the next one: so a first read
 // of hundreds of agents costs about what a later one does.
-const windowBudget = 32 << 20
+var windowBudget int64 = 32 << 20
 
 // countLater notes that d's row left a's pending facts underived.
 func (r *tableRead) countLater(d *agentDir, a harness.Agent) {
