@@ -133,7 +133,10 @@ Options:
                      tty or detached). A
                      fact the daemon does not know is left out; zmx and
                      tmux are always there, "" when the agent is in no such
-                     session. These keys are stable: they are those of the
+                     session. pending (an array) names the facts not yet
+                     derived when the daemon made the table: title and
+                     model are then left out, tokens holds the context
+                     alone; a later read has them. These keys are stable: they are those of the
                      daemon's /active/table (one JSON object per line, one
                      line per agent), which ps reads in one open; from a
                      daemon without that file, ps reads every agent's

@@ -43,7 +43,11 @@ type SessionTable interface {
 // always ("" outside such a session, or when not shown); "transcript",
 // the tree path of the agent's transcript file, and "agents", the names
 // of its sub-agents (an array), where it has them. A row's values equal
-// what the agent's own files hold at that moment.
+// what the agent's own files hold at that moment, but for the facts its
+// "pending" array names (title, model, tokens): those the read did not
+// derive (harness.Env.Defer, harness.CountNow) are left out, and tokens
+// holds only the counts derived (the context); they are derived after
+// the read (harness.Counts.Later) for a later one.
 //
 // The agents sharing a directory share its reading (harness.Memo), so the
 // cost of a read grows with the number of agents, not with its square;
