@@ -380,10 +380,13 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 }
 
 // claudeFactsNow says whether the resolve derives tr's title and model:
-// always without env.Defer; with it, when the file cache has them, or the
-// windows claudeFacts reads fit what the read has left to spend.
+// always without env.Defer; with it, when the file cache has them or had
+// them for an earlier version of the file (an agent the reads already
+// show, at work: its title is derived at every change, as without a
+// Defer), or when the windows claudeFacts reads fit what the read has
+// left to spend.
 func claudeFactsNow(env Env, tr string) bool {
-	if env.Defer == nil || isCached(env.Memo, env.Root, "claude-facts", tr) {
+	if env.Defer == nil || derivedBefore(env.Memo, env.Root, "claude-facts", tr) {
 		return true
 	}
 	info, err := env.Memo.Stat(env.Root, tr)

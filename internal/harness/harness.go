@@ -85,8 +85,9 @@ type Env struct {
 	Budget *budget.Pool
 	// Defer, if not nil, bounds what the resolves of one read of many
 	// agents (the table) read for the facts that need a transcript's
-	// windows (title, model) and are not in the file cache: past it they
-	// are left pending (Agent.Pending). Nil derives everything.
+	// windows (title, model) of a file never derived from before (a new
+	// agent, or every agent at a daemon's first read): past it they are
+	// left pending (Agent.Pending). Nil derives everything.
 	Defer *Defer
 
 	zw *zwork // what this resolve may still decode; set by Resolve

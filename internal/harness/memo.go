@@ -411,6 +411,16 @@ type FileCache struct {
 	bytes int64 // what the entries hold, about (keptSize)
 
 	memos freelist.List[*Memo] // released memos (Release), for NewMemoCache
+
+	// seen is the files (kind, device, inode) something was derived from
+	// in any version: a file seen before is one whose agent the reads
+	// already show, not a new one (Defer spends only on new ones).
+	seen map[seenKey]struct{}
+}
+
+type seenKey struct {
+	kind     string
+	dev, ino uint64
 }
 
 type fileKey struct {
@@ -502,6 +512,12 @@ func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func
 		return v.(T)
 	}
 	t, keep := f()
+	c.mu.Lock()
+	if c.seen == nil || len(c.seen) >= fileCacheMax {
+		c.seen = map[seenKey]struct{}{}
+	}
+	c.seen[seenKey{kind, before.Dev, before.Ino}] = struct{}{}
+	c.mu.Unlock()
 	if !keep {
 		return t
 	}
@@ -547,9 +563,10 @@ func (d *Defer) spend(n int64) bool {
 	return false
 }
 
-// isCached reports whether the file cache holds kind's result for rel as
-// the file is now (by the memo's stat).
-func isCached(m *Memo, r *saferoot.Root, kind, rel string) bool {
+// derivedBefore reports whether the file cache holds kind's result for
+// rel as the file is now (by the memo's stat), or has derived it from an
+// earlier version of the same file.
+func derivedBefore(m *Memo, r *saferoot.Root, kind, rel string) bool {
 	if m == nil || m.files == nil {
 		return false
 	}
@@ -559,7 +576,10 @@ func isCached(m *Memo, r *saferoot.Root, kind, rel string) bool {
 	}
 	c := m.files
 	c.mu.Lock()
-	_, ok := c.m[keyOf(kind, info)]
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[keyOf(kind, info)]; ok {
+		return true
+	}
+	_, ok := c.seen[seenKey{kind, info.Dev, info.Ino}]
 	return ok
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/9harness/9harness/internal/saferoot"
 )
 
 // The turn states. An agent is working (a turn is in flight), waiting
@@ -333,6 +335,17 @@ func claudePending(tail [][]byte) string {
 // registry that says only "permission prompt" is told which tool from
 // the tail: "approve Bash".
 func claudeFill(env Env, a *Agent, rel string, now time.Time) {
+	if strings.HasPrefix(a.StateVia, RouteRegistry) && !(a.State == StateWaiting && a.Waiting == claudePermission) {
+		// The registry gave the state: of the tail only the context is
+		// wanted, the newest usage line's, nearly always in the last
+		// lines; claudeContext reads the file's end for it.
+		c := fileCached(env.Memo, env.Root, "claude-context", rel, func() contextTail { return claudeContext(env.Root, rel) })
+		if c.found {
+			a.Tokens = c.tokens.clone()
+			a.Limits = nil
+			return
+		}
+	}
 	f := fileCached(env.Memo, env.Root, "claude-tail", rel, func() tailFacts {
 		s := scanFile(env.Root, rel)
 		var c claudeTokens
@@ -350,6 +363,54 @@ func claudeFill(env Env, a *Agent, rel string, now time.Time) {
 		a.Waiting = "approve " + f.turn.pending
 		a.StateVia = RouteRegistry + " (waitingFor " + claudePermission + "; the tool from the transcript's unanswered " + f.turn.pending + " call)"
 	}
+}
+
+// contextTail is the context a transcript's end gives (claudeContext).
+type contextTail struct {
+	tokens Tokens
+	found  bool // false: the end did not tell; the whole tail must
+}
+
+// contextEnd is how much of a transcript's end claudeContext reads.
+const contextEnd = 32 << 10
+
+// claudeContext is the context claudeFill's tail would give, from the
+// transcript's last contextEnd bytes: the newest main-chain usage line,
+// scanning back from the end. A usage line found there, before reaching
+// the window's cut first line, is the newest of the file too; a file
+// that fits the window tells whether it has one at all. Otherwise found
+// is false.
+func claudeContext(r *saferoot.Root, rel string) contextTail {
+	f, err := r.Open(rel)
+	if err != nil {
+		return contextTail{}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return contextTail{}
+	}
+	size := st.Size()
+	off := max(size-contextEnd, 0)
+	b := make([]byte, size-off)
+	n, _ := f.ReadAt(b, off)
+	b = b[:n]
+	if off > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return contextTail{}
+		}
+		b = b[i+1:]
+	}
+	ls := lines(b)
+	var c claudeTokens
+	for i := len(ls) - 1; i >= 0 && c.newest == nil; i-- {
+		c.line(ls[i])
+	}
+	if c.newest == nil && off > 0 {
+		return contextTail{}
+	}
+	return contextTail{tokens: c.tokens(false), found: true}
 }
 
 // ---- Codex ----

@@ -167,12 +167,13 @@ type tableRead struct {
 	deferred *harness.Defer
 }
 
-// windowBudget is what one table read may read of transcripts' windows
-// for facts not in the file cache (title, model): the agents that changed
-// since the last read, or a few dozen new ones. Past it the facts are
-// pending, and derived after the read for the next one: so a first read
-// of hundreds of agents costs about what a later one does.
-var windowBudget int64 = 32 << 20
+// windowBudget is what one table read may read of the windows of
+// transcripts it never derived facts from (title, model): a few dozen new
+// agents. Past it the facts are pending, and derived after the read for
+// the next one: so a first read of hundreds of agents costs about what a
+// later one does. An agent already shown whose transcript changed is
+// derived again at once, whatever the budget.
+var windowBudget int64 = 16 << 20
 
 // countLater notes that d's row left a's pending facts underived.
 func (r *tableRead) countLater(d *agentDir, a harness.Agent) {
