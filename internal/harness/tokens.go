@@ -130,7 +130,7 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 		return e.t.clone(), true
 	}
 	c, from := newCounter(a.Harness), int64(0)
-	grew := cached && size > e.end && bytes.Equal(fingerprint(f, e.end), e.fp)
+	grew := cached && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp)
 	if grew {
 		c, from = e.c, e.end // it grew: read on from there
 	}
@@ -224,7 +224,7 @@ type Counts struct {
 	order []countKey
 	busy  map[countKey]chan struct{} // closed when that file's count is done
 
-	later   []laterCount    // the counts Later queued, oldest first
+	later   []laterCount    // the derivations Later queued, oldest first
 	queued  map[string]bool // their harness and transcript
 	working bool            // the worker runs
 	idle    chan struct{}   // closed when the queue empties, for Settled
