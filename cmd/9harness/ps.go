@@ -58,7 +58,10 @@ pid (or as --sort says), as the daemon's /active tree shows them:
   TITLE     the session's title, where the harness records one
 
 A fact the daemon does not know is shown as -. Control characters in a
-value are shown as ?.
+value are shown as ?. A TITLE the daemon has not derived yet shows as
+(pending): the first read of many agents after the daemon starts (socket
+activation) leaves the titles it has no time for to be derived after it,
+and a later read shows them; --json names such facts under "pending".
 
 On a terminal the table is fitted to its width, emoji and East Asian
 characters counted as the two cells they take. TOKENS and LIMITS are left
@@ -127,7 +130,10 @@ Options:
                      tty or detached). A
                      fact the daemon does not know is left out; zmx and
                      tmux are always there, "" when the agent is in no such
-                     session. These keys are stable: they are those of the
+                     session. pending (an array) names the facts not yet
+                     derived when the daemon made the table: title and
+                     model are then left out, tokens holds the context
+                     alone; a later read has them. These keys are stable: they are those of the
                      daemon's /active/table (one JSON object per line, one
                      line per agent), which ps reads in one open; from a
                      daemon without that file, ps reads every agent's
@@ -963,6 +969,10 @@ func repeatsState(status, state string) bool {
 	return false
 }
 
+// psPending is the cell of a fact the daemon had not derived yet when it
+// made the table (client.Agent.Pending).
+const psPending = "(pending)"
+
 func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string {
 	var host []string
 	if a.Zmx != "" {
@@ -987,6 +997,10 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	if n, ok := a.Tokens["context"]; ok {
 		tokens = fleet.CompactCount(n)
 	}
+	title := a.Title
+	if title == "" && slices.Contains(a.Pending, "title") {
+		title = psPending
+	}
 	r := [nCols]string{
 		a.Harness,
 		strconv.Itoa(a.PID),
@@ -999,7 +1013,7 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 		a.Reach,
 		strings.Join(host, ","),
 		via,
-		a.Title,
+		title,
 	}
 	for i, v := range r {
 		if v == "" {

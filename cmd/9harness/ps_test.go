@@ -285,7 +285,7 @@ func TestPsFormat(t *testing.T) {
 	full := client.Agent{Harness: "h", PID: 1, PPID: 1, Started: 1, Cwd: "c", Name: "n", Title: "t", Session: "s",
 		Model: "m", Via: "v", Status: "s", State: "waiting", Waiting: "w", Since: "2026-12-01T00:00:00Z", StateVia: "r",
 		Zmx: "z", Tmux: "x", Transcript: "t", Agents: []string{"a"}, Tokens: client.Tokens{"input": 1},
-		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty", Attach: "claude attach 3d289299"}
+		Limits: client.Limits{"primary": {UsedPercent: 1}}, Reach: "tty", Attach: "claude attach 3d289299", Pending: []string{"title"}}
 	b, _ := json.Marshal(full)
 	var keys map[string]any
 	json.Unmarshal(b, &keys)
@@ -443,5 +443,19 @@ func TestPsHelp(t *testing.T) {
 	}
 	if !strings.Contains(help, strings.Join(order, ", ")) {
 		t.Errorf("ps --help does not give the drop order %q", strings.Join(order, ", "))
+	}
+}
+
+// TestPsPendingTitle: a title the daemon has not derived yet shows as
+// (pending), not as the - of a title nobody knows.
+func TestPsPendingTitle(t *testing.T) {
+	now := time.Now()
+	r := psRow(client.Agent{Harness: "claude", PID: 1, Pending: []string{"title", "model", "tokens"}}, now, "", false)
+	if r[colTitle] != psPending {
+		t.Errorf("pending title shows as %q, want %q", r[colTitle], psPending)
+	}
+	r = psRow(client.Agent{Harness: "claude", PID: 1}, now, "", false)
+	if r[colTitle] != "-" {
+		t.Errorf("unknown title shows as %q, want -", r[colTitle])
 	}
 }

@@ -46,6 +46,11 @@ type Agent struct {
 	Limits     Limits   `json:"limits,omitempty"`     // subscription windows by name, where the harness records them
 	Reach      string   `json:"reach,omitempty"`      // zmx, tmux, tty or detached: who can answer it
 	Attach     string   `json:"attach,omitempty"`     // the command that reaches a session its harness hosts ("claude attach ID")
+	// Pending names the facts the daemon had not derived yet when it made
+	// the table (the first read of many agents): such a fact is absent
+	// (title, model), or holds only what was derived (tokens: the
+	// context, without the sums). The agent's own files are complete.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // MarshalJSON writes the agent as ps --json shows it: its fields, and

@@ -55,7 +55,7 @@ func chunksLen(chunks [][]byte) int {
 var agentKeys = []string{
 	"harness", "pid", "ppid", "started", "cwd", "name", "title", "session",
 	"model", "via", "status", "state", "waiting", "since", "state.via", "zmx",
-	"tmux", "transcript", "agents", "tokens", "limits", "reach", "attach",
+	"tmux", "transcript", "agents", "tokens", "limits", "reach", "attach", "pending",
 }
 
 // decodeAgent decodes one line into a, which is zero, and tells whether
@@ -168,6 +168,8 @@ func (d *lineDecoder) value(key string, a *Agent) bool {
 		return ok
 	case "agents":
 		return d.stringArray(&a.Agents)
+	case "pending":
+		return d.stringArray(&a.Pending)
 	default:
 		return d.skip(key)
 	}

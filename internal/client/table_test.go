@@ -154,3 +154,23 @@ func FuzzParseTable(f *testing.F) {
 		checkTable(t, b)
 	})
 }
+
+// TestParseTablePending: the names of the facts a row left pending are
+// read, by the hand decoder as by json.Unmarshal.
+func TestParseTablePending(t *testing.T) {
+	ln := `{"harness":"claude","pid":7,"tokens":"context 12","zmx":"","tmux":"","pending":["title","model","tokens"]}`
+	got, err := parseTable(ln + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want Agent
+	if err := json.Unmarshal([]byte(ln), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got[0], want) || !reflect.DeepEqual(got[0].Pending, []string{"title", "model", "tokens"}) {
+		t.Errorf("parsed %+v, want %+v", got[0], want)
+	}
+	if !decodeAgent(ln, &Agent{}) {
+		t.Error("the hand decoder refused a row with pending")
+	}
+}

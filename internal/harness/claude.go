@@ -373,14 +373,35 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		a.Via += " (transcript under another project dir)"
 	}
 	a.Transcript = tr
-	facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
-		t, m := claudeFacts(env.Root, tr)
-		return [2]string{t, m}
-	})
-	a.Title, a.Model = facts[0], facts[1]
+	if claudeFactsNow(env, tr) {
+		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
+			t, m := claudeFacts(env.Root, tr)
+			return [2]string{t, m}
+		})
+		a.Title, a.Model = facts[0], facts[1]
+	} else {
+		a.Pending = append(a.Pending, "title", "model")
+	}
 	claudeFill(env, &a, tr, time.Now())
 	a.Agents = claudeSubs(env.Root, env.Memo, projDir, sid)
 	return a
+}
+
+// claudeFactsNow says whether the resolve derives tr's title and model:
+// always without env.Defer; with it, when the file cache has them or had
+// them for an earlier version of the file (an agent the reads already
+// show, at work: its title is derived at every change, as without a
+// Defer), or when the windows claudeFacts reads fit what the read has
+// left to spend.
+func claudeFactsNow(env Env, tr string) bool {
+	if env.Defer == nil || derivedBefore(env.Memo, env.Root, "claude-facts", tr) {
+		return true
+	}
+	info, err := env.Memo.Stat(env.Root, tr)
+	if err != nil {
+		return true // claudeFacts finds nothing either
+	}
+	return env.Defer.spend(min(info.Size, headWindow+tailWindow))
 }
 
 // claudeLine is the part of a transcript line Resolve reads.
@@ -886,6 +907,11 @@ func claudePermissionMode(tail [][]byte, i int) string {
 // user prompt at or before it, zero if the tail does not hold it.
 func claudeTurnStart(tail [][]byte, i int) time.Time {
 	for j := i; j >= 0; j-- {
+		// Only a user line or a system line ends the search: a line that
+		// names neither type is not decoded (a turn's many assistant lines).
+		if !mayHold(tail[j], `"user"`, `"system"`) {
+			continue
+		}
 		var l claudeTurnLine
 		if json.Unmarshal(tail[j], &l) != nil || l.IsSidechain {
 			continue
@@ -961,6 +987,17 @@ func claudePending(tail [][]byte) string {
 // registry that says only "permission prompt" is told which tool from
 // the tail: "approve Bash".
 func claudeFill(env Env, a *Agent, rel string, now time.Time) {
+	if strings.HasPrefix(a.StateVia, RouteRegistry) && !(a.State == StateWaiting && a.Waiting == claudePermission) {
+		// The registry gave the state: of the tail only the context is
+		// wanted, the newest usage line's, nearly always in the last
+		// lines; claudeContext reads the file's end for it.
+		c := fileCached(env.Memo, env.Root, "claude-context", rel, func() contextTail { return claudeContext(env.Root, rel) })
+		if c.found {
+			a.Tokens = c.tokens.clone()
+			a.Limits = nil
+			return
+		}
+	}
 	f := fileCached(env.Memo, env.Root, "claude-tail", rel, func() tailFacts {
 		s := scanFile(env.Root, rel)
 		var c claudeTokens
@@ -978,6 +1015,54 @@ func claudeFill(env Env, a *Agent, rel string, now time.Time) {
 		a.Waiting = "approve " + f.turn.pending
 		a.StateVia = RouteRegistry + " (waitingFor " + claudePermission + "; the tool from the transcript's unanswered " + f.turn.pending + " call)"
 	}
+}
+
+// contextTail is the context a transcript's end gives (claudeContext).
+type contextTail struct {
+	tokens Tokens
+	found  bool // false: the end did not tell; the whole tail must
+}
+
+// contextEnd is how much of a transcript's end claudeContext reads.
+const contextEnd = 32 << 10
+
+// claudeContext is the context claudeFill's tail would give, from the
+// transcript's last contextEnd bytes: the newest main-chain usage line,
+// scanning back from the end. A usage line found there, before reaching
+// the window's cut first line, is the newest of the file too; a file
+// that fits the window tells whether it has one at all. Otherwise found
+// is false.
+func claudeContext(r *saferoot.Root, rel string) contextTail {
+	f, err := r.Open(rel)
+	if err != nil {
+		return contextTail{}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return contextTail{}
+	}
+	size := st.Size()
+	off := max(size-contextEnd, 0)
+	b := make([]byte, size-off)
+	n, _ := f.ReadAt(b, off)
+	b = b[:n]
+	if off > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return contextTail{}
+		}
+		b = b[i+1:]
+	}
+	ls := lines(b)
+	var c claudeTokens
+	for i := len(ls) - 1; i >= 0 && c.newest == nil; i-- {
+		c.line(ls[i])
+	}
+	if c.newest == nil && off > 0 {
+		return contextTail{}
+	}
+	return contextTail{tokens: c.tokens(false), found: true}
 }
 
 // ---- tokens ----

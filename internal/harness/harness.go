@@ -88,6 +88,12 @@ type Env struct {
 	// Budget, if not nil, is charged the bytes a resolve decodes (zstd
 	// logs) while it holds them: the daemon's pool.
 	Budget *budget.Pool
+	// Defer, if not nil, bounds what the resolves of one read of many
+	// agents (the table) read for the facts that need a transcript's
+	// windows (title, model) of a file never derived from before (a new
+	// agent, or every agent at a daemon's first read): past it they are
+	// left pending (Agent.Pending). Nil derives everything.
+	Defer *Defer
 
 	zw *zwork // what this resolve may still decode; set by Resolve
 }
@@ -202,7 +208,11 @@ type Agent struct {
 	// itself (a Claude background session: "claude attach <id>"), ""
 	// for every other; such a session is never moved.
 	Attach string
-	Zmx    string // the process's ZMX_SESSION, "" outside zmx
+	// Pending names the facts a resolve with a Defer left underived
+	// (their fields are empty): "title" and "model" when their windows
+	// did not fit the read's budget. A resolve without a Defer leaves none.
+	Pending []string
+	Zmx string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".
 	EnvKnown   bool

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/9harness/9harness/internal/freelist"
@@ -231,6 +232,16 @@ type FileCache struct {
 	bytes int64 // what the entries hold, about (keptSize)
 
 	memos freelist.List[*Memo] // released memos (Release), for NewMemoCache
+
+	// seen is the files (kind, device, inode) something was derived from
+	// in any version: a file seen before is one whose agent the reads
+	// already show, not a new one (Defer spends only on new ones).
+	seen map[seenKey]struct{}
+}
+
+type seenKey struct {
+	kind     string
+	dev, ino uint64
 }
 
 type fileKey struct {
@@ -322,6 +333,12 @@ func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func
 		return v.(T)
 	}
 	t, keep := f()
+	c.mu.Lock()
+	if c.seen == nil || len(c.seen) >= fileCacheMax {
+		c.seen = map[seenKey]struct{}{}
+	}
+	c.seen[seenKey{kind, before.Dev, before.Ino}] = struct{}{}
+	c.mu.Unlock()
 	if !keep {
 		return t
 	}
@@ -342,4 +359,48 @@ func cached[T any](m *Memo, r *saferoot.Root, kind, rel string, dir bool, f func
 		c.mu.Unlock()
 	}
 	return t
+}
+
+// Defer is one read's budget of window bytes (Env.Defer). It is safe for
+// concurrent use.
+type Defer struct{ left atomic.Int64 }
+
+// NewDefer is a budget of n bytes.
+func NewDefer(n int64) *Defer {
+	d := &Defer{}
+	d.left.Store(n)
+	return d
+}
+
+// spend takes n bytes from the budget and says whether they were there.
+func (d *Defer) spend(n int64) bool {
+	if d == nil {
+		return true
+	}
+	if d.left.Add(-n) >= 0 {
+		return true
+	}
+	d.left.Add(n)
+	return false
+}
+
+// derivedBefore reports whether the file cache holds kind's result for
+// rel as the file is now (by the memo's stat), or has derived it from an
+// earlier version of the same file.
+func derivedBefore(m *Memo, r *saferoot.Root, kind, rel string) bool {
+	if m == nil || m.files == nil {
+		return false
+	}
+	info, err := m.Stat(r, rel)
+	if err != nil || info.Dir {
+		return false
+	}
+	c := m.files
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[keyOf(kind, info)]; ok {
+		return true
+	}
+	_, ok := c.seen[seenKey{kind, info.Dev, info.Ino}]
+	return ok
 }

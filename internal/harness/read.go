@@ -568,8 +568,16 @@ func mayHold(ln []byte, quoted ...string) bool {
 			return false
 		}
 		i += j
+		// The byte after the quote first: most quotes begin a key or a
+		// value that is none of the strings, told apart without a call.
+		next, after := byte(0), byte(0)
+		if i+2 < len(ln) {
+			next, after = ln[i+1], ln[i+2]
+		} else if i+1 < len(ln) {
+			next = ln[i+1]
+		}
 		for _, q := range quoted {
-			if bytes.HasPrefix(ln[i:], []byte(q)) {
+			if (len(q) < 2 || q[1] == next && (len(q) < 3 || q[2] == after)) && bytes.HasPrefix(ln[i:], []byte(q)) {
 				return true
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
 
@@ -64,22 +65,47 @@ func Summed(harness string) bool {
 // only grew (the harnesses append) is read from where the last count
 // stopped, its running totals kept; see Counts for what is checked.
 func Count(env Env, a Agent) Tokens {
+	t, _ := count(env, a, true)
+	return t
+}
+
+// CountNow is Count without a long scan, for a read of many agents at
+// once (the table): it gives the count Count would when env.Counts holds
+// one for the file as it is now, or one it can bring up to date by
+// reading at most growNow bytes the file grew by. Otherwise complete is
+// false and the tokens are what Resolve found in the tail (the context
+// alone): the sums are not derived yet, never taken from an older count
+// that was not re-validated. Counts.Later can derive them for a later read.
+// Without env.Counts it counts as Count does.
+func CountNow(env Env, a Agent) (t Tokens, complete bool) {
+	return count(env, a, false)
+}
+
+// growNow is the most a file may have grown by for CountNow to count it
+// (an agent at work appends a few lines between two reads).
+const growNow = 1 << 20
+
+// count is Count (whole) or CountNow (not whole).
+func count(env Env, a Agent, whole bool) (Tokens, bool) {
 	sp, _ := SpecOf(a.Harness)
 	if !sp.Summed || a.Transcript == "" || env.Root == nil ||
 		sp.Summable != nil && !sp.Summable(a.Transcript) {
-		return a.Tokens
+		return a.Tokens, true
 	}
-	if t, ok := countedAlready(env, a); ok {
-		return t
+	if t, ok := countedAlready(env, a, whole); ok {
+		return t, true
 	}
+	// Without env.Counts nothing is kept for a later read: CountNow
+	// counts now, as Count.
+	whole = whole || env.Counts == nil
 	f, err := env.Root.Open(a.Transcript)
 	if err != nil {
-		return a.Tokens
+		return a.Tokens, true
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return a.Tokens
+		return a.Tokens, true
 	}
 	size := st.Size()
 	if size > scanMax {
@@ -88,31 +114,42 @@ func Count(env Env, a Agent) Tokens {
 		for i := len(tail) - 1; i >= 0 && !c.tokens(false).Known(); i-- {
 			c.line(tail[i])
 		}
-		return c.tokens(false)
+		return c.tokens(false), true
 	}
 	key, keyed := countKeyOf(a.Harness, st)
-	e, cached := env.Counts.take(key, keyed)
+	e, cached, got := env.Counts.take(key, keyed, whole)
+	if !got {
+		return a.Tokens, false // another count of the file is running
+	}
 	defer env.Counts.done(key, keyed)
 	if cached && e.size == size && e.mtime.Equal(st.ModTime()) {
 		env.Counts.put(key, e)
-		return e.t.clone()
+		return e.t.clone(), true
 	}
 	c, from := newCounter(a.Harness), int64(0)
-	if cached && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp) {
+	grew := cached && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp)
+	if grew {
 		c, from = e.c, e.end // it grew: read on from there
+	}
+	if !whole && (!grew || size-from > growNow) {
+		if cached {
+			env.Counts.put(key, e) // for the count that reads on from it
+		}
+		return a.Tokens, false
 	}
 	end := scanLines(f, from, size, c.line)
 	t := c.tokens(true)
 	if keyed {
 		env.Counts.put(key, countEntry{size: size, mtime: st.ModTime(), t: t.clone(), end: end, fp: fingerprint(f, end), c: c})
 	}
-	return t
+	return t, true
 }
 
 // countedAlready is the count env.Counts holds for a's transcript when the
 // file is as it was counted, by the stat env.Memo shares with the other
 // facts of the same read (a table read): then the file is not opened.
-func countedAlready(env Env, a Agent) (Tokens, bool) {
+// Unless wait, a count of the file running elsewhere is not waited for.
+func countedAlready(env Env, a Agent, wait bool) (Tokens, bool) {
 	if env.Memo == nil || env.Counts == nil {
 		return Tokens{}, false
 	}
@@ -121,7 +158,10 @@ func countedAlready(env Env, a Agent) (Tokens, bool) {
 		return Tokens{}, false
 	}
 	key := countKey{info.Dev, info.Ino, a.Harness}
-	e, ok := env.Counts.take(key, true)
+	e, ok, got := env.Counts.take(key, true, wait)
+	if !got {
+		return Tokens{}, false
+	}
 	defer env.Counts.done(key, true)
 	if !ok {
 		return Tokens{}, false
@@ -170,11 +210,106 @@ func fingerprint(f *os.File, off int64) []byte {
 // another counting the same file waits for it (a scan is bounded by
 // scanMax), then goes on from its result as from any earlier one, so
 // concurrent requests share the work instead of each scanning the file.
+//
+// Later queues derivations for a worker of its own, one agent at a time.
 type Counts struct {
 	mu    sync.Mutex
 	m     map[countKey]countEntry
 	order []countKey
 	busy  map[countKey]chan struct{} // closed when that file's count is done
+
+	later   []laterCount    // the derivations Later queued, oldest first
+	queued  map[string]bool // their harness and transcript
+	working bool            // the worker runs
+	idle    chan struct{}   // closed when the queue empties, for Settled
+}
+
+// laterCount is one derivation Later queued: the Env to derive against
+// (the daemon's, never a read's), the file cache to keep the facts in, and
+// the agent as the read resolved it.
+type laterCount struct {
+	env   Env
+	files *FileCache
+	p     proc.Proc
+	a     Agent
+}
+
+// Later derives in the background what a read of many agents left
+// pending for a: the facts it names (a is resolved again, without a
+// Defer, and what it derives kept in files) and the tokens' sums (Count),
+// so that a later read finds them. A derivation already queued for the
+// same transcript is not queued twice. One worker runs the queue, one
+// agent after another (one CPU at most); it holds at most maxCounts
+// agents, and Later drops what does not fit (a later read queues it
+// again). env must not be a read's: its Memo and a held Root are let go
+// when the read ends.
+func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
+	if c == nil || a.Transcript == "" {
+		return
+	}
+	env.Memo, env.Defer = nil, nil
+	k := a.Harness + "\x00" + a.Transcript
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queued[k] || len(c.later) >= maxCounts {
+		return
+	}
+	if c.queued == nil {
+		c.queued = map[string]bool{}
+	}
+	c.queued[k] = true
+	// Only what Count reads of the agent is kept.
+	c.later = append(c.later, laterCount{env: env, files: files, p: p,
+		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}})
+	if !c.working {
+		c.working = true
+		c.idle = make(chan struct{})
+		go c.work()
+	}
+}
+
+// work derives the queued agents' facts until none is left.
+func (c *Counts) work() {
+	for {
+		c.mu.Lock()
+		if len(c.later) == 0 {
+			c.working = false
+			c.later = nil
+			close(c.idle)
+			c.mu.Unlock()
+			return
+		}
+		l := c.later[0]
+		c.later = c.later[1:]
+		c.mu.Unlock()
+		a := l.a
+		if slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) && l.files != nil {
+			env := l.env
+			env.Memo = NewMemoCache(l.files)
+			a = ByName(l.a.Harness).Resolve(env, l.p)
+			env.Memo.Release()
+		}
+		Count(l.env, a)
+		c.mu.Lock()
+		delete(c.queued, l.a.Harness+"\x00"+l.a.Transcript)
+		c.mu.Unlock()
+	}
+}
+
+// Settled is closed once no derivation Later queued is waiting or running.
+func (c *Counts) Settled() <-chan struct{} {
+	done := make(chan struct{})
+	if c == nil {
+		close(done)
+		return done
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.working {
+		close(done)
+		return done
+	}
+	return c.idle
 }
 
 type countKey struct {
@@ -203,12 +338,13 @@ func countKeyOf(harness string, st os.FileInfo) (countKey, bool) {
 	return countKey{uint64(sys.Dev), sys.Ino, harness}, true
 }
 
-// take removes k's entry and returns it: the running count is the
+// take removes k's entry and returns it (hit): the running count is the
 // caller's until it puts it back, or says it is done (done). A concurrent
-// take of the same file waits until then.
-func (c *Counts) take(k countKey, ok bool) (countEntry, bool) {
+// take of the same file waits until then, if wait; else it gets nothing
+// (got false) and need not call done.
+func (c *Counts) take(k countKey, ok, wait bool) (e countEntry, hit, got bool) {
 	if c == nil || !ok {
-		return countEntry{}, false
+		return countEntry{}, false, true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,6 +352,9 @@ func (c *Counts) take(k countKey, ok bool) (countEntry, bool) {
 		ch, running := c.busy[k]
 		if !running {
 			break
+		}
+		if !wait {
+			return countEntry{}, false, false
 		}
 		c.mu.Unlock()
 		<-ch
@@ -225,11 +364,11 @@ func (c *Counts) take(k countKey, ok bool) (countEntry, bool) {
 		c.busy = map[countKey]chan struct{}{}
 	}
 	c.busy[k] = make(chan struct{})
-	e, hit := c.m[k]
+	e, hit = c.m[k]
 	if hit {
 		delete(c.m, k)
 	}
-	return e, hit
+	return e, hit, true
 }
 
 // done ends the caller's count of k (after put, if it keeps one).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -42,7 +43,11 @@ type SessionTable interface {
 // always ("" outside such a session, or when not shown); "transcript",
 // the tree path of the agent's transcript file, and "agents", the names
 // of its sub-agents (an array), where it has them. A row's values equal
-// what the agent's own files hold at that moment.
+// what the agent's own files hold at that moment, but for the facts its
+// "pending" array names (title, model, tokens): those the read did not
+// derive (harness.Env.Defer, harness.CountNow) are left out, and tokens
+// holds only the counts derived (the context); they are derived after
+// the read (harness.Counts.Later) for a later one.
 //
 // The agents sharing a directory share its reading (harness.Memo), so the
 // cost of a read grows with the number of agents, not with its square;
@@ -72,6 +77,9 @@ func (a *active) table() ([]byte, error) {
 	r := &tableRead{memo: harness.NewMemoCache(a.files), servers: map[string]*tmuxServer{},
 		envs: map[string]harness.Env{}, terms: a.cfg.Procs.Terminals(a.cfg.UID)}
 	defer r.release()
+	// One budget for the read's window reads (harness.Env.Defer), when
+	// what it leaves pending can be derived later (harness.Counts).
+	r.deferred = harness.NewDefer(windowBudget)
 	for _, d := range all {
 		r.env(d) // every harness's Env made before the rows are shared out
 	}
@@ -105,6 +113,12 @@ func (a *active) table() ([]byte, error) {
 			d.row(out, facts, r, env)
 		}
 	})
+	// What the rows left pending is derived once they are made, not
+	// beside them.
+	for i, d := range r.later {
+		env := a.cfg.Envs[d.h]
+		env.Counts.Later(env, a.files, d.p, r.laterA[i])
+	}
 	n := 0
 	for _, b := range runs {
 		if b != nil {
@@ -145,6 +159,28 @@ type tableRead struct {
 	// terms is the user's terminals, read at most once for the read's
 	// reach values (proc.Terminals).
 	terms *proc.Terminals
+	// later is the agents whose rows left facts pending, derived once
+	// the table is made (harness.Counts.Later); under mu.
+	later  []*agentDir
+	laterA []harness.Agent
+	// deferred is the read's budget of window bytes.
+	deferred *harness.Defer
+}
+
+// windowBudget is what one table read may read of the windows of
+// transcripts it never derived facts from (title, model): a few dozen new
+// agents. Past it the facts are pending, and derived after the read for
+// the next one: so a first read of hundreds of agents costs about what a
+// later one does. An agent already shown whose transcript changed is
+// derived again at once, whatever the budget.
+var windowBudget int64 = 16 << 20
+
+// countLater notes that d's row left a's pending facts underived.
+func (r *tableRead) countLater(d *agentDir, a harness.Agent) {
+	r.mu.Lock()
+	r.later = append(r.later, d)
+	r.laterA = append(r.laterA, a)
+	r.mu.Unlock()
 }
 
 // env is the Env d's facts are resolved against in this read, made at
@@ -157,6 +193,9 @@ func (r *tableRead) env(d *agentDir) harness.Env {
 			env.Root = env.Root.Hold()
 		}
 		env.Memo = r.memo
+		if env.Counts != nil {
+			env.Defer = r.deferred
+		}
 		r.envs[d.h] = env
 	}
 	return env
@@ -233,6 +272,16 @@ var numeric = map[string]bool{"pid": true, "ppid": true, "started": true}
 // row appends d's line of the table: what its files hold, from facts a,
 // resolved against env (the read's).
 func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env harness.Env) {
+	// The facts the resolve left pending (a.Pending), and the token sums
+	// if CountNow does: absent from the row, or (tokens) only the counts
+	// derived, and named under "pending".
+	pending := slices.Clone(a.Pending)
+	defer func() {
+		if len(pending) > 0 {
+			a.Pending = pending
+			r.countLater(d, a)
+		}
+	}()
 	out.WriteString(`{"harness":`)
 	jsonString(out, d.h)
 	for _, f := range fields {
@@ -255,8 +304,14 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 		case ok && f.name == "tmux":
 			v = r.tmux(d, a)
 		case ok && f.name == "tokens" && harness.Summed(a.Harness):
-			// The transcript's stat, shared with its other facts.
-			v = harness.Count(env, a).String()
+			// The transcript's stat, shared with its other facts. Sums
+			// that need the whole file read are pending, and counted
+			// after the read for the next one.
+			t, complete := harness.CountNow(env, a)
+			v = t.String()
+			if !complete {
+				pending = append(pending, f.name)
+			}
 		case ok && f.read != nil:
 			v = f.read(d, a)
 		}
@@ -283,6 +338,11 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 		sort.Strings(subs)
 		b, _ := json.Marshal(subs)
 		out.WriteString(`,"agents":`)
+		out.Write(b)
+	}
+	if len(pending) > 0 {
+		b, _ := json.Marshal(pending)
+		out.WriteString(`,"pending":`)
 		out.Write(b)
 	}
 	out.WriteString("}\n")

@@ -473,3 +473,79 @@ func TestTableEmpty(t *testing.T) {
 		t.Fatalf("no agents, %d rows: %v", len(rows), rows)
 	}
 }
+
+// TestTablePendingThenComplete: a table read past its budget of window
+// bytes leaves the titles, models and token sums it did not derive out of
+// its rows and names them under "pending", never a value derived before
+// and not checked again; the agents' own files answer complete at once;
+// and once the daemon has derived them after the read, a later read has
+// every row complete and equal to the files.
+func TestTablePendingThenComplete(t *testing.T) {
+	old := windowBudget
+	windowBudget = 0
+	defer func() { windowBudget = old }()
+	r, croot := tableFixture(t, 4, nil)
+	counts := &harness.Counts{}
+	for h, env := range r.a.cfg.Envs {
+		env.Counts = counts
+		r.a.cfg.Envs[h] = env
+	}
+	// Usage on the newest line, as Claude writes it: a context from the
+	// tail, and sums that need the whole file.
+	old2 := time.Now().Add(-time.Minute)
+	for i := 0; i < 4; i++ {
+		pid := 100 + i
+		p := filepath.Join(croot, "projects", "-w", fmt.Sprintf("00000000-0000-4000-8000-%012d.jsonl", pid))
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, fmt.Sprintf(`{"type":"assistant","timestamp":"2026-12-01T00:00:01Z","message":{"id":"m%d","model":"claude-x-1","content":[],`+
+			`"usage":{"input_tokens":3,"cache_creation_input_tokens":5,"cache_read_input_tokens":%d,"output_tokens":7}}}`+"\n", pid, 1000+pid)...)
+		write(t, p, string(b), old2.Add(time.Duration(i)*time.Second))
+	}
+	rows := readTable(t, r)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for i, row := range rows {
+		pid := strconv.Itoa(100 + i)
+		pend, _ := row["pending"].([]any)
+		if !reflect.DeepEqual(pend, []any{"title", "model", "tokens"}) {
+			t.Errorf("pid %s: pending %v, want [title model tokens]", pid, row["pending"])
+		}
+		if _, ok := row["title"]; ok {
+			t.Errorf("pid %s: a pending title is in the row: %v", pid, row["title"])
+		}
+		if _, ok := row["model"]; ok {
+			t.Errorf("pid %s: a pending model is in the row: %v", pid, row["model"])
+		}
+		if want := fmt.Sprintf("context %d", 1000+100+i+5+3); row["tokens"] != want {
+			t.Errorf("pid %s: tokens %q, want the context alone, %q", pid, row["tokens"], want)
+		}
+		files := rowFromFiles(t, r, "claude", pid)
+		if files["title"] != "task "+pid || files["model"] != "claude-x-1" {
+			t.Errorf("pid %s: the files are not complete: %v", pid, files)
+		}
+		if want := fmt.Sprintf("context %d\ninput 3\noutput 7\ncache_read %d\ncache_write 5", 1000+100+i+5+3, 1000+100+i); files["tokens"] != want {
+			t.Errorf("pid %s: tokens file %q, want %q", pid, files["tokens"], want)
+		}
+		// The row, its pending facts aside, is the files'.
+		for k, v := range row {
+			if k != "pending" && k != "tokens" && !reflect.DeepEqual(files[k], v) {
+				t.Errorf("pid %s: %s is %v in the table, %v in the files", pid, k, v, files[k])
+			}
+		}
+	}
+	select {
+	case <-counts.Settled():
+	case <-time.After(time.Minute):
+		t.Fatal("the pending facts were not derived within a minute")
+	}
+	for i, row := range readTable(t, r) {
+		pid := strconv.Itoa(100 + i)
+		if want := rowFromFiles(t, r, "claude", pid); !reflect.DeepEqual(row, want) {
+			t.Errorf("pid %s after the derivation:\ntable %v\nfiles %v", pid, row, want)
+		}
+	}
+}

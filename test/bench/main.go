@@ -53,7 +53,7 @@ const (
 )
 
 // allSections are the report's measured sections, in report order.
-var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "events", "fleet", "top"}
+var allSections = []string{"read", "list", "getattr", "walk", "active", "ps", "memory", "attack", "coldstart", "coldps", "coldtop", "events", "fleet", "top"}
 
 var (
 	rounds   = flag.Int("rounds", 3, "interleaved rounds per cell")
@@ -274,6 +274,13 @@ func run() int {
 	if selected("coldstart") {
 		cold = coldStart(e)
 	}
+	var coldTables []*coldTableRun
+	if selected("coldps") {
+		coldTables = append(coldTables, coldTableCells(e, "ps"))
+	}
+	if selected("coldtop") {
+		coldTables = append(coldTables, coldTableCells(e, "top --once"))
+	}
 	var evr *eventsRun
 	if selected("events") {
 		evr = eventsSection(e)
@@ -307,6 +314,9 @@ func run() int {
 	}
 	if cold != nil {
 		md.WriteString("\n" + coldReport(cold))
+	}
+	for _, ct := range coldTables {
+		md.WriteString("\n" + coldTableReport(ct))
 	}
 	if evr != nil {
 		md.WriteString("\n" + eventsReport(evr))

@@ -225,13 +225,19 @@ func psScaleAgentsUp(base string, n int, one bool) string {
 	return filepath.Join(base, "harness.sock")
 }
 
-// psScaleBody is a 2 MiB Claude transcript: a prompt, then assistant turns.
+// psScaleBody is a 2 MiB Claude transcript: a prompt, then the lines of
+// one long response still streaming (stop_reason null), each with its
+// message id and usage as Claude writes them, so that the context, the
+// token sums and the turn's start are all there to derive.
 func psScaleBody() []byte {
 	var b strings.Builder
 	b.WriteString(`{"type":"user","timestamp":"2026-12-01T00:00:00Z","message":{"content":"make the tests pass"}}` + "\n")
-	line := `{"type":"assistant","timestamp":"2026-12-01T00:00:01Z","message":{"model":"claude-opus-4-6","content":[{"type":"text","text":"` + strings.Repeat("x", 900) + `"}]}}` + "\n"
-	for b.Len() < psScaleTranscript {
-		b.WriteString(line)
+	text := strings.Repeat("x", 800)
+	for i := 0; b.Len() < psScaleTranscript; i++ {
+		fmt.Fprintf(&b, `{"type":"assistant","timestamp":"2026-12-01T00:00:01Z","message":{"id":"msg_%06d","type":"message","role":"assistant",`+
+			`"model":"claude-opus-4-6","content":[{"type":"text","text":"%s"}],"stop_reason":null,`+
+			`"usage":{"input_tokens":3,"cache_creation_input_tokens":120,"cache_read_input_tokens":%d,"output_tokens":40}}}`+"\n",
+			i, text, 1000+100*i)
 	}
 	return []byte(b.String())
 }
