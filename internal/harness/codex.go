@@ -36,8 +36,9 @@ import (
 //
 // Resolution: the rollout the native process holds open,
 // sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl (or .jsonl.zst);
-// the session id is the last 36 characters of the name before ".jsonl"
-// (the timestamp in front holds dashes too). A rollout is created lazily on
+// the session id is the UUID that ends the name before ".jsonl" or before
+// a reverted thread's "_<rollout id>" suffix (the timestamp in front holds
+// dashes too). A rollout is created lazily on
 // the first persisted item, so a fresh codex has no fd and stays unresolved.
 // Since 0.169 a TUI is by default a client of a shared app-server daemon
 // (`codex app-server --managed-daemon`, a Helper by its argv), which holds
@@ -116,11 +117,25 @@ func (codex) Classify(p, parent proc.Proc) Kind {
 	return Session
 }
 
-// codexID is the session id in a rollout's name.
+// codexID is the session id in a rollout's name: the UUID that ends it,
+// or that ends it before a "_<rollout id>" suffix (a reverted thread's
+// rollout is named rollout-<time>-<thread id>_<rollout id>.jsonl).
 func codexID(rel string) string {
 	name := strings.TrimSuffix(path.Base(rel), ".zst")
 	name, ok := strings.CutSuffix(name, ".jsonl")
-	if !ok || len(name) < 36 {
+	if !ok {
+		return ""
+	}
+	// Neither the time nor a UUID holds "_": the first one ends the id.
+	if i := strings.IndexByte(name, '_'); i >= 0 {
+		name = name[:i]
+	}
+	return codexTrailingUUID(name)
+}
+
+// codexTrailingUUID is the UUID name ends with, or "".
+func codexTrailingUUID(name string) string {
+	if len(name) < 36 {
 		return ""
 	}
 	if id := name[len(name)-36:]; isUUID(id) {

@@ -132,6 +132,14 @@ func TestCodexID(t *testing.T) {
 		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + ".jsonl.zst": cxSID,
 		cxDay + "rollout-2026-09-20T12-00-00-short.jsonl":             "",
 		cxDay + "rollout-x.json":                                      "",
+		// A reverted thread's rollout, named as the upstream description
+		// gives it (no real CLI run made one): the thread id, then
+		// "_<rollout id>".
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl":     cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl.zst": cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_r1.jsonl":                                       cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-short_" + cxSID + ".jsonl":                                    "",
+		cxDay + "rollout-2026-09-20T12-00-00-short_x.jsonl":                                                "",
 	} {
 		if got := codexID(in); got != want {
 			t.Errorf("codexID(%q): got %q, want %q", in, got, want)
