@@ -300,6 +300,11 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	// /rename appends to), a thread_name the rollout recorded, then the
 	// thread's title, which Codex sets to its first user message.
 	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
+	if th.id == "" && a.Title == "" {
+		// No row (no state_5.sqlite, or not this thread yet): the title
+		// Codex gives the row, its first user message, from the rollout.
+		a.Title = codexFirstPrompt(env.zw, env.Root, rel)
+	}
 	codexFill(env, &a, rel) // before the sub-agents: its decoding comes first
 	a.Agents = codexSubs(env.zw, env.Root, rel, a.Session, subs, metas)
 	return a
@@ -337,6 +342,57 @@ func codexFacts(zw *zwork, r *saferoot.Root, rel string) (model, title string) {
 		}
 	}
 	return model, cleanTitle(title)
+}
+
+// codexFirstPrompt is the thread's first user message as its rollout
+// records it: an item_completed UserMessage in a paginated rollout (0.148
+// on), a user_message event in a legacy one. Only the head is read.
+func codexFirstPrompt(zw *zwork, r *saferoot.Root, rel string) string {
+	var head [][]byte
+	if strings.HasSuffix(rel, ".zst") {
+		var done func()
+		head, _, done, _ = zwindows(zw, r, rel, zHeadWindow, 0)
+		defer done()
+	} else {
+		head, _ = windows(r, rel, headWindow, 0)
+	}
+	for _, ln := range head {
+		if !bytes.Contains(ln, []byte("UserMessage")) && !bytes.Contains(ln, []byte("user_message")) {
+			continue
+		}
+		var l struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+				Item    struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Type string `json:"type"`
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"item"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(ln, &l) != nil || l.Type != "event_msg" {
+			continue
+		}
+		switch {
+		case l.Payload.Type == "item_completed" && l.Payload.Item.Type == "UserMessage":
+			var text strings.Builder
+			for _, c := range l.Payload.Item.Content {
+				text.WriteString(c.Text)
+			}
+			if t := cleanTitle(text.String()); t != "" {
+				return t
+			}
+		case l.Payload.Type == "user_message":
+			if t := cleanTitle(l.Payload.Message); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 // codexIndexTitle is the newest thread_name session_index.jsonl holds for

@@ -32,6 +32,17 @@ const cxRest = `{"timestamp":"2026-09-20T10:00:01.100Z","type":"event_msg","payl
 {"timestamp":"2026-09-20T10:00:03.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"on it"}]}}
 `
 
+// cxPaginated is one turn of a paginated rollout after its session_meta,
+// the lines' shapes as a real Codex 0.171 wrote them against the tier's
+// mock: no user_message event, the prompt is an item_completed UserMessage.
+const cxPaginated = `{"timestamp":"2026-09-20T10:00:01.000Z","ordinal":1,"type":"event_msg","payload":{"type":"task_started","turn_id":"t1","started_at":1796130784,"model_context_window":258400,"collaboration_mode_kind":"default"}}
+{"timestamp":"2026-09-20T10:00:01.010Z","ordinal":2,"type":"turn_context","payload":{"cwd":"/home/goblin/src/x","approval_policy":"on-request","model":"gpt-mock"}}
+{"timestamp":"2026-09-20T10:00:01.020Z","ordinal":3,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"say hello bravo"}]}}
+{"timestamp":"2026-09-20T10:00:01.030Z","ordinal":4,"type":"event_msg","payload":{"type":"item_completed","thread_id":"t","turn_id":"t1","item":{"type":"UserMessage","id":"u1","content":[{"type":"text","text":"say hello bravo","text_elements":[]}]}}}
+{"timestamp":"2026-09-20T10:00:01.040Z","ordinal":5,"type":"event_msg","payload":{"type":"item_completed","thread_id":"t","turn_id":"t1","item":{"type":"AgentMessage","id":"a1","content":[{"type":"Text","text":"mock answer 1"}]}}}
+{"timestamp":"2026-09-20T10:00:01.050Z","ordinal":6,"type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":"mock answer 1"}}
+`
+
 // cxFixture writes a Codex home: the rollout, a sub-agent's, an unrelated
 // later one, and session_index.jsonl. The native process holds what fds
 // says (absolute paths under the root).
@@ -115,6 +126,29 @@ func TestResolveCodex(t *testing.T) {
 		{"codex/deleted-rollout", func(f *fx) (Harness, Env, proc.Proc, Agent) {
 			p, want := cxFixture(f, f.home+"/.codex/"+cxRoll+" (deleted)")
 			want.Via = "none (no rollout open yet)"
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex/paginated-no-state-db", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// A paginated rollout (the lines as Codex 0.171 writes them in
+			// the real-CLI tier) with neither state_5.sqlite nor an index
+			// entry: the title is the first item_completed UserMessage.
+			rel := cxDay + "rollout-2026-09-20T14-00-00-" + cxOther + ".jsonl"
+			f.write(".codex/"+rel, jsonl(cxMeta(cxOther, `"cli"`))+cxPaginated, at(700))
+			p, want := cxFixture(f, f.home+"/.codex/"+rel)
+			os.Remove(f.home + "/.codex/session_index.jsonl")
+			want.Session, want.Via, want.Transcript = cxOther, "fd", rel
+			want.Title, want.Model = "say hello bravo", "gpt-mock"
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex/reverted-suffix", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// A reverted thread's rollout, named as the upstream
+			// description gives it (thread id, then "_<rollout id>"; no
+			// real run made one): the session is the thread.
+			rel := cxDay + "rollout-2026-09-20T14-00-00-" + cxOther + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl"
+			f.write(".codex/"+rel, jsonl(cxMeta(cxOther, `"cli"`))+cxPaginated, at(700))
+			p, want := cxFixture(f, f.home+"/.codex/"+rel)
+			want.Session, want.Via, want.Transcript = cxOther, "fd", rel
+			want.Title, want.Model = "other", "gpt-mock"
 			return codex{}, f.env(".codex"), p, want
 		}},
 		{"codex/not-a-rollout", func(f *fx) (Harness, Env, proc.Proc, Agent) {
