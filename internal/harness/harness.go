@@ -821,11 +821,11 @@ func checkRel(env Env, rel string) error {
 func Verified(name string) string {
 	switch name {
 	case "claude":
-		return "2.1.197"
+		return "2.1.332"
 	case "codex":
-		return "0.169.0"
+		return "0.171.0"
 	case "pi":
-		return "0.73.1"
+		return "1.6.0"
 	case "gemini":
 		return "0.61.0"
 	case "opencode":

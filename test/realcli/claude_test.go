@@ -47,6 +47,7 @@ var claudeCode = &cli{
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			w.t.Fatal(err)
 		}
+		claudeSettings(w)
 		return []string{
 			"ANTHROPIC_BASE_URL=" + w.mock.URL(), // Claude appends /v1/messages
 			"ANTHROPIC_API_KEY=" + claudeKey,
@@ -59,6 +60,41 @@ var claudeCode = &cli{
 	agentPID:    func(pane int) int { return pane }, // one native process
 	isAgent:     func(pid int) bool { return exeBase(pid) == "claude.exe" },
 	wrote:       claudeWrote,
+}
+
+// claudeMockMode is the permission mode the tier's Claude starts in: since
+// 2.1.3xx a Claude starts in "auto", whose check of each action runs on
+// Anthropic's servers; against the mock the first action that needs it (a
+// sub-agent) stops at a dialog "Auto mode can't check actions in this
+// session". A test that wants another mode passes --permission-mode.
+const claudeMockMode = "acceptEdits"
+
+// claudeSettings writes ~/.claude/settings.json with the mock's permission
+// mode, keeping whatever else is there.
+func claudeSettings(w *world) {
+	dir := filepath.Join(w.home, ".claude")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(dir, "settings.json")
+	cfg := map[string]any{}
+	if b, err := os.ReadFile(p); err == nil {
+		json.Unmarshal(b, &cfg)
+	}
+	perms, _ := cfg["permissions"].(map[string]any)
+	if perms == nil {
+		perms = map[string]any{}
+	}
+	if w.claudeAuto {
+		delete(perms, "defaultMode")
+	} else {
+		perms["defaultMode"] = claudeMockMode
+	}
+	cfg["permissions"] = perms
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
