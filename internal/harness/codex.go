@@ -653,12 +653,47 @@ func codexDaemonThread(env Env, p proc.Proc, cwd string, threads []codexThread) 
 		return "", RouteNone + " (no rollout open, and no thread of this cwd begun since the process started)"
 	case 1:
 	default:
-		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started; Codex's app-server daemon holds them, not the TUI)"
+		return codexSwitched(env, p, cwd, cands)
 	}
 	if other := codexRival(env, p, cwd, cands[0].created); other != 0 {
 		return "", RouteAmbiguous + " (the one thread of this cwd begun since the process started could be codex " + strconv.Itoa(other) + "'s, in the same cwd)"
 	}
 	return cands[0].rel, RouteDir + " (the one thread of this cwd begun since the process started; Codex's app-server daemon holds it, not the TUI)"
+}
+
+// codexSwitched picks among several threads of the TUI's cwd begun since it
+// started. With no other TUI in that cwd that could have begun any of them,
+// all are this TUI's: it left each for the next with /new or /fork (a new
+// thread in the same process), and the one the user sees is the one written
+// last. Any possible rival leaves it ambiguous.
+func codexSwitched(env Env, p proc.Proc, cwd string, cands []codexThread) (rel, via string) {
+	// A rival started before the newest of them could have begun that one.
+	first, newest := cands[0], cands[0].created
+	for _, t := range cands[1:] {
+		if t.created.Before(first.created) {
+			first = t
+		}
+		if t.created.After(newest) {
+			newest = t.created
+		}
+	}
+	if other := codexRival(env, p, cwd, newest); other != 0 {
+		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started, which could be codex " + strconv.Itoa(other) + "'s, in the same cwd; Codex's app-server daemon holds them, not the TUI)"
+	}
+	var last time.Time
+	for _, t := range cands {
+		info, err := env.Root.Stat(t.rel)
+		if err != nil || info.Dir {
+			continue
+		}
+		if rel == "" || info.Mtime.After(last) || (info.Mtime.Equal(last) && t.created.After(first.created)) {
+			rel, last, first.created = t.rel, info.Mtime, t.created
+		}
+	}
+	if rel == "" {
+		return "", RouteNone + " (no rollout open, and no thread of this cwd begun since the process started)"
+	}
+	return rel, RouteDir + " (the last written of " + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started, after /new or a fork; Codex's app-server daemon holds them, not the TUI)"
 }
 
 // codexRival is another live Codex TUI in cwd, started by created (so it
