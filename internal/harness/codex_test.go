@@ -32,15 +32,14 @@ const cxRest = `{"timestamp":"2026-09-20T10:00:01.100Z","type":"event_msg","payl
 {"timestamp":"2026-09-20T10:00:03.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"on it"}]}}
 `
 
-// cxPaginated is one turn of a paginated rollout after its session_meta,
-// the lines' shapes as a real Codex 0.171 wrote them against the tier's
-// mock: no user_message event, the prompt is an item_completed UserMessage.
-const cxPaginated = `{"timestamp":"2026-09-20T10:00:01.000Z","ordinal":1,"type":"event_msg","payload":{"type":"task_started","turn_id":"t1","started_at":1796130784,"model_context_window":258400,"collaboration_mode_kind":"default"}}
-{"timestamp":"2026-09-20T10:00:01.010Z","ordinal":2,"type":"turn_context","payload":{"cwd":"/home/goblin/src/x","approval_policy":"on-request","model":"gpt-mock"}}
-{"timestamp":"2026-09-20T10:00:01.020Z","ordinal":3,"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"say hello bravo"}]}}
-{"timestamp":"2026-09-20T10:00:01.030Z","ordinal":4,"type":"event_msg","payload":{"type":"item_completed","thread_id":"t","turn_id":"t1","item":{"type":"UserMessage","id":"u1","content":[{"type":"text","text":"say hello bravo","text_elements":[]}]}}}
-{"timestamp":"2026-09-20T10:00:01.040Z","ordinal":5,"type":"event_msg","payload":{"type":"item_completed","thread_id":"t","turn_id":"t1","item":{"type":"AgentMessage","id":"a1","content":[{"type":"Text","text":"mock answer 1"}]}}}
-{"timestamp":"2026-09-20T10:00:01.050Z","ordinal":6,"type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":"mock answer 1"}}
+// cxPaginated is one turn of a paginated rollout after its session_meta:
+// the event_msg lines as a real Codex 0.171 wrote them against the tier's
+// mock (the turn_context cut short). No user_message event: the prompt is
+// an item_completed UserMessage.
+const cxPaginated = `{"timestamp":"2026-12-06T11:42:44.807Z","ordinal":1,"type":"event_msg","payload":{"type":"task_started","turn_attribution":{"turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","turn_trigger":"user","parent_turn_id":null,"initiating_agent_path":null,"root_turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3"},"turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","root_turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","started_at":1796557364,"model_context_window":258400,"collaboration_mode_kind":"default"}}
+{"timestamp":"2026-12-06T11:42:44.810Z","ordinal":2,"type":"turn_context","payload":{"cwd":"/home/goblin/src/x","approval_policy":"on-request","model":"gpt-mock"}}
+{"timestamp":"2026-12-06T11:42:44.939Z","ordinal":8,"type":"event_msg","payload":{"type":"item_completed","thread_id":"01a24b29-ddc4-78d2-941e-7ca3babab83b","turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","item":{"type":"UserMessage","id":"01a24b29-dec9-7b11-88c0-d638d20b14b0","client_id":"79e691ce-8c21-432f-a5cd-91680721077a","content":[{"type":"text","text":"say hello bravo","text_elements":[]}]},"started_at_ms":1796557364939,"completed_at_ms":1796557364939}}
+{"timestamp":"2026-12-06T11:42:44.975Z","ordinal":9,"type":"event_msg","payload":{"type":"item_completed","thread_id":"01a24b29-ddc4-78d2-941e-7ca3babab83b","turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","item":{"type":"AgentMessage","id":"msg_mock_1","content":[{"type":"Text","text":"mock answer 1"}]},"started_at_ms":1796557364975,"completed_at_ms":1796557364975}}
 `
 
 // cxFixture writes a Codex home: the rollout, a sub-agent's, an unrelated

@@ -439,17 +439,13 @@ func TestEventsClaudeAutoDialog(t *testing.T) {
 	t.Logf("screen:\n%s", w.screen(a.pane))
 	if f, ok := claudeWrote(a); ok && f.transcript != "" {
 		t.Logf("Claude's transcript at the dialog: %s", lineTypes(f.transcript))
-		if os.Getenv("REALCLI_DUMP") != "" {
-			b, _ := os.ReadFile(f.transcript)
-			os.WriteFile(os.Getenv("REALCLI_DUMP")+"/transcript.jsonl", b, 0o644)
-			os.WriteFile(os.Getenv("REALCLI_DUMP")+"/registry.json", rec, 0o644)
-		}
 	}
+	require(t, status == "waiting", "at the auto-mode dialog Claude's registry says %q, not waiting", status)
 	l := ev.expect("claude", a.pid, "waiting", 30*time.Second, "idle")
 	t.Logf("at the dialog: %q", l.raw)
 	state, waiting, via := turnFacts(t, d, "claude", a.pid)
 	t.Logf("at the dialog: /active/claude/%d: state %q waiting %q via %q", a.pid, state, waiting, via)
-	if state != "waiting" {
-		t.Errorf("/active/claude/%d: state %q waiting %q (via %q), want waiting", a.pid, state, waiting, via)
+	if state != "waiting" || waiting != waitingFor {
+		t.Errorf("/active/claude/%d: state %q waiting %q (via %q), want waiting, %q", a.pid, state, waiting, via, waitingFor)
 	}
 }
