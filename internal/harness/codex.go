@@ -668,11 +668,8 @@ func codexDaemonThread(env Env, p proc.Proc, cwd string, threads []codexThread) 
 // last. Any possible rival leaves it ambiguous.
 func codexSwitched(env Env, p proc.Proc, cwd string, cands []codexThread) (rel, via string) {
 	// A rival started before the newest of them could have begun that one.
-	first, newest := cands[0], cands[0].created
+	newest := cands[0].created
 	for _, t := range cands[1:] {
-		if t.created.Before(first.created) {
-			first = t
-		}
 		if t.created.After(newest) {
 			newest = t.created
 		}
@@ -680,14 +677,15 @@ func codexSwitched(env Env, p proc.Proc, cwd string, cands []codexThread) (rel, 
 	if other := codexRival(env, p, cwd, newest); other != 0 {
 		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started, which could be codex " + strconv.Itoa(other) + "'s, in the same cwd; Codex's app-server daemon holds them, not the TUI)"
 	}
-	var last time.Time
+	// Written last; of two written in the same instant, the newer thread.
+	var last, created time.Time
 	for _, t := range cands {
 		info, err := env.Root.Stat(t.rel)
 		if err != nil || info.Dir {
 			continue
 		}
-		if rel == "" || info.Mtime.After(last) || (info.Mtime.Equal(last) && t.created.After(first.created)) {
-			rel, last, first.created = t.rel, info.Mtime, t.created
+		if rel == "" || info.Mtime.After(last) || (info.Mtime.Equal(last) && t.created.After(created)) {
+			rel, last, created = t.rel, info.Mtime, t.created
 		}
 	}
 	if rel == "" {
