@@ -139,7 +139,7 @@ func TestResolveCodexDaemon(t *testing.T) {
 		{"codex-daemon/after-new", func(f *fx) (Harness, Env, proc.Proc, Agent) {
 			// /new (or /fork) made a second thread: with no other TUI in
 			// the cwd both are this TUI's, and the one it shows is the one
-			// written last (test/realcli's TestCodexNew, TestCodexFork).
+			// written last (test/realcli's TestCodexNewFork).
 			db := cxdWriter(t, f)
 			cxdThreads(t, f, db,
 				cxdThread{id: cxdA, cwd: f.cwd(), title: "first", created: 30},

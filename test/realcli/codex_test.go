@@ -451,34 +451,22 @@ func codexThreadsIn(a *agent) map[string]string {
 	return out
 }
 
-// TestCodexNew: /new in a running Codex (as installed, with its shared
-// app-server daemon) starts a new thread in the same TUI process; the next
-// read shows it, and a move resumes it, not the one before.
-func TestCodexNew(t *testing.T) {
+// TestCodexNewFork: in one running Codex (as installed, with its shared
+// app-server daemon), /new starts a new thread in the same TUI process,
+// then /fork a new thread that carries the conversation so far; after
+// each the next read shows the new thread, and a move resumes the fork,
+// the conversation the user sees. One test, one Codex: Codex tests run one
+// at a time (codexAlone), so each costs the whole tier its length.
+func TestCodexNewFork(t *testing.T) {
 	t.Parallel()
 	w := codexWorld(t)
 	d := w.startDaemon([]*cli{codex}, "--allow-move")
 	cwd := w.cwd("codexnew")
 	a := codex.start(w, "cxnew", cwd)
 	a.prompt("say hello first")
-	old := a.facts()
-	d.checkFacts(t, "codex", a.pid, cwd, old)
-	newSession(t, w, d, a, "/new", "say hello second", old)
-	moved(t, w, d, a, "cxnewmoved")
-}
-
-// TestCodexFork: /fork in a running Codex starts a new thread that carries
-// the conversation so far, in the same TUI process; the next read shows the
-// fork, and a move resumes the fork, not its parent.
-func TestCodexFork(t *testing.T) {
-	t.Parallel()
-	w := codexWorld(t)
-	d := w.startDaemon([]*cli{codex}, "--allow-move")
-	cwd := w.cwd("codexfork")
-	a := codex.start(w, "cxfork", cwd)
-	a.prompt("say hello first")
-	old := a.facts()
-	d.checkFacts(t, "codex", a.pid, cwd, old)
+	first := a.facts()
+	d.checkFacts(t, "codex", a.pid, cwd, first)
+	old := newSession(t, w, d, a, "/new", "say hello second", first)
 	w.typeLine(a.pane, "/fork")
 	time.Sleep(time.Second)
 	ready := codex.waitReady()
@@ -493,13 +481,13 @@ func TestCodexFork(t *testing.T) {
 	var fork string
 	w.waitFor(60*time.Second, &a.pane, "the fork's rollout with \""+ans+"\"", func() bool {
 		for id, p := range codexThreadsIn(a) {
-			if b, err := os.ReadFile(p); id != old.session && err == nil && strings.Contains(string(b), ans) {
+			if b, err := os.ReadFile(p); id != old.session && id != first.session && err == nil && strings.Contains(string(b), ans) {
 				fork = id
 			}
 		}
 		return fork != ""
 	})
-	t.Logf("fork %s of %s; screen:\n%s", fork, old.session, w.screen(a.pane))
+	t.Logf("fork %s of %s", fork, old.session)
 	a.session = fork
 	f := a.facts()
 	require(t, f.session == fork, "Codex's fork %s: wrote %q", fork, f.session)
