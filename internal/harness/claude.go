@@ -693,14 +693,14 @@ var claudeSpec = Spec{
 	Flags:    claudeFlags,
 	Summed:   true,
 	Counter:  func() counter { return &claudeTokens{} },
-	Verified: "2.1.197",
+	Verified: "2.1.332",
 	Doc: Doc{
 		Title:   "Claude Code",
 		Root:    "~/.claude",
 		Process: "the native `claude` (npm or native install)",
 		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
 		Resume:  "`claude --resume ID`",
-		RealCLI: "2.1.197 (`make realcli-latest`: 2.1.332)",
+		RealCLI: "2.1.332",
 	},
 }
 

@@ -37,8 +37,9 @@ import (
 //
 // Resolution: the rollout the native process holds open,
 // sessions/YYYY/MM/DD/rollout-<local time>-<uuid>.jsonl (or .jsonl.zst);
-// the session id is the last 36 characters of the name before ".jsonl"
-// (the timestamp in front holds dashes too). A rollout is created lazily on
+// the session id is the UUID that ends the name before ".jsonl" or before
+// a reverted thread's "_<rollout id>" suffix (the timestamp in front holds
+// dashes too). A rollout is created lazily on
 // the first persisted item, so a fresh codex has no fd and stays unresolved.
 // Since 0.169 a TUI is by default a client of a shared app-server daemon
 // (`codex app-server --managed-daemon`, a Helper by its argv), which holds
@@ -117,11 +118,25 @@ func (codex) Classify(p, parent proc.Proc) Kind {
 	return Session
 }
 
-// codexID is the session id in a rollout's name.
+// codexID is the session id in a rollout's name: the UUID that ends it,
+// or that ends it before a "_<rollout id>" suffix (a reverted thread's
+// rollout is named rollout-<time>-<thread id>_<rollout id>.jsonl).
 func codexID(rel string) string {
 	name := strings.TrimSuffix(path.Base(rel), ".zst")
 	name, ok := strings.CutSuffix(name, ".jsonl")
-	if !ok || len(name) < 36 {
+	if !ok {
+		return ""
+	}
+	// Neither the time nor a UUID holds "_": the first one ends the id.
+	if i := strings.IndexByte(name, '_'); i >= 0 {
+		name = name[:i]
+	}
+	return codexTrailingUUID(name)
+}
+
+// codexTrailingUUID is the UUID name ends with, or "".
+func codexTrailingUUID(name string) string {
+	if len(name) < 36 {
 		return ""
 	}
 	if id := name[len(name)-36:]; isUUID(id) {
@@ -286,6 +301,11 @@ func (codex) Resolve(env Env, p proc.Proc) Agent {
 	// /rename appends to), a thread_name the rollout recorded, then the
 	// thread's title, which Codex sets to its first user message.
 	a.Title = pick(pick(pick(cleanTitle(th.title), a.Title), codexIndexTitle(env.Root, a.Session)), cleanTitle(th.name))
+	if th.id == "" && a.Title == "" {
+		// No row (no state_5.sqlite, or not this thread yet): the title
+		// Codex gives the row, its first user message, from the rollout.
+		a.Title = codexFirstPrompt(env.zw, env.Root, rel)
+	}
 	codexFill(env, &a, rel) // before the sub-agents: its decoding comes first
 	a.Agents = codexSubs(env.zw, env.Root, rel, a.Session, subs, metas)
 	return a
@@ -323,6 +343,57 @@ func codexFacts(zw *zwork, r *saferoot.Root, rel string) (model, title string) {
 		}
 	}
 	return model, cleanTitle(title)
+}
+
+// codexFirstPrompt is the thread's first user message as its rollout
+// records it: an item_completed UserMessage in a paginated rollout (0.148
+// on), a user_message event in a legacy one. Only the head is read.
+func codexFirstPrompt(zw *zwork, r *saferoot.Root, rel string) string {
+	var head [][]byte
+	if strings.HasSuffix(rel, ".zst") {
+		var done func()
+		head, _, done, _ = zwindows(zw, r, rel, zHeadWindow, 0)
+		defer done()
+	} else {
+		head, _ = windows(r, rel, headWindow, 0)
+	}
+	for _, ln := range head {
+		if !bytes.Contains(ln, []byte("UserMessage")) && !bytes.Contains(ln, []byte("user_message")) {
+			continue
+		}
+		var l struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+				Item    struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Type string `json:"type"`
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"item"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(ln, &l) != nil || l.Type != "event_msg" {
+			continue
+		}
+		switch {
+		case l.Payload.Type == "item_completed" && l.Payload.Item.Type == "UserMessage":
+			var text strings.Builder
+			for _, c := range l.Payload.Item.Content {
+				text.WriteString(c.Text)
+			}
+			if t := cleanTitle(text.String()); t != "" {
+				return t
+			}
+		case l.Payload.Type == "user_message":
+			if t := cleanTitle(l.Payload.Message); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
 }
 
 // codexIndexTitle is the newest thread_name session_index.jsonl holds for
@@ -583,12 +654,45 @@ func codexDaemonThread(env Env, p proc.Proc, cwd string, threads []codexThread) 
 		return "", RouteNone + " (no rollout open, and no thread of this cwd begun since the process started)"
 	case 1:
 	default:
-		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started; Codex's app-server daemon holds them, not the TUI)"
+		return codexSwitched(env, p, cwd, cands)
 	}
 	if other := codexRival(env, p, cwd, cands[0].created); other != 0 {
 		return "", RouteAmbiguous + " (the one thread of this cwd begun since the process started could be codex " + strconv.Itoa(other) + "'s, in the same cwd)"
 	}
 	return cands[0].rel, RouteDir + " (the one thread of this cwd begun since the process started; Codex's app-server daemon holds it, not the TUI)"
+}
+
+// codexSwitched picks among several threads of the TUI's cwd begun since it
+// started. With no other TUI in that cwd that could have begun any of them,
+// all are this TUI's: it left each for the next with /new or /fork (a new
+// thread in the same process), and the one the user sees is the one written
+// last. Any possible rival leaves it ambiguous.
+func codexSwitched(env Env, p proc.Proc, cwd string, cands []codexThread) (rel, via string) {
+	// A rival started before the newest of them could have begun that one.
+	newest := cands[0].created
+	for _, t := range cands[1:] {
+		if t.created.After(newest) {
+			newest = t.created
+		}
+	}
+	if other := codexRival(env, p, cwd, newest); other != 0 {
+		return "", RouteAmbiguous + " (" + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started, which could be codex " + strconv.Itoa(other) + "'s, in the same cwd; Codex's app-server daemon holds them, not the TUI)"
+	}
+	// Written last; of two written in the same instant, the newer thread.
+	var last, created time.Time
+	for _, t := range cands {
+		info, err := env.Root.Stat(t.rel)
+		if err != nil || info.Dir {
+			continue
+		}
+		if rel == "" || info.Mtime.After(last) || (info.Mtime.Equal(last) && t.created.After(created)) {
+			rel, last, created = t.rel, info.Mtime, t.created
+		}
+	}
+	if rel == "" {
+		return "", RouteNone + " (no rollout open, and no thread of this cwd begun since the process started)"
+	}
+	return rel, RouteDir + " (the last written of " + strconv.Itoa(len(cands)) + " threads of this cwd begun since the process started, after /new or a fork; Codex's app-server daemon holds them, not the TUI)"
 }
 
 // codexRival is another live Codex TUI in cwd, started by created (so it
@@ -666,14 +770,14 @@ var codexSpec = Spec{
 	},
 	Flags:         codexFlags,
 	FlagsBeforeID: true,
-	Verified:      "0.169.0",
+	Verified:      "0.171.0",
 	Doc: Doc{
 		Title:   "Codex",
 		Root:    "~/.codex",
 		Process: "the native TUI, not the node wrapper nor the app-server daemon",
-		Via:     "`fd` (no daemon); under the default app-server daemon `dir` (the one thread of the cwd created since the TUI started, from `state_5.sqlite`), `argv` for `codex resume ID`, `relaunch` after a move; `ambiguous` when two TUIs could own a thread",
+		Via:     "`fd` (no daemon); under the default app-server daemon `dir` (the one thread of the cwd created since the TUI started, from `state_5.sqlite`), `argv` for `codex resume ID`, `relaunch` after a move; after `/new` or `/fork`, the last written of the cwd's threads begun since; `ambiguous` when two TUIs could own a thread",
 		Resume:  "`codex resume ID`",
-		RealCLI: "0.169.0",
+		RealCLI: "0.171.0",
 	},
 }
 

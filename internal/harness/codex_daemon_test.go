@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,8 @@ func cxdWant(f *fx, p proc.Proc) Agent {
 	return Agent{Harness: "codex", PID: p.PID, PPID: p.PPID, Start: p.Start, Cwd: f.cwd(), Via: "none", Zmx: "work", TmuxSocket: "/tmp/tmux-1000/default"}
 }
 
+const cxdSwitchedVia = "dir (the last written of 2 threads of this cwd begun since the process started, after /new or a fork; Codex's app-server daemon holds them, not the TUI)"
+
 const cxdDirVia = "dir (the one thread of this cwd begun since the process started; Codex's app-server daemon holds it, not the TUI)"
 
 func TestResolveCodexDaemon(t *testing.T) {
@@ -133,16 +136,59 @@ func TestResolveCodexDaemon(t *testing.T) {
 			want.Model, want.Title = "gpt-mock", "bravo work"
 			return codex{}, f.env(".codex"), p, want
 		}},
-		{"codex-daemon/two-threads-ambiguous", func(f *fx) (Harness, Env, proc.Proc, Agent) {
-			// /new made a second thread: both are this TUI's, which one
-			// it shows is not on disk.
+		{"codex-daemon/after-new", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// /new (or /fork) made a second thread: with no other TUI in
+			// the cwd both are this TUI's, and the one it shows is the one
+			// written last (test/realcli's TestCodexNewFork).
 			db := cxdWriter(t, f)
 			cxdThreads(t, f, db,
 				cxdThread{id: cxdA, cwd: f.cwd(), title: "first", created: 30},
 				cxdThread{id: cxdB, cwd: f.cwd(), title: "second", created: 60})
 			p := cxdTUI(f, cxdPID, cxdTick, f.cwd())
 			want := cxdWant(f, p)
-			want.Via = "ambiguous (2 threads of this cwd begun since the process started; Codex's app-server daemon holds them, not the TUI)"
+			want.Session, want.Transcript, want.Model, want.Title = cxdB, cxdRoll(cxdB, 60), "gpt-mock", "second"
+			want.Via = cxdSwitchedVia
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex-daemon/back-to-the-first", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// The user went back to the first thread (/resume) and wrote
+			// to it since: it is the one written last.
+			db := cxdWriter(t, f)
+			cxdThreads(t, f, db,
+				cxdThread{id: cxdA, cwd: f.cwd(), title: "first", created: 30},
+				cxdThread{id: cxdB, cwd: f.cwd(), title: "second", created: 60})
+			f.write(".codex/"+cxdRoll(cxdA, 30), jsonl(cxMeta(cxdA, `"vscode"`), cxTurn("gpt-mock"), cxTurn("gpt-mock")), at(90))
+			p := cxdTUI(f, cxdPID, cxdTick, f.cwd())
+			want := cxdWant(f, p)
+			want.Session, want.Transcript, want.Model, want.Title = cxdA, cxdRoll(cxdA, 30), "gpt-mock", "first"
+			want.Via = cxdSwitchedVia
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex-daemon/two-threads-later-rival-ambiguous", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// Another TUI in the cwd started after the first thread but
+			// before the second (test/realcli's TestCodexTwoInOneCwd): the
+			// second could be its, so this TUI's is not known.
+			db := cxdWriter(t, f)
+			cxdThreads(t, f, db,
+				cxdThread{id: cxdA, cwd: f.cwd(), title: "first", created: 30},
+				cxdThread{id: cxdB, cwd: f.cwd(), title: "second", created: 60})
+			cxdTUI(f, cxdPID+10, 4000, f.cwd())
+			p := cxdTUI(f, cxdPID, cxdTick, f.cwd())
+			want := cxdWant(f, p)
+			want.Via = "ambiguous (2 threads of this cwd begun since the process started, which could be codex " + strconv.Itoa(cxdPID+10) + "'s, in the same cwd; Codex's app-server daemon holds them, not the TUI)"
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex-daemon/two-threads-rival-ambiguous", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// Two threads and another TUI in the cwd, started before the
+			// first: which TUI has which is not on disk.
+			db := cxdWriter(t, f)
+			cxdThreads(t, f, db,
+				cxdThread{id: cxdA, cwd: f.cwd(), title: "first", created: 30},
+				cxdThread{id: cxdB, cwd: f.cwd(), title: "second", created: 60})
+			cxdTUI(f, cxdPID+10, cxdTick+5, f.cwd())
+			p := cxdTUI(f, cxdPID, cxdTick, f.cwd())
+			want := cxdWant(f, p)
+			want.Via = "ambiguous (2 threads of this cwd begun since the process started, which could be codex " + strconv.Itoa(cxdPID+10) + "'s, in the same cwd; Codex's app-server daemon holds them, not the TUI)"
 			return codex{}, f.env(".codex"), p, want
 		}},
 		{"codex-daemon/rival-ambiguous", func(f *fx) (Harness, Env, proc.Proc, Agent) {

@@ -32,6 +32,16 @@ const cxRest = `{"timestamp":"2026-09-20T10:00:01.100Z","type":"event_msg","payl
 {"timestamp":"2026-09-20T10:00:03.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"on it"}]}}
 `
 
+// cxPaginated is one turn of a paginated rollout after its session_meta:
+// the event_msg lines as a real Codex 0.171 wrote them against the tier's
+// mock (the turn_context cut short). No user_message event: the prompt is
+// an item_completed UserMessage.
+const cxPaginated = `{"timestamp":"2026-12-06T11:42:44.807Z","ordinal":1,"type":"event_msg","payload":{"type":"task_started","turn_attribution":{"turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","turn_trigger":"user","parent_turn_id":null,"initiating_agent_path":null,"root_turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3"},"turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","root_turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","started_at":1796557364,"model_context_window":258400,"collaboration_mode_kind":"default"}}
+{"timestamp":"2026-12-06T11:42:44.810Z","ordinal":2,"type":"turn_context","payload":{"cwd":"/home/goblin/src/x","approval_policy":"on-request","model":"gpt-mock"}}
+{"timestamp":"2026-12-06T11:42:44.939Z","ordinal":8,"type":"event_msg","payload":{"type":"item_completed","thread_id":"01a24b29-ddc4-78d2-941e-7ca3babab83b","turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","item":{"type":"UserMessage","id":"01a24b29-dec9-7b11-88c0-d638d20b14b0","client_id":"79e691ce-8c21-432f-a5cd-91680721077a","content":[{"type":"text","text":"say hello bravo","text_elements":[]}]},"started_at_ms":1796557364939,"completed_at_ms":1796557364939}}
+{"timestamp":"2026-12-06T11:42:44.975Z","ordinal":9,"type":"event_msg","payload":{"type":"item_completed","thread_id":"01a24b29-ddc4-78d2-941e-7ca3babab83b","turn_id":"01a24b29-de2c-7af3-b669-b4ea1574d1b3","item":{"type":"AgentMessage","id":"msg_mock_1","content":[{"type":"Text","text":"mock answer 1"}]},"started_at_ms":1796557364975,"completed_at_ms":1796557364975}}
+`
+
 // cxFixture writes a Codex home: the rollout, a sub-agent's, an unrelated
 // later one, and session_index.jsonl. The native process holds what fds
 // says (absolute paths under the root).
@@ -117,6 +127,29 @@ func TestResolveCodex(t *testing.T) {
 			want.Via = "none (no rollout open yet)"
 			return codex{}, f.env(".codex"), p, want
 		}},
+		{"codex/paginated-no-state-db", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// A paginated rollout (the lines as Codex 0.171 writes them in
+			// the real-CLI tier) with neither state_5.sqlite nor an index
+			// entry: the title is the first item_completed UserMessage.
+			rel := cxDay + "rollout-2026-09-20T14-00-00-" + cxOther + ".jsonl"
+			f.write(".codex/"+rel, jsonl(cxMeta(cxOther, `"cli"`))+cxPaginated, at(700))
+			p, want := cxFixture(f, f.home+"/.codex/"+rel)
+			os.Remove(f.home + "/.codex/session_index.jsonl")
+			want.Session, want.Via, want.Transcript = cxOther, "fd", rel
+			want.Title, want.Model = "say hello bravo", "gpt-mock"
+			return codex{}, f.env(".codex"), p, want
+		}},
+		{"codex/reverted-suffix", func(f *fx) (Harness, Env, proc.Proc, Agent) {
+			// A reverted thread's rollout, named as the upstream
+			// description gives it (thread id, then "_<rollout id>"; no
+			// real run made one): the session is the thread.
+			rel := cxDay + "rollout-2026-09-20T14-00-00-" + cxOther + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl"
+			f.write(".codex/"+rel, jsonl(cxMeta(cxOther, `"cli"`))+cxPaginated, at(700))
+			p, want := cxFixture(f, f.home+"/.codex/"+rel)
+			want.Session, want.Via, want.Transcript = cxOther, "fd", rel
+			want.Title, want.Model = "other", "gpt-mock"
+			return codex{}, f.env(".codex"), p, want
+		}},
 		{"codex/not-a-rollout", func(f *fx) (Harness, Env, proc.Proc, Agent) {
 			f.write(".codex/sessions/notes.jsonl", "{}\n", at(600))
 			p, want := cxFixture(f, f.home+"/.codex/sessions/notes.jsonl", "/elsewhere/"+cxRoll)
@@ -132,6 +165,14 @@ func TestCodexID(t *testing.T) {
 		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + ".jsonl.zst": cxSID,
 		cxDay + "rollout-2026-09-20T12-00-00-short.jsonl":             "",
 		cxDay + "rollout-x.json":                                      "",
+		// A reverted thread's rollout, named as the upstream description
+		// gives it (no real CLI run made one): the thread id, then
+		// "_<rollout id>".
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl":     cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_019e7642-2a2b-7c2d-8e2f-303132333435.jsonl.zst": cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-" + cxSID + "_r1.jsonl":                                       cxSID,
+		cxDay + "rollout-2026-09-20T12-00-00-short_" + cxSID + ".jsonl":                                    "",
+		cxDay + "rollout-2026-09-20T12-00-00-short_x.jsonl":                                                "",
 	} {
 		if got := codexID(in); got != want {
 			t.Errorf("codexID(%q): got %q, want %q", in, got, want)

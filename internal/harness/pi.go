@@ -88,13 +88,13 @@ var piSpec = Spec{
 	Flags:    piFlags,
 	Summed:   true,
 	Counter:  func() counter { return &piTokens{} },
-	Verified: "0.73.1",
+	Verified: "1.6.0",
 	Doc: Doc{
 		Title:   "pi",
 		Root:    "~/.pi",
 		Process: "`pi` (its argv is hidden by process.title)",
 		Via:     "`fd`, `dir`, `only` (the one transcript of the cwd), `relaunch` after a move",
 		Resume:  "`pi --session FILE`",
-		RealCLI: "0.73.1",
+		RealCLI: "1.6.0 (`@earendil-works/pi-coding-agent`; 0.73.1's files and processes are the same)",
 	},
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -763,5 +764,28 @@ func TestCountBoundedState(t *testing.T) {
 	}
 	if gt := g.tokens(true); *gt.Input != 2*n || *gt.Output != 3*n || *gt.CacheRead != n {
 		t.Errorf("gemini: %s", gt)
+	}
+}
+
+// TestStateClaudeAutoDialog: Claude 2.1.332 in its default permission mode,
+// auto, whose check of an action runs on Anthropic's servers: against a
+// model API that cannot run it (test/realcli's mock), the model's Agent call
+// stops at the dialog "Auto mode can't check actions in this session",
+// which waits for the user. The registry record and the transcript's tail
+// are a real run's (TestEventsClaudeAutoDialog): waiting, "dialog open",
+// not the permission prompt's "approve Agent".
+func TestStateClaudeAutoDialog(t *testing.T) {
+	f := newFx(t)
+	p, proj, _ := ccFixture(f, f.cwd())
+	f.write(".claude/"+proj+"/"+ccSID+".jsonl", fixture(t, "claude-2.1.332/auto-dialog-tail.jsonl", "SID", ccSID, "CWD", f.cwd()), at(950))
+	f.write(".claude/sessions/345104.json", fixture(t, "claude-2.1.332/auto-dialog-registry.json",
+		"PID", strconv.Itoa(ccPID), "SID", ccSID, "CWD", f.cwd(), "STARTED_MS", strconv.FormatInt(at(505).UnixMilli(), 10),
+		"PROCSTART", strconv.Itoa(ccTick), "AT_MS", strconv.FormatInt(at(955).UnixMilli(), 10)), at(960))
+	a := claude{}.Resolve(f.env(".claude"), p)
+	if a.State != StateWaiting || a.Waiting != "dialog open" || a.StateVia != RouteRegistry {
+		t.Errorf("at the auto-mode dialog: state=%q waiting=%q via=%q, want waiting, dialog open, %s", a.State, a.Waiting, a.StateVia, RouteRegistry)
+	}
+	if a.Session != ccSID {
+		t.Errorf("session %q, want %q", a.Session, ccSID)
 	}
 }

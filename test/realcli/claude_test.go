@@ -36,6 +36,10 @@ var claudeCode = &cli{
 		if _, ok := cfg["numStartups"]; !ok {
 			cfg["numStartups"] = 1
 		}
+		// A permission mode other than auto in settings.json makes 2.1.332
+		// offer, soon after start, a dialog "Make auto mode your default
+		// permission mode?" that takes the keys typed next: seen already.
+		cfg["hasSeenAutoDefaultNudge"] = true
 		cfg["customApiKeyResponses"] = map[string]any{"approved": []string{claudeKey[len(claudeKey)-20:]}, "rejected": []string{}}
 		projects, _ := cfg["projects"].(map[string]any)
 		if projects == nil {
@@ -47,6 +51,7 @@ var claudeCode = &cli{
 		if err := os.WriteFile(p, b, 0o600); err != nil {
 			w.t.Fatal(err)
 		}
+		claudeSettings(w)
 		return []string{
 			"ANTHROPIC_BASE_URL=" + w.mock.URL(), // Claude appends /v1/messages
 			"ANTHROPIC_API_KEY=" + claudeKey,
@@ -59,6 +64,41 @@ var claudeCode = &cli{
 	agentPID:    func(pane int) int { return pane }, // one native process
 	isAgent:     func(pid int) bool { return exeBase(pid) == "claude.exe" },
 	wrote:       claudeWrote,
+}
+
+// claudeMockMode is the permission mode the tier's Claude starts in: since
+// 2.1.3xx a Claude starts in "auto", whose check of each action runs on
+// Anthropic's servers; against the mock the first action that needs it (a
+// sub-agent) stops at a dialog "Auto mode can't check actions in this
+// session". A test that wants another mode passes --permission-mode.
+const claudeMockMode = "acceptEdits"
+
+// claudeSettings writes ~/.claude/settings.json with the mock's permission
+// mode, keeping whatever else is there.
+func claudeSettings(w *world) {
+	dir := filepath.Join(w.home, ".claude")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(dir, "settings.json")
+	cfg := map[string]any{}
+	if b, err := os.ReadFile(p); err == nil {
+		json.Unmarshal(b, &cfg)
+	}
+	perms, _ := cfg["permissions"].(map[string]any)
+	if perms == nil {
+		perms = map[string]any{}
+	}
+	if w.claudeAuto {
+		delete(perms, "defaultMode")
+	} else {
+		perms["defaultMode"] = claudeMockMode
+	}
+	cfg["permissions"] = perms
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 var nonAlnum = regexp.MustCompile(`[^A-Za-z0-9]`)
@@ -145,8 +185,14 @@ func TestClaude(t *testing.T) {
 	d.checkListed(t, map[int]string{a.pid: "claude"})
 	ans := a.prompt("say hello alpha")
 	f := a.facts()
-	if f.title != "Mock title 1" {
-		t.Errorf("Claude wrote title %q, want the mock's answer to its title request", f.title)
+	// 2.1.197 asks the model for a title at the first prompt; 2.1.332
+	// does not, and its title is its own ranking's (here the prompt).
+	titled := false
+	for _, r := range w.mock.Requests() {
+		titled = titled || r.Kind == "title"
+	}
+	if want := map[bool]string{true: "Mock title 1", false: "say hello alpha"}[titled]; f.title != want {
+		t.Errorf("Claude wrote title %q, want %q (a title request sent: %v)", f.title, want, titled)
 	}
 	if f.model != "claude-mock-1" {
 		t.Errorf("Claude wrote model %q, want the --model it was started with", f.model)

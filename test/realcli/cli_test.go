@@ -55,6 +55,9 @@ type agent struct {
 	// firstPrompt is the first text typed into the session, before or
 	// after a move: some CLIs title a session by it.
 	firstPrompt string
+	// session, when set, is the session the agent is in, for a CLI that
+	// cannot tell it by the first prompt (a fork repeats its parent's).
+	session string
 }
 
 // binDir is where the CLI's programs are, installing it if needed.
@@ -225,7 +228,7 @@ func moved(t *testing.T, w *world, d *daemon, a *agent, name string) {
 		p, ok = w.findSession(name)
 		return ok
 	})
-	b := &agent{w: w, cli: a.cli, prefix: a.prefix, cwd: a.cwd, pane: p, argv: a.argv, firstPrompt: a.firstPrompt}
+	b := &agent{w: w, cli: a.cli, prefix: a.prefix, cwd: a.cwd, pane: p, argv: a.argv, firstPrompt: a.firstPrompt, session: a.session}
 	w.waitFor(30*time.Second, &p, "the resumed "+a.cli.harness+" in "+p.String(), func() bool {
 		pp := w.panePID(p)
 		if pp == 0 {
@@ -298,4 +301,28 @@ func flagPairs(argv []string, aliases map[string]string) []string {
 		out = append(out, f+"\x00"+v)
 	}
 	return out
+}
+
+// newSession types cmd, a command of the TUI that leaves the session for a
+// new one in the same process (/new), then a first prompt of the new
+// session, and checks that the next read shows the new session and none of
+// the old one's facts.
+func newSession(t *testing.T, w *world, d *daemon, a *agent, cmd, prompt string, old facts) facts {
+	t.Helper()
+	w.typeLine(a.pane, cmd)
+	time.Sleep(time.Second)
+	ready := a.cli.waitReady()
+	w.waitFor(30*time.Second, &a.pane, a.cli.harness+"'s TUI to take input after "+cmd, func() bool {
+		return ready(w.screen(a.pane))
+	})
+	a.firstPrompt = ""
+	a.prompt(prompt)
+	f := a.facts()
+	require(t, f.session != "" && f.session != old.session && f.transcript != old.transcript,
+		"after %s %s wrote session %q (%s), the one before was %q (%s)", cmd, a.cli.harness, f.session, f.transcript, old.session, old.transcript)
+	t.Run("facts after "+cmd, func(t *testing.T) {
+		d.checkFacts(t, a.cli.harness, a.pid, a.cwd, f)
+		d.checkListed(t, map[int]string{a.pid: a.cli.harness})
+	})
+	return f
 }

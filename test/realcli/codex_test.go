@@ -142,7 +142,10 @@ func codexWrote(a *agent) (facts, bool) {
 				}
 			}
 		}
-		if id == "" || (a.firstPrompt != "" && prompt != a.firstPrompt) {
+		if a.session != "" && id != a.session {
+			continue
+		}
+		if id == "" || (a.session == "" && a.firstPrompt != "" && prompt != a.firstPrompt) {
 			continue // another agent's: each types its own first prompt
 		}
 		if f.session != "" {
@@ -416,4 +419,91 @@ func procStartTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("stat of %d: short", pid)
 	}
 	return strconv.ParseInt(f[19], 10, 64)
+}
+
+// codexThreadsIn are the rollouts of the threads begun in the agent's cwd,
+// by thread id.
+func codexThreadsIn(a *agent) map[string]string {
+	out := map[string]string{}
+	filepath.WalkDir(filepath.Join(a.w.home, ".codex", "sessions"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "rollout-") || !strings.HasSuffix(d.Name(), ".jsonl") {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var l struct {
+			Type    string `json:"type"`
+			Payload struct {
+				ID  string `json:"id"`
+				Cwd string `json:"cwd"`
+			} `json:"payload"`
+		}
+		if sc.Scan() && json.Unmarshal(sc.Bytes(), &l) == nil && l.Type == "session_meta" && l.Payload.Cwd == a.cwd {
+			out[l.Payload.ID] = p
+		}
+		return nil
+	})
+	return out
+}
+
+// TestCodexNewFork: in one running Codex (as installed, with its shared
+// app-server daemon), /new starts a new thread in the same TUI process,
+// then /fork a new thread that carries the conversation so far; after
+// each the next read shows the new thread, and a move resumes the fork,
+// the conversation the user sees. One test, one Codex: Codex tests run one
+// at a time (codexAlone), so each costs the whole tier its length.
+func TestCodexNewFork(t *testing.T) {
+	t.Parallel()
+	w := codexWorld(t)
+	d := w.startDaemon([]*cli{codex}, "--allow-move")
+	cwd := w.cwd("codexnew")
+	a := codex.start(w, "cxnew", cwd)
+	a.prompt("say hello first")
+	first := a.facts()
+	d.checkFacts(t, "codex", a.pid, cwd, first)
+	old := newSession(t, w, d, a, "/new", "say hello second", first)
+	w.typeLine(a.pane, "/fork")
+	time.Sleep(time.Second)
+	ready := codex.waitReady()
+	w.waitFor(30*time.Second, &a.pane, "Codex's TUI to take input after /fork", func() bool { return ready(w.screen(a.pane)) })
+	// The fork's first prompt: the answer lands in a new rollout, whose
+	// first user message is its parent's (the fork carries the history).
+	before := w.mock.Turns()
+	w.typeLine(a.pane, "say hello in the fork")
+	start, retried := time.Now(), false
+	w.waitFor(90*time.Second, &a.pane, "the mock to answer the fork's prompt", func() bool {
+		// As prompt does: a TUI that showed its input line before it
+		// could take a prompt (seen right after /fork) keeps the text.
+		if !retried && w.mock.Turns() == before && time.Since(start) > 20*time.Second {
+			retried = true
+			t.Logf("Codex took no prompt in 20s after /fork; pressing Enter again")
+			w.tmux(a.pane.label, "send-keys", "-t", "="+a.pane.session+":", "Enter")
+		}
+		return w.mock.Turns() > before
+	})
+	a.turns = w.mock.Turns()
+	ans := "mock answer " + strconv.Itoa(a.turns)
+	var fork string
+	w.waitFor(60*time.Second, &a.pane, "the fork's rollout with \""+ans+"\"", func() bool {
+		for id, p := range codexThreadsIn(a) {
+			if b, err := os.ReadFile(p); id != old.session && id != first.session && err == nil && strings.Contains(string(b), ans) {
+				fork = id
+			}
+		}
+		return fork != ""
+	})
+	t.Logf("fork %s of %s", fork, old.session)
+	a.session = fork
+	f := a.facts()
+	require(t, f.session == fork, "Codex's fork %s: wrote %q", fork, f.session)
+	t.Run("facts after /fork", func(t *testing.T) {
+		d.checkFacts(t, "codex", a.pid, cwd, f)
+		d.checkListed(t, map[int]string{a.pid: "codex"})
+	})
+	moved(t, w, d, a, "cxforkmoved")
 }

@@ -35,6 +35,9 @@ type world struct {
 	// extra tables of Codex's config.toml.
 	trusted     []string
 	codexConfig []string
+	// claudeAuto: Claude's settings name no permission mode, so it starts
+	// in its own default, auto.
+	claudeAuto bool
 	// lonePane: the agent's session is the only thing on its tmux
 	// server, which exits with it (remain-on-exit off).
 	lonePane bool

@@ -406,3 +406,46 @@ func lineTypes(path string) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestEventsClaudeAutoDialog: a real Claude in the "auto" permission mode
+// (the default since 2.1.3xx), asked by the model to start a sub-agent,
+// cannot have the action checked (the check runs on Anthropic's servers,
+// not the mock) and stops at its own dialog for the user. That dialog
+// waits for the user like a permission prompt: the tree says waiting,
+// never idle or working.
+func TestEventsClaudeAutoDialog(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	d := w.startDaemon([]*cli{claudeCode})
+	cwd := w.cwd("clauto")
+	w.claudeAuto = true // no mode named: Claude's default, auto
+	a := claudeCode.start(w, "clauto", cwd)
+	atPrompt(t, w, d, a)
+	ev := d.events(t)
+	w.typeLine(a.pane, SubagentWord+" go")
+	w.waitFor(90*time.Second, &a.pane, "the mock's Agent call and Claude's auto-mode dialog", func() bool {
+		return strings.Contains(w.screen(a.pane), "Auto mode can")
+	})
+	var status, waitingFor string
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if status, waitingFor = claudeRecord(a); status == "waiting" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rec, _ := os.ReadFile(filepath.Join(a.w.home, ".claude", "sessions", strconv.Itoa(a.pid)+".json"))
+	t.Logf("at the auto-mode dialog Claude's registry says status %q waitingFor %q: %s", status, waitingFor, rec)
+	t.Logf("screen:\n%s", w.screen(a.pane))
+	if f, ok := claudeWrote(a); ok && f.transcript != "" {
+		t.Logf("Claude's transcript at the dialog: %s", lineTypes(f.transcript))
+	}
+	require(t, status == "waiting", "at the auto-mode dialog Claude's registry says %q, not waiting", status)
+	l := ev.expect("claude", a.pid, "waiting", 30*time.Second, "idle")
+	t.Logf("at the dialog: %q", l.raw)
+	state, waiting, via := turnFacts(t, d, "claude", a.pid)
+	t.Logf("at the dialog: /active/claude/%d: state %q waiting %q via %q", a.pid, state, waiting, via)
+	if state != "waiting" || waiting != waitingFor {
+		t.Errorf("/active/claude/%d: state %q waiting %q (via %q), want waiting, %q", a.pid, state, waiting, via, waitingFor)
+	}
+}

@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// minNode is the oldest Node the CLIs run on (pi and Codex's wrapper need
-// 20.6 for their module loading; Debian 12's nodejs 18 is too old).
-var minNode = [3]int{20, 6, 0}
+// minNode is the oldest Node every pinned CLI runs on: pi 1.6 needs 22.19
+// (on 20 it dies at start, its node:module lacks enableCompileCache), and
+// Claude Code's npm wrapper declares 22. One Node for all keeps one install.
+var minNode = [3]int{22, 19, 0}
 
 // missing fails the test under CI (CI=true), where a missing component is a
 // broken tier, and skips it, saying why, on a developer's machine.
@@ -90,8 +91,8 @@ type installed struct {
 var install = &installer{done: map[string]*installed{}, latest: map[string]string{}}
 
 // nodeFromNPM is the Node installed from npm's node package when the
-// machine's own is too old.
-const nodeFromNPM = "20.20.2"
+// machine's own is too old (Debian's is 20 at best).
+const nodeFromNPM = "22.23.3"
 
 // node finds a Node new enough: the machine's own, else (npm present, its
 // node too old, or REALCLI_NODE=npm) the node package from npm, installed

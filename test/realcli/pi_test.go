@@ -13,7 +13,7 @@ import (
 
 var pi = &cli{
 	harness: "pi",
-	pkg:     "@mariozechner/pi-coding-agent",
+	pkg:     "@earendil-works/pi-coding-agent",
 	pinned:  harness.Verified("pi"),
 	bin:     "pi",
 	configure: func(w *world, cwd string) []string {
@@ -113,8 +113,8 @@ func piWrote(a *agent) (facts, bool) {
 				}
 			}
 		}
-		if id == "" {
-			continue
+		if id == "" || (a.firstPrompt != "" && first != "" && first != a.firstPrompt) {
+			continue // another session of this cwd (before a /new): each types its own first prompt
 		}
 		if f.session != "" {
 			return facts{}, false // two sessions for one cwd: not this tier's setup
@@ -147,4 +147,20 @@ func TestPi(t *testing.T) {
 		d.checkListed(t, map[int]string{a.pid: "pi"})
 	})
 	moved(t, w, d, a, "pimoved")
+}
+
+// TestPiNew: /new in a running pi starts a new session in the same
+// process; the next read shows it (session, transcript, title), and a move
+// resumes it, not the one before.
+func TestPiNew(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	d := w.startDaemon([]*cli{pi}, "--allow-move")
+	cwd := w.cwd("pinew")
+	a := pi.start(w, "pinew", cwd)
+	a.prompt("say hello first")
+	old := a.facts()
+	d.checkFacts(t, "pi", a.pid, cwd, old)
+	newSession(t, w, d, a, "/new", "say hello second", old)
+	moved(t, w, d, a, "pinewmoved")
 }
