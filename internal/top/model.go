@@ -93,7 +93,16 @@ type (
 		lines []string
 	}
 	tickMsg time.Time
+	// pendingMsg asks for a host's table again: its last one left facts
+	// the view shows pending (pendingAgain).
+	pendingMsg string
 )
+
+// pendingAgain is how long after a table with a title or model pending
+// the view reads the table again. The daemon derives them after the read
+// and says nothing when done; once no row is pending no more reads are
+// made, so an idle view still reads nothing.
+const pendingAgain = 2 * time.Second
 
 func newModel(cfg Config, news <-chan fleet.News) *model {
 	m := &model{
@@ -144,6 +153,11 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.onNews(fleet.News(msg)), m.waitNews())
 	case tableMsg:
 		return m, m.onTable(msg)
+	case pendingMsg:
+		if h := m.hosts[string(msg)]; h != nil && h.up && h.c != nil && m.pendingOn(h.name) {
+			return m, m.readTable(h)
+		}
+		return m, nil
 	case rowMsg:
 		m.onRow(msg)
 		return m, nil
@@ -263,7 +277,22 @@ func (m *model) onTable(t tableMsg) tea.Cmd {
 	if h.dirty && h.c != nil {
 		return m.readTable(h)
 	}
+	if m.pendingOn(t.host) {
+		return tea.Tick(pendingAgain, func(time.Time) tea.Msg { return pendingMsg(t.host) })
+	}
 	return nil
+}
+
+// pendingOn says whether a row of host has a title or model the daemon
+// had not derived when it made the table (client.Agent.Pending); pending
+// token sums are not drawn (the context is), so they ask for no read.
+func (m *model) pendingOn(host string) bool {
+	for k, a := range m.agents {
+		if k.host == host && slices.ContainsFunc(a.Pending, func(f string) bool { return f == "title" || f == "model" }) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *model) readRow(h *hostState, k key) tea.Cmd {

@@ -194,3 +194,27 @@ func TestAttachRemote(t *testing.T) {
 		t.Errorf("a detached agent: %q %q", argv, why)
 	}
 }
+
+// TestPendingReadAgain: a table whose rows have a title the daemon has not
+// derived yet shows it as (pending) and asks for the table again later;
+// a table with only token sums pending (the context is drawn) asks for
+// nothing, so an idle view stays without reads.
+func TestPendingReadAgain(t *testing.T) {
+	m := testModel("b1")
+	h := m.hosts["b1"]
+	h.up, h.c = true, &client.Client{}
+	cmd := m.onTable(tableMsg{host: "b1", agents: []client.Agent{{Harness: "claude", PID: 7, State: "idle", Pending: []string{"title", "tokens"}}}})
+	if cmd == nil {
+		t.Fatal("a pending title asked for no later read")
+	}
+	m.width = 200
+	if v := m.View(); !strings.Contains(v, "(pending)") {
+		t.Errorf("the pending title is not shown as (pending):\n%s", v)
+	}
+	if cmd := m.onTable(tableMsg{host: "b1", agents: []client.Agent{{Harness: "claude", PID: 7, State: "idle", Title: "t", Pending: []string{"tokens"}}}}); cmd != nil {
+		t.Error("pending token sums alone asked for a read")
+	}
+	if _, cmd := m.Update(pendingMsg("b1")); cmd != nil {
+		t.Error("a late pendingMsg read a table with nothing pending")
+	}
+}

@@ -1,6 +1,7 @@
 package top
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +77,11 @@ func (m *model) cells(k key, a client.Agent, now time.Time) [nCols]string {
 	if k.host == client.LocalHost {
 		dir = fleet.ShortHome(dir, m.cfg.Home)
 	}
-	r := [nCols]string{host, a.Harness, strconv.Itoa(a.PID), state, since, reach, tokens, fleet.LimitCell(a.Limits), dir, a.Title}
+	title := a.Title
+	if title == "" && slices.Contains(a.Pending, "title") {
+		title = "(pending)"
+	}
+	r := [nCols]string{host, a.Harness, strconv.Itoa(a.PID), state, since, reach, tokens, fleet.LimitCell(a.Limits), dir, title}
 	for i, v := range r {
 		if v == "" {
 			v = "-"
