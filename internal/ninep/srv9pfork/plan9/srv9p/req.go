@@ -19,6 +19,8 @@ type request struct {
 	ofcall    *plan9.Fcall
 	duplicate bool
 	err       error
+	setup     chan struct{} // closed once the reply is written (setup.go)
+	setupFid  uint32        // the fid r sets up, when setup is not nil
 
 	// mutable fields
 	mu        sync.Mutex

@@ -222,6 +222,12 @@ type conn struct {
 	in    io.ReadCloser  // read 9P requests from here
 	outMu sync.Mutex     // protects reply logic and out
 	out   io.WriteCloser // write 9P replies here
+
+	// setupMu guards setups: fid -> closed once the reply of the request
+	// setting that fid up (Tattach, Twalk's newfid, Topen, Tcreate) is
+	// written (setup.go).
+	setupMu sync.Mutex
+	setups  map[uint32]chan struct{}
 }
 
 var (
@@ -264,11 +270,12 @@ var (
 
 func (srv *Server) Serve(in io.ReadCloser, out io.WriteCloser) {
 	c := &conn{
-		srv:  srv,
-		fids: newRefMap[uint32, *Fid](),
-		reqs: newRefMap[uint16, *request](),
-		in:   in,
-		out:  out,
+		srv:    srv,
+		fids:   newRefMap[uint32, *Fid](),
+		reqs:   newRefMap[uint16, *request](),
+		in:     in,
+		out:    out,
+		setups: make(map[uint32]chan struct{}),
 	}
 	msize := srv.Msize
 	if msize == 0 {
@@ -285,6 +292,7 @@ func (srv *Server) Serve(in io.ReadCloser, out io.WriteCloser) {
 			go r.respond()
 			continue
 		}
+		c.awaitSetups(r)
 		go c.serveRequest(r)
 	}
 
@@ -371,6 +379,7 @@ func (r *request) respond() {
 		}
 	}
 	conn.outMu.Unlock()
+	conn.setupDone(r)
 
 	r.mu.Lock()
 	r.responded.Store(true) // r.flush no longer accessed by others
@@ -605,7 +614,7 @@ func Walk(fid, newfid *Fid, names []string, clone func(old, new *Fid) error, wal
 	}
 
 	if fid != newfid {
-		newfid.qid = fid.qid
+		newfid.SetQid(fid.Qid())
 		if clone != nil {
 			if err := clone(fid, newfid); err != nil {
 				return nil, err

@@ -1,0 +1,137 @@
+package srv9p
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"9fans.net/go/plan9"
+)
+
+// The tests of the patches in ../../PATCHES, each speaking to a Server
+// over a net.Pipe, one Fcall at a time.
+
+// testFS is a root directory holding one file, "f" ("hello\n"), and one
+// file, "block", whose reads wait until their context is done.
+func testFS() *Server {
+	return &Server{
+		Attach: func(ctx context.Context, fid, afid *Fid, user, aname string) (plan9.Qid, error) {
+			fid.SetAux("/")
+			return plan9.Qid{Type: plan9.QTDIR}, nil
+		},
+		Walk: func(ctx context.Context, fid, newfid *Fid, names []string) ([]plan9.Qid, error) {
+			return Walk(fid, newfid, names,
+				func(old, nw *Fid) error { nw.SetAux(old.Aux()); return nil },
+				func(f *Fid, name string) (plan9.Qid, error) {
+					switch name {
+					case "f":
+						f.SetAux("f")
+						return plan9.Qid{Path: 1}, nil
+					case "block":
+						f.SetAux("block")
+						return plan9.Qid{Path: 2}, nil
+					}
+					return plan9.Qid{}, errors.New("file does not exist")
+				})
+		},
+		Open: func(ctx context.Context, fid *Fid, mode uint8) error {
+			if fid.Aux() == nil {
+				return errors.New("fid has no state")
+			}
+			return nil
+		},
+		Read: func(ctx context.Context, fid *Fid, data []byte, off int64) (int, error) {
+			switch fid.Aux() {
+			case "f":
+				return fid.ReadString(data, off, "hello\n")
+			case "block":
+				<-ctx.Done()
+				return 0, errors.New("interrupted")
+			}
+			return 0, errors.New("fid has no state")
+		},
+		Stat: func(ctx context.Context, fid *Fid) (*plan9.Dir, error) {
+			return &plan9.Dir{Name: "x", Qid: fid.Qid()}, nil
+		},
+	}
+}
+
+// session serves srv on one end of a pipe and returns the other, with a
+// deadline of 10 s for every exchange, after a Tversion and a Tattach of
+// fid 0. done is closed when Serve returns.
+func session(t *testing.T, srv *Server) (cli net.Conn, done chan struct{}) {
+	t.Helper()
+	s, cli := net.Pipe()
+	done = make(chan struct{})
+	go func() { defer close(done); srv.Serve(s, s) }()
+	t.Cleanup(func() { cli.Close(); <-done })
+	cli.SetDeadline(time.Now().Add(10 * time.Second))
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tversion, Tag: plan9.NOTAG, Msize: 8192, Version: "9P2000"}, plan9.Rversion)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tattach, Tag: 1, Fid: 0, Afid: plan9.NOFID, Uname: "u"}, plan9.Rattach)
+	return cli, done
+}
+
+func send(t *testing.T, c net.Conn, fs ...*plan9.Fcall) {
+	t.Helper()
+	var b []byte
+	for _, f := range fs {
+		m, err := f.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = append(b, m...)
+	}
+	go c.Write(b) // a pipe has no buffer: the server reads as it answers
+}
+
+func recv(t *testing.T, c net.Conn) *plan9.Fcall {
+	t.Helper()
+	f, err := plan9.ReadFcall(c)
+	if err != nil {
+		t.Fatalf("reading a reply: %v", err)
+	}
+	return f
+}
+
+func rpc(t *testing.T, c net.Conn, f *plan9.Fcall, want uint8) *plan9.Fcall {
+	t.Helper()
+	send(t, c, f)
+	r := recv(t, c)
+	if r.Type != want || r.Tag != f.Tag {
+		t.Fatalf("%v: got %v", f, r)
+	}
+	return r
+}
+
+// 01-fid-setup-order: Twalk, Topen and Tread of each new fid pipelined,
+// 200 times: every read returns the file.
+func TestFidSetupOrder(t *testing.T) {
+	cli, _ := session(t, testFS())
+	const rounds = 200
+	var fs []*plan9.Fcall
+	for i := range rounds {
+		fid, tag := uint32(10+i), uint16(2+3*i)
+		fs = append(fs,
+			&plan9.Fcall{Type: plan9.Twalk, Tag: tag, Fid: 0, Newfid: fid, Wname: []string{"f"}},
+			&plan9.Fcall{Type: plan9.Topen, Tag: tag + 1, Fid: fid, Mode: plan9.OREAD},
+			&plan9.Fcall{Type: plan9.Tread, Tag: tag + 2, Fid: fid, Count: 100})
+	}
+	send(t, cli, fs...)
+	reads := 0
+	for range 3 * rounds {
+		switch r := recv(t, cli); r.Type {
+		case plan9.Rerror:
+			t.Errorf("tag %d: %s", r.Tag, r.Ename)
+		case plan9.Rread:
+			if string(r.Data) != "hello\n" {
+				t.Errorf("read %q", r.Data)
+			}
+			reads++
+		}
+	}
+	if reads != rounds {
+		t.Errorf("%d reads answered with the file, want %d", reads, rounds)
+	}
+}
