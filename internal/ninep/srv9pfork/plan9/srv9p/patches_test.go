@@ -14,8 +14,11 @@ import (
 // over a net.Pipe, one Fcall at a time.
 
 // testFS is a root directory holding one file, "f" ("hello\n"), and one
-// file, "block", whose reads wait until their context is done.
-func testFS() *Server {
+// file, "block", whose reads signal started, wait until their context
+// is done and then send its error on released (each if not nil).
+func testFS() *Server { return blockFS(nil, nil) }
+
+func blockFS(started chan<- struct{}, released chan<- error) *Server {
 	return &Server{
 		Attach: func(ctx context.Context, fid, afid *Fid, user, aname string) (plan9.Qid, error) {
 			fid.SetAux("/")
@@ -47,7 +50,13 @@ func testFS() *Server {
 			case "f":
 				return fid.ReadString(data, off, "hello\n")
 			case "block":
+				if started != nil {
+					started <- struct{}{}
+				}
 				<-ctx.Done()
+				if released != nil {
+					released <- ctx.Err()
+				}
 				return 0, errors.New("interrupted")
 			}
 			return 0, errors.New("fid has no state")
@@ -134,4 +143,27 @@ func TestFidSetupOrder(t *testing.T) {
 	if reads != rounds {
 		t.Errorf("%d reads answered with the file, want %d", reads, rounds)
 	}
+}
+
+// 02-conn-context: a read waiting for its context is released when the
+// client hangs up.
+func TestHangupCancelsRequests(t *testing.T) {
+	started, released := make(chan struct{}, 1), make(chan error, 1)
+	cli, _ := session(t, blockFS(started, released))
+	openBlock(t, cli, 1)
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 4, Fid: 1, Count: 10})
+	<-started
+	cli.Close()
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked read outlived the connection by 10 s")
+	}
+}
+
+// openBlock walks fid to "block" and opens it.
+func openBlock(t *testing.T, cli net.Conn, fid uint32) {
+	t.Helper()
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Twalk, Tag: 2, Fid: 0, Newfid: fid, Wname: []string{"block"}}, plan9.Rwalk)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Topen, Tag: 3, Fid: fid, Mode: plan9.OREAD}, plan9.Ropen)
 }

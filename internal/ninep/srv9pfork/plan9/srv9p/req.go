@@ -33,7 +33,7 @@ type request struct {
 // r.duplicate and r.err set, and the caller is expected to call r.respond rather
 // than process it.
 func (c *conn) newReq(f *plan9.Fcall) *request {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(c.ctx)
 	r := &request{
 		conn:   c,
 		ctx:    ctx,

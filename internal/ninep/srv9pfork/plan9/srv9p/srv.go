@@ -212,6 +212,7 @@ type Server struct {
 // A conn is a single connection to a server.
 type conn struct {
 	srv *Server
+	ctx context.Context // the connection's: every request's derives from it
 
 	addr string // identifier for remote address (never set yet)
 
@@ -269,7 +270,18 @@ var (
 )
 
 func (srv *Server) Serve(in io.ReadCloser, out io.WriteCloser) {
+	srv.ServeContext(context.Background(), in, out)
+}
+
+// ServeContext is Serve with every request's context derived from ctx,
+// and cancelled when the connection ends (EOF, a read error): a handler
+// waiting for something (an event) is released by the client hanging up
+// or by ctx, not only by a Tflush.
+func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.WriteCloser) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	c := &conn{
+		ctx:    ctx,
 		srv:    srv,
 		fids:   newRefMap[uint32, *Fid](),
 		reqs:   newRefMap[uint16, *request](),
