@@ -21,6 +21,8 @@ type request struct {
 	err       error
 	setup     chan struct{} // closed once the reply is written (setup.go)
 	setupFid  uint32        // the fid r sets up, when setup is not nil
+	counted   bool          // r is one of conn.running (version.go)
+	aborted   atomic.Bool   // a Tversion ended r's session: no reply is sent
 
 	// mutable fields
 	mu        sync.Mutex

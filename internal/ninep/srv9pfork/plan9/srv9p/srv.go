@@ -219,6 +219,11 @@ type conn struct {
 	fids  *refMap[uint32, *Fid]     // active fids
 	reqs  *refMap[uint16, *request] // pending requests
 	msize atomic.Uint32             // max message size
+	// maxMsize is the largest msize a Tversion is granted (Server.Msize).
+	maxMsize uint32
+	// running counts the requests handed to goroutines and not yet
+	// answered (version.go).
+	running sync.WaitGroup
 
 	in    io.ReadCloser  // read 9P requests from here
 	outMu sync.Mutex     // protects reply logic and out
@@ -289,11 +294,11 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 		out:    out,
 		setups: make(map[uint32]chan struct{}),
 	}
-	msize := srv.Msize
-	if msize == 0 {
-		msize = 8*1024 + plan9.IOHDRSZ
+	c.maxMsize = srv.Msize
+	if c.maxMsize == 0 {
+		c.maxMsize = 8*1024 + plan9.IOHDRSZ
 	}
-	c.msize.Store(msize)
+	c.msize.Store(c.maxMsize)
 
 	for {
 		r, err := c.readReq()
@@ -304,7 +309,13 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 			go r.respond()
 			continue
 		}
+		if r.ifcall.Type == plan9.Tversion {
+			c.reset(r)
+			continue
+		}
 		c.awaitSetups(r)
+		r.counted = true
+		c.running.Add(1)
 		go c.serveRequest(r)
 	}
 
@@ -370,6 +381,7 @@ func (r *request) respond() {
 	}
 
 	msg, err := r.ofcall.Bytes()
+	aborted := r.aborted.Load()
 	conn.outMu.Lock()
 	if !r.duplicate {
 		// Remove from the pool while holding srv.write
@@ -379,7 +391,10 @@ func (r *request) respond() {
 		// We run the decRef after unlocking.
 		r.conn.reqs.drop(r.ifcall.Tag)
 	}
-	if err != nil {
+	if aborted {
+		// A Tversion has ended the session this request belonged to:
+		// its reply is not the client's any more.
+	} else if err != nil {
 		log.Printf("fcall marshal: %v", err)
 	} else if msize := int64(conn.msize.Load()); int64(len(msg)) > msize {
 		if msize > 0 {
@@ -400,6 +415,9 @@ func (r *request) respond() {
 		f.respond()
 	}
 	r.flush = nil
+	if r.counted {
+		conn.running.Done()
+	}
 }
 
 // readReq reads the next 9P request message from the connection
@@ -460,7 +478,7 @@ func (c *conn) version(r *request) {
 	} else {
 		r.ofcall.Version = "9P2000"
 	}
-	r.ofcall.Msize = min(r.ifcall.Msize, c.msize.Load())
+	r.ofcall.Msize = min(r.ifcall.Msize, c.maxMsize)
 	c.msize.Store(r.ofcall.Msize)
 }
 
