@@ -56,9 +56,12 @@ func (c *conn) newFid(id uint32) (*Fid, error) {
 	f.omode.Store(-1)
 	f.incRef() // for caller
 	f.incRef() // for pool
-	if !c.fids.tryInsert(id, f) {
+	switch c.fids.tryInsertMax(id, f, c.srv.MaxFids) {
+	case errDup:
 		// no decRef+CleanupFid because no one else knows about f
 		return nil, errors.New("duplicate fid")
+	case errFull:
+		return nil, ErrTooManyFids
 	}
 	return f, nil
 }

@@ -167,3 +167,22 @@ func openBlock(t *testing.T, cli net.Conn, fid uint32) {
 	rpc(t, cli, &plan9.Fcall{Type: plan9.Twalk, Tag: 2, Fid: 0, Newfid: fid, Wname: []string{"block"}}, plan9.Rwalk)
 	rpc(t, cli, &plan9.Fcall{Type: plan9.Topen, Tag: 3, Fid: fid, Mode: plan9.OREAD}, plan9.Ropen)
 }
+
+// 04-max-fids: with MaxFids 3, the fourth fid is refused and a clunk
+// makes room for it; a walk onto a held fid (newfid == fid) costs none.
+func TestMaxFids(t *testing.T) {
+	srv := testFS()
+	srv.MaxFids = 3
+	cli, _ := session(t, srv) // fid 0
+	walk := func(tag uint16, fid, newfid uint32, want uint8) *plan9.Fcall {
+		return rpc(t, cli, &plan9.Fcall{Type: plan9.Twalk, Tag: tag, Fid: fid, Newfid: newfid}, want)
+	}
+	walk(2, 0, 1, plan9.Rwalk)
+	walk(3, 0, 2, plan9.Rwalk)
+	if r := walk(4, 0, 3, plan9.Rerror); r.Ename != ErrTooManyFids.Error() {
+		t.Errorf("fourth fid: %q", r.Ename)
+	}
+	walk(5, 2, 2, plan9.Rwalk)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tclunk, Tag: 6, Fid: 2}, plan9.Rclunk)
+	walk(7, 0, 3, plan9.Rwalk)
+}

@@ -103,3 +103,26 @@ func (m *refMap[K, V]) clear() {
 		v.decRef()
 	}
 }
+
+// Why tryInsertMax refused an insert.
+const (
+	inserted = iota
+	errDup
+	errFull
+)
+
+// tryInsertMax is tryInsert that also refuses (errFull) when the pool
+// already holds max values (max > 0); errDup when key is present.
+func (m *refMap[K, V]) tryInsertMax(key K, val V, max int) int {
+	m.rw.Lock()
+	defer m.rw.Unlock()
+
+	if _, ok := m.m[key]; ok {
+		return errDup
+	}
+	if max > 0 && len(m.m) >= max {
+		return errFull
+	}
+	m.m[key] = val
+	return inserted
+}

@@ -207,6 +207,11 @@ type Server struct {
 
 	// If Trace is non-nil, the server prints a trace of all protocol messages to it.
 	Trace io.Writer
+
+	// MaxFids, if positive, bounds the fids of one connection: a Tauth,
+	// Tattach or Twalk that would make one more is answered ErrTooManyFids
+	// before any handler runs. Zero bounds nothing.
+	MaxFids int
 }
 
 // A conn is a single connection to a server.
@@ -272,6 +277,9 @@ var (
 	errNotDir         = errors.New("not a directory")
 	errWalkNonDir     = errors.New("walk in non-directory")
 	errCloneOpenFid   = errors.New("clone of open fid")
+	// ErrTooManyFids refuses a fid beyond Server.MaxFids, in the spelling
+	// Linux's v9fs and plan9port map to EMFILE.
+	ErrTooManyFids = errors.New("too many open files")
 )
 
 func (srv *Server) Serve(in io.ReadCloser, out io.WriteCloser) {
