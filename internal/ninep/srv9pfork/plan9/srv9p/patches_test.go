@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func blockFS(started chan<- struct{}, released chan<- error) *Server {
 			case "f":
 				return fid.ReadString(data, off, "hello\n")
 			case "block":
+				if err := Blocking(ctx); err != nil {
+					return 0, err
+				}
 				if started != nil {
 					started <- struct{}{}
 				}
@@ -185,4 +189,65 @@ func TestMaxFids(t *testing.T) {
 	walk(5, 2, 2, plan9.Rwalk)
 	rpc(t, cli, &plan9.Fcall{Type: plan9.Tclunk, Tag: 6, Fid: 2}, plan9.Rclunk)
 	walk(7, 0, 3, plan9.Rwalk)
+}
+
+// 05-inflight-bounds: with MaxRequests 2, no more than two handlers run
+// at once, however many requests are pipelined.
+func TestMaxRequests(t *testing.T) {
+	srv := testFS()
+	srv.MaxRequests = 2
+	var now, most atomic.Int32
+	stat := srv.Stat
+	srv.Stat = func(ctx context.Context, fid *Fid) (*plan9.Dir, error) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		return stat(ctx, fid)
+	}
+	cli, _ := session(t, srv)
+	var fs []*plan9.Fcall
+	for i := range 20 {
+		fs = append(fs, &plan9.Fcall{Type: plan9.Tstat, Tag: uint16(10 + i), Fid: 0})
+	}
+	send(t, cli, fs...)
+	for range fs {
+		if r := recv(t, cli); r.Type != plan9.Rstat {
+			t.Fatalf("%v", r)
+		}
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d handlers ran at once, want at most 2", m)
+	}
+}
+
+// 05-inflight-bounds: with MaxRequests 1 and MaxBlockingReads 2, two
+// reads waiting in Blocking leave the request slot to a Tstat; a third
+// is refused ErrBlockedReads; a Tflush (holding the request slot) releases
+// one, and a fourth read may wait in its place.
+func TestMaxBlockingReads(t *testing.T) {
+	started := make(chan struct{}, 4)
+	srv := blockFS(started, make(chan error, 4))
+	srv.MaxRequests, srv.MaxBlockingReads = 1, 2
+	cli, _ := session(t, srv)
+	openBlock(t, cli, 1)
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 10, Fid: 1, Count: 10})
+	<-started
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 11, Fid: 1, Count: 10})
+	<-started
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: 12, Fid: 1}, plan9.Rstat)
+	if r := rpc(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 13, Fid: 1, Count: 10}, plan9.Rerror); r.Ename != ErrBlockedReads.Error() {
+		t.Errorf("third blocking read: %q", r.Ename)
+	}
+	send(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: 14, Oldtag: 10})
+	if r := recv(t, cli); r.Tag != 10 {
+		t.Fatalf("first reply after the Tflush: %v, want the flushed read's", r)
+	}
+	if r := recv(t, cli); r.Type != plan9.Rflush {
+		t.Fatalf("%v, want the Rflush", r)
+	}
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 15, Fid: 1, Count: 10})
+	<-started
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: 16, Fid: 1}, plan9.Rstat)
 }

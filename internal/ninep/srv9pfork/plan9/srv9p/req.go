@@ -23,6 +23,8 @@ type request struct {
 	setupFid  uint32        // the fid r sets up, when setup is not nil
 	counted   bool          // r is one of conn.running (version.go)
 	aborted   atomic.Bool   // a Tversion ended r's session: no reply is sent
+	slot      atomic.Bool   // r holds one of conn.slots (bounds.go)
+	blocked   atomic.Bool   // r holds one of conn.blocks (bounds.go)
 
 	// mutable fields
 	mu        sync.Mutex
@@ -38,11 +40,11 @@ func (c *conn) newReq(f *plan9.Fcall) *request {
 	ctx, cancel := context.WithCancel(c.ctx)
 	r := &request{
 		conn:   c,
-		ctx:    ctx,
 		cancel: cancel,
 		ifcall: f,
 		ofcall: new(plan9.Fcall),
 	}
+	r.ctx = context.WithValue(ctx, requestKey{}, r)
 	if !c.reqs.tryInsert(f.Tag, r) {
 		r.duplicate = true
 		r.err = errors.New("duplicate tag")

@@ -212,6 +212,17 @@ type Server struct {
 	// Tattach or Twalk that would make one more is answered ErrTooManyFids
 	// before any handler runs. Zero bounds nothing.
 	MaxFids int
+
+	// MaxRequests, if positive, bounds the requests of one connection
+	// handled at once: the next message is not read until one of them is
+	// answered. Zero bounds nothing.
+	MaxRequests int
+
+	// MaxBlockingReads, if positive, bounds the handlers of one
+	// connection that have called [Blocking]: while they wait they hold
+	// slots of their own instead of MaxRequests', and one more is refused
+	// ErrBlockedReads at once. Zero bounds nothing.
+	MaxBlockingReads int
 }
 
 // A conn is a single connection to a server.
@@ -237,6 +248,9 @@ type conn struct {
 	// setupMu guards setups: fid -> closed once the reply of the request
 	// setting that fid up (Tattach, Twalk's newfid, Topen, Tcreate) is
 	// written (setup.go).
+	// slots and blocks are the bounds' slots (bounds.go); nil: unbounded.
+	slots, blocks chan struct{}
+
 	setupMu sync.Mutex
 	setups  map[uint32]chan struct{}
 }
@@ -299,6 +313,8 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 		fids:   newRefMap[uint32, *Fid](),
 		reqs:   newRefMap[uint16, *request](),
 		in:     in,
+		slots:  newSlots(srv.MaxRequests),
+		blocks: newSlots(srv.MaxBlockingReads),
 		out:    out,
 		setups: make(map[uint32]chan struct{}),
 	}
@@ -322,6 +338,9 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 			continue
 		}
 		c.awaitSetups(r)
+		if err := c.takeSlot(r); err != nil {
+			break
+		}
 		r.counted = true
 		c.running.Add(1)
 		go c.serveRequest(r)
@@ -423,6 +442,7 @@ func (r *request) respond() {
 		f.respond()
 	}
 	r.flush = nil
+	conn.giveSlot(r)
 	if r.counted {
 		conn.running.Done()
 	}
