@@ -251,3 +251,50 @@ func TestMaxBlockingReads(t *testing.T) {
 	<-started
 	rpc(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: 16, Fid: 1}, plan9.Rstat)
 }
+
+// 06-stall-bounds: a client that sends half a message is dropped after
+// ReadTimeout; one that never takes a reply, after WriteTimeout; one with
+// nothing in flight and nothing to say, after IdleTimeout, but not while
+// a request of its is in flight.
+func TestStallBounds(t *testing.T) {
+	const d = 50 * time.Millisecond
+	ended := func(t *testing.T, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the connection outlived its bound by 10 s")
+		}
+	}
+	t.Run("read", func(t *testing.T) {
+		srv := testFS()
+		srv.ReadTimeout = d
+		cli, done := session(t, srv)
+		go cli.Write([]byte{20, 0, 0})
+		ended(t, done)
+	})
+	t.Run("write", func(t *testing.T) {
+		srv := testFS()
+		srv.WriteTimeout = d
+		cli, done := session(t, srv)
+		send(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: 2, Fid: 0})
+		ended(t, done)
+	})
+	t.Run("idle", func(t *testing.T) {
+		started := make(chan struct{}, 1)
+		srv := blockFS(started, make(chan error, 1))
+		srv.IdleTimeout = d
+		cli, done := session(t, srv)
+		openBlock(t, cli, 1)
+		send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 4, Fid: 1, Count: 10})
+		<-started
+		time.Sleep(4 * d)
+		rpc(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: 5, Fid: 1}, plan9.Rstat)
+		send(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: 6, Oldtag: 4})
+		recv(t, cli) // the read's
+		if r := recv(t, cli); r.Type != plan9.Rflush {
+			t.Fatalf("%v, want the Rflush", r)
+		}
+		ended(t, done)
+	})
+}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"9fans.net/go/plan9"
 )
@@ -223,6 +224,16 @@ type Server struct {
 	// slots of their own instead of MaxRequests', and one more is refused
 	// ErrBlockedReads at once. Zero bounds nothing.
 	MaxBlockingReads int
+
+	// ReadTimeout, if positive, bounds how long the rest of a message may
+	// take once its first byte has arrived; WriteTimeout, how long each
+	// reply may take to be written (the client must take it). Either
+	// ends the connection. IdleTimeout, if positive, ends a connection
+	// that has had no request in flight and no message for that long.
+	// Waiting between messages with a request in flight is bounded by
+	// none. They work through the deadlines of in and out, when these
+	// have them (a net.Conn does).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 }
 
 // A conn is a single connection to a server.
@@ -250,6 +261,12 @@ type conn struct {
 	// written (setup.go).
 	// slots and blocks are the bounds' slots (bounds.go); nil: unbounded.
 	slots, blocks chan struct{}
+
+	// stallMu guards busy and inFrame, which decide the read deadline
+	// (stall.go).
+	stallMu sync.Mutex
+	busy    int
+	inFrame bool
 
 	setupMu sync.Mutex
 	setups  map[uint32]chan struct{}
@@ -325,6 +342,7 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 	c.msize.Store(c.maxMsize)
 
 	for {
+		c.between()
 		r, err := c.readReq()
 		if err != nil {
 			break
@@ -342,6 +360,7 @@ func (srv *Server) ServeContext(ctx context.Context, in io.ReadCloser, out io.Wr
 			break
 		}
 		r.counted = true
+		c.started()
 		c.running.Add(1)
 		go c.serveRequest(r)
 	}
@@ -427,10 +446,10 @@ func (r *request) respond() {
 		if msize > 0 {
 			log.Printf("fcall too big")
 		}
-	} else {
-		if _, err := conn.out.Write(msg); err != nil {
-			log.Printf("srv write: %v", err)
-		}
+	} else if err := conn.writeReply(msg); err != nil {
+		// A reply lost ends the session: the client's replies would no
+		// longer match its requests. Closing in ends the read loop.
+		conn.in.Close()
 	}
 	conn.outMu.Unlock()
 	conn.setupDone(r)
@@ -444,6 +463,7 @@ func (r *request) respond() {
 	r.flush = nil
 	conn.giveSlot(r)
 	if r.counted {
+		conn.finished()
 		conn.running.Done()
 	}
 }
@@ -471,8 +491,12 @@ func (c *conn) readReq() (*request, error) {
 func (c *conn) readFcall() (*plan9.Fcall, error) {
 	// 128 bytes should be enough for most messages
 	buf := make([]byte, 128)
-	_, err := io.ReadFull(c.in, buf[0:4])
+	_, err := io.ReadFull(c.in, buf[0:1])
 	if err != nil {
+		return nil, err
+	}
+	c.midFrame()
+	if _, err := io.ReadFull(c.in, buf[1:4]); err != nil {
 		return nil, err
 	}
 
