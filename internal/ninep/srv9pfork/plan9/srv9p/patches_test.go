@@ -298,3 +298,39 @@ func TestStallBounds(t *testing.T) {
 		ended(t, done)
 	})
 }
+
+// 07-read-buffers: a Tread's buffer is charged before the read and
+// released after its reply, also when it waited and was flushed; a
+// refused charge answers the Tread with the charge's error.
+func TestReadBuffersCharged(t *testing.T) {
+	started := make(chan struct{}, 1)
+	srv := blockFS(started, make(chan error, 1))
+	var held atomic.Int64
+	srv.ChargeRead = func(n int64) error {
+		if n > 1000 {
+			return errors.New("cannot allocate memory")
+		}
+		held.Add(n)
+		return nil
+	}
+	srv.ReleaseRead = func(n int64) { held.Add(-n) }
+	cli, _ := session(t, srv)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Twalk, Tag: 2, Fid: 0, Newfid: 2, Wname: []string{"f"}}, plan9.Rwalk)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Topen, Tag: 3, Fid: 2, Mode: plan9.OREAD}, plan9.Ropen)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 4, Fid: 2, Count: 100}, plan9.Rread)
+	if r := rpc(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 4, Fid: 2, Count: 2000}, plan9.Rerror); r.Ename != "cannot allocate memory" {
+		t.Errorf("refused charge: %q", r.Ename)
+	}
+	openBlock(t, cli, 1)
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 5, Fid: 1, Count: 300})
+	<-started
+	if n := held.Load(); n != 300 {
+		t.Errorf("%d bytes held while a read waits, want 300", n)
+	}
+	send(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: 6, Oldtag: 5})
+	recv(t, cli)
+	recv(t, cli)
+	if n := held.Load(); n != 0 {
+		t.Errorf("%d bytes held after every reply, want 0", n)
+	}
+}

@@ -25,6 +25,7 @@ type request struct {
 	aborted   atomic.Bool   // a Tversion ended r's session: no reply is sent
 	slot      atomic.Bool   // r holds one of conn.slots (bounds.go)
 	blocked   atomic.Bool   // r holds one of conn.blocks (bounds.go)
+	charged   int64         // what ChargeRead took for r's buffer
 
 	// mutable fields
 	mu        sync.Mutex

@@ -234,6 +234,13 @@ type Server struct {
 	// none. They work through the deadlines of in and out, when these
 	// have them (a net.Conn does).
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+
+	// ChargeRead, if not nil, is called with the count of each Tread (as
+	// clamped to msize) before its buffer is made; an error answers the
+	// Tread with it. ReleaseRead is called with the same count once the
+	// reply has been written (or dropped).
+	ChargeRead  func(n int64) error
+	ReleaseRead func(n int64)
 }
 
 // A conn is a single connection to a server.
@@ -453,6 +460,9 @@ func (r *request) respond() {
 	}
 	conn.outMu.Unlock()
 	conn.setupDone(r)
+	if r.charged > 0 && conn.srv.ReleaseRead != nil {
+		conn.srv.ReleaseRead(r.charged)
+	}
 
 	r.mu.Lock()
 	r.responded.Store(true) // r.flush no longer accessed by others
@@ -832,6 +842,12 @@ func (c *conn) read(r *request) {
 
 	if msize := c.msize.Load(); r.ifcall.Count > msize-plan9.IOHDRSZ {
 		r.ifcall.Count = msize - plan9.IOHDRSZ
+	}
+	if c.srv.ChargeRead != nil {
+		if r.err = c.srv.ChargeRead(int64(r.ifcall.Count)); r.err != nil {
+			return
+		}
+		r.charged = int64(r.ifcall.Count)
 	}
 	r.ofcall.Data = make([]byte, r.ifcall.Count)
 	if o := fid.omode.Load() & 3; o != plan9.OREAD && o != plan9.ORDWR && o != plan9.OEXEC {
