@@ -334,3 +334,25 @@ func TestReadBuffersCharged(t *testing.T) {
 		t.Errorf("%d bytes held after every reply, want 0", n)
 	}
 }
+
+// 08-flush-order-test: the reply to a flushed request precedes the
+// Rflush, for each of 50 flushed reads; a Tflush of an idle tag is
+// answered at once.
+func TestFlushOrder(t *testing.T) {
+	started := make(chan struct{}, 1)
+	cli, _ := session(t, blockFS(started, nil))
+	openBlock(t, cli, 1)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: 9, Oldtag: 77}, plan9.Rflush)
+	for i := range 50 {
+		tag := uint16(10 + 2*i)
+		send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: tag, Fid: 1, Count: 10})
+		<-started
+		send(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: tag + 1, Oldtag: tag})
+		if r := recv(t, cli); r.Tag != tag {
+			t.Fatalf("round %d: first reply %v, want the read's", i, r)
+		}
+		if r := recv(t, cli); r.Type != plan9.Rflush || r.Tag != tag+1 {
+			t.Fatalf("round %d: second reply %v, want the Rflush", i, r)
+		}
+	}
+}
