@@ -220,7 +220,7 @@ func (f *file) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 
 // Blocking implements p9.Blocker: reads of a ContextReader handle wait
 // for events, and hold the connection's blocking-read slots, not its
-// request slots (lBlockingReads).
+// request slots (maxBlockingReads).
 func (f *file) Blocking() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -45,6 +45,10 @@ func plan9Err(err error) error {
 
 var errRO = errors.New(errString[errs.ReadOnly])
 
+// errBlockedReads refuses a blocking read beyond maxBlockingReads, in the
+// spelling v9fs maps to EAGAIN, the 9P2000.L side's errno for it.
+var errBlockedReads = errors.New("resource temporarily unavailable")
+
 // p9state is the per-fid state of the 9P2000 adapter. A walk with
 // fid == newfid mutates it while other requests may read it, hence the lock.
 type p9state struct {
@@ -84,12 +88,12 @@ var errNotReady = errors.New("fid not ready: its walk has not completed")
 // refusals. It uses srv9p with Tree == nil: srv9p's Tree stores stats and
 // cannot drop entries, which a live tree needs. One server per connection.
 func NewPlan9(root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
-	return newPlan9(context.Background(), nil, newCharger(nil, nil), root, owner, msize, writer, wctx)
+	return newPlan9(newCharger(nil, nil), root, owner, msize, writer, wctx)
 }
 
 // errNoFid refuses a fid the connection's budget has no room for, in
 // the spelling clients map to EMFILE.
-var errNoFid = errors.New(errTooManyFids)
+var errNoFid = srv9p.ErrTooManyFids
 
 // rechargeLocked charges or releases what s holds now beyond what it has
 // charged: its fid, its chain of nodes, its handle. Called with s.mu held.
@@ -106,12 +110,10 @@ func (s *p9state) rechargeLocked(bytes *charger, hcost int64) error {
 	return nil
 }
 
-// newPlan9 is NewPlan9 for a connection whose end cancels conn and whose
-// gate holds bounds (nil: none). srv9p gives each request a context that
-// a Tflush naming it cancels (and writes the Rflush after the request's
-// reply), but derives it from context.Background(): a blocking read is
-// also handed conn, so that a client hanging up releases it.
-func newPlan9(conn context.Context, bounds *bounds9, bytes *charger, root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
+// newPlan9 is NewPlan9 charging bytes. The bounds are the caller's to set
+// (serve2000). Each request's context is cancelled by a Tflush naming it
+// and, under ServeContext, by the connection's end.
+func newPlan9(bytes *charger, root tree.Dir, owner string, msize uint32, writer tree.Writer, wctx context.Context) *srv9p.Server {
 	return recovering(&srv9p.Server{
 		Msize: msize,
 		Attach: func(ctx context.Context, fid, afid *srv9p.Fid, user, aname string) (plan9.Qid, error) {
@@ -257,19 +259,13 @@ func newPlan9(conn context.Context, bounds *bounds9, bytes *charger, root tree.D
 				return 0, errors.New("not open for read")
 			}
 			if _, ok := h.(ContextReader); ok {
-				done, err := bounds.block(conn)
-				if err != nil {
-					return 0, plan9Err(err)
+				// It waits for an event: it holds a blocking slot
+				// instead of a request slot (srv9pfork patch 05).
+				if err := srv9p.Blocking(ctx); err != nil {
+					return 0, errBlockedReads
 				}
-				defer done()
 			}
-			// data (srv9p's, sized by the Tread's count) is charged
-			// while the read runs, as on the 9P2000.L side.
-			if err := bytes.charge(int64(len(data)), "a read buffer"); err != nil {
-				return 0, plan9Err(err)
-			}
-			defer bytes.release(int64(len(data)))
-			n, err := readHandle(ctx, conn, h, data, off)
+			n, err := readHandle(ctx, nil, h, data, off)
 			if n > 0 || err == nil || errors.Is(err, io.EOF) {
 				return n, nil
 			}
