@@ -67,7 +67,7 @@ func NewTree(uid, gid string, mode plan9.Perm, cleanup func(*File)) *Tree {
 			Uid:   uid,
 			Gid:   gid,
 			Muid:  uid,
-			Qid:   plan9.Qid{0, 0, plan9.QTDIR},
+			Qid:   plan9.Qid{Type: plan9.QTDIR},
 			Mtime: uint32(now),
 			Atime: uint32(now),
 			Mode:  plan9.DMDIR | mode,
