@@ -37,12 +37,14 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags redteam ./test/redteam/
 	cd internal/ninep/p9fork && $(GO) vet ./p9/
+	cd internal/ninep/srv9pfork && $(GO) vet ./...
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 60m ./...
-	# The p9 fork is a module of its own: ./... does not enter it.
+	# The forks are modules of their own: ./... does not enter them.
 	cd internal/ninep/p9fork && $(GO) test -race -count=1 ./p9/
+	cd internal/ninep/srv9pfork && $(GO) test -race -count=1 ./...
 
 # The standing adversarial tier (test/redteam; RELIABILITY.md, "Under
 # attack"): one attacker per way a peer has made the daemon take memory,
