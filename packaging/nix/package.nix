@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-gehlqDEkx8Ie2jL00G0Y1uzDvFlbXM+ZDjIBaV5RiRQ=";
+  vendorHash = "sha256-lEwEt2JDypCLGrZ0np/OEncNKW1b6pUgz1kwZ/F7rVs=";
 
   subPackages = [
     "cmd/9harnessd"
