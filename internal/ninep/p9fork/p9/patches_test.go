@@ -964,3 +964,48 @@ func TestIdleConnectionCost(t *testing.T) {
 		t.Fatalf("an idle connection holds %d bytes, above %d", per, limit)
 	}
 }
+
+// WithVersion(0) asks for plain "9P2000.L" first, WithAttachUID names the
+// uid in the Tattach, and the msize the Rversion grants is the session's
+// (MessageSize), against a server that takes only "9P2000.L" (as diod).
+func TestClientOptions(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	got := make(chan string, 2)
+	go func() {
+		read := func() []byte {
+			var size [4]byte
+			if _, err := io.ReadFull(srv, size[:]); err != nil {
+				return nil
+			}
+			b := make([]byte, binary.LittleEndian.Uint32(size[:]))
+			copy(b, size[:])
+			if _, err := io.ReadFull(srv, b[4:]); err != nil {
+				return nil
+			}
+			return b
+		}
+		v := read() // size type tag msize version[s]
+		got <- string(v[13:])
+		srv.Write(frame(tTversion+1, binary.LittleEndian.Uint16(v[5:]), uint32(65536), "9P2000.L"))
+		a := read() // ... n_uname[4] last
+		got <- fmt.Sprint(binary.LittleEndian.Uint32(a[len(a)-4:]))
+		srv.Write(frame(tTattach+1, binary.LittleEndian.Uint16(a[5:]), uint8(0x80), uint32(0), uint64(1)))
+	}()
+	c, err := p9.NewClient(cli, p9.WithMessageSize(1<<20), p9.WithVersion(0), p9.WithAttachUID(1234))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "9P2000.L" {
+		t.Errorf("Tversion asked for %q, want 9P2000.L", v)
+	}
+	if m := c.MessageSize(); m != 65536 {
+		t.Errorf("MessageSize() = %d, want the 65536 granted", m)
+	}
+	if _, err := c.Attach("/"); err != nil {
+		t.Fatal(err)
+	}
+	if u := <-got; u != "1234" {
+		t.Errorf("Tattach n_uname %s, want 1234", u)
+	}
+}
