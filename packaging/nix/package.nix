@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-lEwEt2JDypCLGrZ0np/OEncNKW1b6pUgz1kwZ/F7rVs=";
+  vendorHash = "sha256-Ha8ijb0gi6Rsv4vVwFQleoJVt624ZyFu2EsBi/QUrqk=";
 
   subPackages = [
     "cmd/9harnessd"
