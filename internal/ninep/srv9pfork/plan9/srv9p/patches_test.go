@@ -356,3 +356,24 @@ func TestFlushOrder(t *testing.T) {
 		}
 	}
 }
+
+// 10-small-msize: after a Tversion granting an msize of 23, less than a
+// reply's header, a Tread asking for 1 GiB gets no buffer of that size.
+func TestSmallMsize(t *testing.T) {
+	srv := testFS()
+	asked := make(chan int64, 1)
+	srv.ChargeRead = func(n int64) error { asked <- n; return nil }
+	srv.ReleaseRead = func(int64) {}
+	cli, _ := session(t, srv)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tversion, Tag: plan9.NOTAG, Msize: 23, Version: "9P2000"}, plan9.Rversion)
+	rpc(t, cli, &plan9.Fcall{Type: plan9.Tattach, Tag: 1, Fid: 0, Afid: plan9.NOFID, Uname: "u"}, plan9.Rattach)
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 2, Fid: 0, Count: 1 << 30})
+	select {
+	case n := <-asked:
+		if n != 0 {
+			t.Errorf("a Tread at msize 23 asked for a %d-byte buffer, want 0", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Tread was not charged within 10 s")
+	}
+}

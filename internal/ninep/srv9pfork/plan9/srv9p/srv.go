@@ -840,8 +840,11 @@ func (c *conn) read(r *request) {
 		return
 	}
 
-	if msize := c.msize.Load(); r.ifcall.Count > msize-plan9.IOHDRSZ {
-		r.ifcall.Count = msize - plan9.IOHDRSZ
+	// An msize below the header's size leaves no room for data (and
+	// msize-IOHDRSZ would wrap around to 4 GiB).
+	room := max(c.msize.Load(), plan9.IOHDRSZ) - plan9.IOHDRSZ
+	if r.ifcall.Count > room {
+		r.ifcall.Count = room
 	}
 	if c.srv.ChargeRead != nil {
 		if r.err = c.srv.ChargeRead(int64(r.ifcall.Count)); r.err != nil {
