@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-Ha8ijb0gi6Rsv4vVwFQleoJVt624ZyFu2EsBi/QUrqk=";
+  vendorHash = "sha256-1tWWXTpSedS6xOOPfGeiUarc366K6QZ7cJh6Pmr7/IA=";
 
   subPackages = [
     "cmd/9harnessd"
