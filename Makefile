@@ -37,6 +37,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags redteam ./test/redteam/
 	cd internal/ninep/p9fork && $(GO) vet ./p9/
+	cd internal/ninep/srv9pfork && $(GO) vet ./...
 	@out=$$(gofmt -l cmd internal test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # make test runs three streams at once, each against its own budget on a
@@ -45,8 +46,8 @@ vet:
 # - test/, the integration and system tests (budget 10 min): the longest,
 #   so it starts first rather than after the unit packages;
 # - test/realcli, the real-CLI tier (budget 5 min), beside it;
-# - every other package, then the p9 fork, a module of its own that ./...
-#   does not enter (budget 5 min).
+# - every other package, then the p9 and srv9p forks, modules of their own
+#   that ./... does not enter (budget 5 min).
 # Each stream's report is printed whole when the stream ends, so reports
 # never interleave; the target fails if any stream failed.
 TESTFLAGS ?= -race -count=1
@@ -58,6 +59,7 @@ test: deps vet
 	{ rc=0; \
 	  $(GO) test $(TESTFLAGS) -timeout 20m $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/realcli$$') || rc=1; \
 	  (cd internal/ninep/p9fork && $(GO) test $(TESTFLAGS) ./p9/) || rc=1; \
+	  (cd internal/ninep/srv9pfork && $(GO) test $(TESTFLAGS) ./...) || rc=1; \
 	  exit $$rc; } >$$logs/unit 2>&1 & unit=$$!; \
 	rc=0; \
 	for s in unit:$$unit realcli:$$realcli test:$$slow; do \

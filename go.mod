@@ -45,3 +45,7 @@ require (
 
 // The 9P2000.L engine, patched in the repository (internal/ninep/p9fork/PATCHES).
 replace github.com/hugelgupf/p9 => ./internal/ninep/p9fork
+
+// The 9P2000 engine (srv9p and its plan9 package), patched in the
+// repository (internal/ninep/srv9pfork/PATCHES).
+replace 9fans.net/go => ./internal/ninep/srv9pfork

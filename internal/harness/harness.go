@@ -212,7 +212,7 @@ type Agent struct {
 	// (their fields are empty): "title" and "model" when their windows
 	// did not fit the read's budget. A resolve without a Defer leaves none.
 	Pending []string
-	Zmx string // the process's ZMX_SESSION, "" outside zmx
+	Zmx     string // the process's ZMX_SESSION, "" outside zmx
 	// EnvKnown says the process's environment could be read: without it
 	// Zmx and TmuxSocket are unknown, not "outside a session".
 	EnvKnown   bool

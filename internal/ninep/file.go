@@ -6,6 +6,7 @@ package ninep
 import (
 	"context"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 
@@ -78,10 +79,21 @@ type file struct {
 	reason []byte
 }
 
+// Every optional interface of the p9 fork the adapter implements, asserted
+// here: the fork finds them by type assertion at run time, so a method
+// renamed on either side would otherwise turn its path off in silence
+// (splice reads, blocking reads, cancelled reads, inline requests).
 var (
-	_ p9.File          = (*file)(nil)
-	_ p9.DirentsReader = (*file)(nil)
-	_ p9.QuickFile     = (*file)(nil)
+	_ p9.File            = (*file)(nil)
+	_ p9.DirentsReader   = (*file)(nil)
+	_ p9.QuickFile       = (*file)(nil)
+	_ p9.HostFileReader  = (*file)(nil)
+	_ p9.ReaderAtContext = (*file)(nil)
+	_ p9.Blocker         = (*file)(nil)
+	_ p9.Attacher        = (*Attacher)(nil)
+	_ p9.QuickAttacher   = (*Attacher)(nil)
+	// A mirrored file's handle, which HostFile hands the fork to splice.
+	_ syscall.Conn = (*os.File)(nil)
 )
 
 func (f *file) clone() *file {
@@ -220,7 +232,7 @@ func (f *file) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 
 // Blocking implements p9.Blocker: reads of a ContextReader handle wait
 // for events, and hold the connection's blocking-read slots, not its
-// request slots (lBlockingReads).
+// request slots (maxBlockingReads).
 func (f *file) Blocking() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -105,20 +105,65 @@ func Serve(ctx context.Context, c net.Conn, cfg Conn) error {
 	return nil
 }
 
-// serve2000 serves a plain 9P2000 session with srv9p, through the gate.
-func serve2000(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
-	serve2000Bounded(ctx, c, first, cfg, newBounds9(gateRequests, gateBlockingReads))
-}
+// The bounds of one connection (rule 10), the same in both dialects;
+// each fork enforces them where its requests are read and answered
+// (internal/ninep/p9fork/PATCHES, internal/ninep/srv9pfork/PATCHES), and
+// these are their settings.
+const (
+	// maxRequests bounds the requests handled at once; the next frame
+	// stays on the socket until one is answered. Each holds a goroutine
+	// and, for a Tread, a read buffer of up to msize while its reply is
+	// written: 16 at the 1 MiB msize is 16 MiB for a client that
+	// pipelines reads and never takes the replies. A kernel mount keeps
+	// a few reads in flight per reader (plan9port's 9pfuse one per FUSE
+	// thread, Plan 9's devmnt one per process).
+	maxRequests = 16
+	// maxBlockingReads bounds the reads of one connection waiting in a
+	// ContextReader (the events file). They do not hold request slots
+	// while they wait, so waiting readers never keep a connection from
+	// its other requests, or from the Tflush that releases them; one
+	// beyond the bound is refused at once (EAGAIN). A client waits on
+	// events with one or two readers, but a machine's many watchers
+	// (status lines, notifiers) share the daemon's connection cap: 16
+	// lets 1,000 readers wait at once across DefaultMaxConns (64 × 16 =
+	// 1,024), and bounds their buffers to 16 msize.
+	maxBlockingReads = 16
+	// readTimeout bounds the rest of a frame once its first byte has
+	// arrived: a peer that sends half a frame and stalls is dropped. Any
+	// frame crosses a unix socket in far less; 30 s forgives a stopped
+	// (SIGSTOP, debugger) client.
+	readTimeout = 30 * time.Second
+	// writeTimeout bounds each reply's write: a peer that stops reading
+	// is dropped once its socket buffer has stayed full this long. Same
+	// reasoning as readTimeout.
+	writeTimeout = 30 * time.Second
+	// maxFids9 bounds the fids of one 9P2000 connection by number, beside
+	// their bytes (budget.go), which bound both dialects' fids.
+	// plan9port's 9pfuse holds a fid per file the kernel has looked up
+	// until it forgets it, so a whole listing of the largest mirrored
+	// directory (10,000 transcripts in the bench) must fit.
+	maxFids9 = 16384
+)
 
-func serve2000Bounded(ctx context.Context, c net.Conn, first []byte, cfg Conn, b *bounds9) {
-	// srv9p's Serve returns at EOF without cancelling handlers; the
-	// replay cancels rctx at EOF, which releases blocked reads.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g := newGate9(rctx, newReplay(first, c, cancel), c, cfg.MaxMsize, b)
-	g.writeTimeout = gateWriteTimeout
-	// The idle timeout is armed by the Rversion, when nothing is in
-	// flight, and disarmed by each request until it is answered.
-	g.idle, g.conn = cfg.IdleTimeout, c
-	newPlan9(rctx, b, newCharger(cfg.Budget, cfg.Logf), cfg.Root, cfg.Owner, cfg.MaxMsize, cfg.Writer, cfg.WriteCtx).Serve(g, g)
+// serve2000 serves a plain 9P2000 session with the srv9p fork, the
+// Tversion first read put back in front of the connection.
+func serve2000(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
+	bytes := newCharger(cfg.Budget, cfg.Logf)
+	srv := newPlan9(bytes, cfg.Root, cfg.Owner, cfg.MaxMsize, cfg.Writer, cfg.WriteCtx)
+	srv.MaxFids = maxFids9
+	srv.MaxRequests = maxRequests
+	srv.MaxBlockingReads = maxBlockingReads
+	srv.ReadTimeout = readTimeout
+	srv.WriteTimeout = writeTimeout
+	srv.IdleTimeout = cfg.IdleTimeout
+	// A Tread's buffer is charged from before the read until its reply
+	// is written (or, waiting for an event, while it waits).
+	srv.ChargeRead = func(n int64) error {
+		if err := bytes.charge(n, "a read buffer"); err != nil {
+			return plan9Err(err)
+		}
+		return nil
+	}
+	srv.ReleaseRead = bytes.release
+	srv.ServeContext(ctx, &prefixed{Conn: c, first: first}, c)
 }

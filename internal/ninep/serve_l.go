@@ -7,40 +7,9 @@ import (
 	"net"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
-)
-
-// The 9P2000.L side's bounds per connection (rule 10). The p9 fork
-// enforces them (internal/ninep/p9fork/PATCHES); these are its settings.
-const (
-	// lRequests bounds the requests p9 handles at once; the next frame
-	// stays on the socket until one is answered. Each holds a goroutine
-	// and, for a Tread, a read buffer of up to msize while its reply is
-	// written: 16 at the 1 MiB msize is 16 MiB for a client that
-	// pipelines reads and never takes the replies. A kernel mount keeps
-	// a few reads in flight per reader; 16 is the 9P2000 side's number
-	// (gateRequests) for the same reasons.
-	lRequests = 16
-	// lBlockingReads bounds the reads of one connection waiting in a
-	// ContextReader (the events file). They do not hold request slots
-	// while they wait, so waiting readers never keep a connection from
-	// its other requests, or from the Tflush that releases them; one
-	// beyond the bound is refused at once (EAGAIN). Same number as
-	// gateBlockingReads, for the same reasons (1,000 blocked readers
-	// across the connection cap, 16 msize of buffers at most).
-	lBlockingReads = 16
-	// lReadTimeout bounds the rest of a frame once its first byte has
-	// arrived: a peer that sends half a frame and stalls is dropped. Any
-	// frame crosses a unix socket in far less; 30 s forgives a stopped
-	// (SIGSTOP, debugger) client.
-	lReadTimeout = 30 * time.Second
-	// lWriteTimeout bounds each reply's write: a peer that stops reading
-	// is dropped once its socket buffer has stayed full this long. Same
-	// reasoning as lReadTimeout.
-	lWriteTimeout = 30 * time.Second
 )
 
 // serveL serves a 9P2000.L session with the p9 fork, the Tversion first
@@ -54,13 +23,13 @@ func serveL(ctx context.Context, c net.Conn, first []byte, cfg Conn) {
 		p9.WithAuthError(linux.ENOENT),
 		p9.WithMaxMessageSize(cfg.MaxMsize),
 		p9.WithoutXattrs(),
-		p9.WithMaxRequests(lRequests),
-		p9.WithMaxBlockingReads(lBlockingReads),
+		p9.WithMaxRequests(maxRequests),
+		p9.WithMaxBlockingReads(maxBlockingReads),
 		// A Tread's buffer is charged from before the read until its
 		// reply is written (or, waiting for an event, while it waits).
 		p9.WithReadBuffers(func(n int64) error { return bytes.charge(n, "a read buffer") }, bytes.release),
-		p9.WithReadTimeout(lReadTimeout),
-		p9.WithWriteTimeout(lWriteTimeout),
+		p9.WithReadTimeout(readTimeout),
+		p9.WithWriteTimeout(writeTimeout),
 		p9.WithContext(ctx),
 	}
 	if cfg.IdleTimeout > 0 {

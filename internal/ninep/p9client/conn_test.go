@@ -179,26 +179,6 @@ func TestNoFallbackOnHangUp(t *testing.T) {
 	}
 }
 
-func TestPlainTversion(t *testing.T) {
-	in := []byte{0, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0}
-	in = proto.AppendUint16(in, uint16(len("9P2000.L.Google.7")))
-	in = append(in, "9P2000.L.Google.7"...)
-	proto.PutUint32(in, uint32(len(in)))
-	want := []byte{21, 0, 0, 0, 100, 0xff, 0xff, 0, 0, 0x10, 0, 8, 0}
-	want = append(want, "9P2000.L"...)
-	rc := &recordConn{}
-	c := &plainConn{Conn: rc}
-	// In two pieces, as the library writes it: header, then body.
-	for _, p := range [][]byte{in[:7], in[7:]} {
-		if n, err := c.Write(p); n != len(p) || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	if got := bytes.Join(rc.writes, nil); !bytes.Equal(got, want) {
-		t.Errorf("the rewritten Tversion:\n got %x\nwant %x", got, want)
-	}
-}
-
 // recordConn records each Write it is given.
 type recordConn struct {
 	net.Conn
@@ -210,10 +190,10 @@ func (c *recordConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// msizeConn passes each message on whole, however the library splits it:
+// wholeConn passes each message on whole, however the library splits it:
 // nothing goes out until the piece that completes a message, then exactly
 // that message (as header and the completing piece), in order.
-func TestMsizeConnGathers(t *testing.T) {
+func TestWholeConnGathers(t *testing.T) {
 	msg := func(typ byte, body string) []byte {
 		b := proto.AppendUint32(nil, uint32(7+len(body)))
 		b = append(b, typ, 1, 0)
@@ -223,7 +203,7 @@ func TestMsizeConnGathers(t *testing.T) {
 	stream := append(append(append([]byte(nil), m1...), m2...), m3...)
 	for _, cuts := range [][]int{{7, 23}, {1, 2, 3, 30, 31}, {4, 40}, {len(stream)}, {7, 23, 30, 34, 41}} {
 		rc := &recordConn{}
-		c := &msizeConn{Conn: rc}
+		c := &wholeConn{Conn: rc}
 		prev := 0
 		for _, cut := range append(cuts, len(stream)) {
 			if cut > len(stream) || cut <= prev {
@@ -252,7 +232,7 @@ func TestMsizeConnGathers(t *testing.T) {
 			t.Fatalf("cuts %v: %d writes, want 2 per message", cuts, len(rc.writes))
 		}
 	}
-	c := &msizeConn{Conn: &recordConn{}}
+	c := &wholeConn{Conn: &recordConn{}}
 	if _, err := c.Write([]byte{3, 0, 0, 0}); err == nil {
 		t.Fatal("a 3-byte message was accepted")
 	}

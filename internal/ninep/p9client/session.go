@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
@@ -48,11 +49,12 @@ type Session struct {
 // round trip) 9harnessd serves. A server that refuses that version string
 // instead of answering with the "9P2000.L" it speaks (diod replies Rlerror
 // EIO to anything but exactly "9P2000.L", and keeps the connection open)
-// gets a second connection on which the client asks for plain "9P2000.L":
-// the library lowers its version only on EAGAIN and has no option to ask
-// for 9P2000.L from the start, so the second attempt rewrites the Tversion
-// on its way out, and names this process's uid in the Tattach, which such
-// a server needs (see plainConn). The library then speaks 9P2000.L without
+// gets a second connection on which the client asks for plain "9P2000.L"
+// (the library lowers its version only on EAGAIN) and names this process's
+// effective uid in the Tattach's n_uname, as the Linux kernel's client
+// does: such a server takes the attaching user from it and refuses an
+// attach that names none. (9harnessd judges the peer by its socket
+// credentials and ignores it.) The library then speaks 9P2000.L without
 // extensions, as the server's Rversion says.
 //
 // A server that hangs up before its Rversion gives an *UnansweredError,
@@ -75,7 +77,7 @@ func Dial(dial func() (net.Conn, error), aname string) (*Session, error) {
 	if err2 != nil {
 		return nil, fmt.Errorf("%v; redialling for %s: %w", err, proto.Version2000L, err2)
 	}
-	s, err2 = New(&plainConn{Conn: conn}, aname)
+	s, err2 = newSession(conn, aname, p9.WithVersion(0), p9.WithAttachUID(p9.UID(os.Geteuid())))
 	if err2 != nil {
 		return nil, fmt.Errorf("the server refused %s (%v), and then %s: %w", p9.HighestVersionString(), errors.Unwrap(err), proto.Version2000L, err2)
 	}
@@ -87,8 +89,11 @@ func Dial(dial func() (net.Conn, error), aname string) (*Session, error) {
 // is an error (Dial, which can open a second connection, falls back). On
 // failure conn is closed.
 func New(conn net.Conn, aname string) (*Session, error) {
-	mc := &msizeConn{Conn: conn}
-	c, err := p9.NewClient(mc, p9.WithMessageSize(Msize))
+	return newSession(conn, aname)
+}
+
+func newSession(conn net.Conn, aname string, opts ...p9.ClientOpt) (*Session, error) {
+	c, err := p9.NewClient(&wholeConn{Conn: conn}, append([]p9.ClientOpt{p9.WithMessageSize(Msize)}, opts...)...)
 	if err != nil {
 		conn.Close()
 		return nil, &versionError{err}
@@ -98,7 +103,7 @@ func New(conn net.Conn, aname string) (*Session, error) {
 		c.Close()
 		return nil, fmt.Errorf("9P attach: %w", wireError(err))
 	}
-	return &Session{c: c, root: &File{f: root}, msize: mc.granted()}, nil
+	return &Session{c: c, root: &File{f: root}, msize: c.MessageSize()}, nil
 }
 
 // Msize is the msize the server granted: no request or reply of the

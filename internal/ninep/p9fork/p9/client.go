@@ -105,6 +105,9 @@ type Client struct {
 
 	// log is the logger to write to, if specified.
 	log ulog.Logger
+
+	// attachUID is the n_uname of every Tattach (WithAttachUID).
+	attachUID UID
 }
 
 // ClientOpt enables optional client configuration.
@@ -124,6 +127,36 @@ func WithMessageSize(m uint32) ClientOpt {
 		return nil
 	}
 }
+
+// WithVersion makes the client ask for version v first (0 is plain
+// "9P2000.L", n > 0 is "9P2000.L.Google.n"), and lower it from there on
+// EAGAIN as before. A server that refuses any version it does not know
+// (diod answers Rlerror EIO to all but "9P2000.L") can be spoken to only
+// by asking for its own first.
+func WithVersion(v uint32) ClientOpt {
+	return func(c *Client) error {
+		if v > highestSupportedVersion {
+			return ErrBadVersionString
+		}
+		c.version = v
+		return nil
+	}
+}
+
+// WithAttachUID names uid in the n_uname of every Tattach, instead of
+// NoUID. A 9P2000.L server such as diod takes the attaching user from
+// n_uname (the Linux kernel's client sends the caller's uid) and refuses
+// an attach that names none.
+func WithAttachUID(uid UID) ClientOpt {
+	return func(c *Client) error {
+		c.attachUID = uid
+		return nil
+	}
+}
+
+// MessageSize is the msize of the session: the one asked for, or the
+// server's, if its Rversion granted less.
+func (c *Client) MessageSize() uint32 { return c.messageSize }
 
 // WithClientLogger overrides the default logger for the client.
 func WithClientLogger(l ulog.Logger) ClientOpt {
@@ -153,6 +186,7 @@ func NewClient(conn io.ReadWriteCloser, o ...ClientOpt) (*Client, error) {
 		recvr:       make(chan bool, 1),
 		messageSize: DefaultMessageSize,
 		log:         ulog.Null,
+		attachUID:   NoUID,
 
 		// Request a high version by default.
 		version: highestSupportedVersion,
@@ -200,6 +234,15 @@ func NewClient(conn io.ReadWriteCloser, o ...ClientOpt) (*Client, error) {
 			return nil, ErrBadVersionString
 		}
 		c.version = version
+		// The server may grant less than was asked: every request
+		// and reply of the session must fit what it granted.
+		if rversion.MSize < c.messageSize {
+			if rversion.MSize <= msgDotLRegistry.fixedSize() {
+				return nil, &ErrMessageTooLarge{size: rversion.MSize, msize: msgDotLRegistry.fixedSize()}
+			}
+			c.messageSize = rversion.MSize
+			c.payloadSize = roundDown(c.messageSize-msgDotLRegistry.fixedSize(), 512)
+		}
 		break
 	}
 	return c, nil

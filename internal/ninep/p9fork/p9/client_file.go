@@ -33,7 +33,7 @@ func (c *Client) Attach(name string) (File, error) {
 	}
 
 	rattach := rattach{}
-	if err := c.sendRecv(&tattach{fid: fid(id), Auth: tauth{AttachName: name, Authenticationfid: noFID, UID: NoUID}}, &rattach); err != nil {
+	if err := c.sendRecv(&tattach{fid: fid(id), Auth: tauth{AttachName: name, Authenticationfid: noFID, UID: c.attachUID}}, &rattach); err != nil {
 		c.fidPool.Put(id)
 		return nil, err
 	}

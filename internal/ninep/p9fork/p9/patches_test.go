@@ -487,7 +487,9 @@ func TestMaxFIDs(t *testing.T) {
 	r.expect(tRwalk, 2)
 }
 
-// A Tversion in mid-session aborts the reads in flight.
+// A Tversion in mid-session aborts the reads in flight, and their replies
+// never reach the new session: the Rversion is the next reply, and the
+// one after it is the new session's first.
 func TestVersionAbortsReads(t *testing.T) {
 	fs := newTestFS()
 	r := serve(t, fs)
@@ -496,17 +498,9 @@ func TestVersionAbortsReads(t *testing.T) {
 	r.send(tTread, 10, uint32(5), uint64(0), uint32(64))
 	fs.waitEntered(t, 1)
 	r.send(tTversion, 0xFFFF, uint32(8192), "9P2000.L")
-	got := map[uint8]reply{}
-	for len(got) < 2 {
-		m := r.recv()
-		got[m.typ] = m
-	}
-	if m := got[tRlerror]; m.tag != 10 || m.errno() != uint32(linux.EINTR) {
-		t.Fatalf("the read in flight got %v", m)
-	}
-	if _, ok := got[tRversion]; !ok {
-		t.Fatalf("no Rversion: %v", got)
-	}
+	r.expect(tRversion, 0xFFFF)
+	r.send(tTattach, 10, uint32(0), noFID, "u", "", uint32(0))
+	r.expect(tRattach, 10)
 }
 
 // A Tversion in mid-session starts a new session: the old fids are gone.
@@ -968,5 +962,50 @@ func TestIdleConnectionCost(t *testing.T) {
 	t.Logf("%d idle connections (4 MiB msize, one 1 MiB read each): %d bytes each", n, per)
 	if per > limit {
 		t.Fatalf("an idle connection holds %d bytes, above %d", per, limit)
+	}
+}
+
+// WithVersion(0) asks for plain "9P2000.L" first, WithAttachUID names the
+// uid in the Tattach, and the msize the Rversion grants is the session's
+// (MessageSize), against a server that takes only "9P2000.L" (as diod).
+func TestClientOptions(t *testing.T) {
+	srv, cli := net.Pipe()
+	defer srv.Close()
+	got := make(chan string, 2)
+	go func() {
+		read := func() []byte {
+			var size [4]byte
+			if _, err := io.ReadFull(srv, size[:]); err != nil {
+				return nil
+			}
+			b := make([]byte, binary.LittleEndian.Uint32(size[:]))
+			copy(b, size[:])
+			if _, err := io.ReadFull(srv, b[4:]); err != nil {
+				return nil
+			}
+			return b
+		}
+		v := read() // size type tag msize version[s]
+		got <- string(v[13:])
+		srv.Write(frame(tTversion+1, binary.LittleEndian.Uint16(v[5:]), uint32(65536), "9P2000.L"))
+		a := read() // ... n_uname[4] last
+		got <- fmt.Sprint(binary.LittleEndian.Uint32(a[len(a)-4:]))
+		srv.Write(frame(tTattach+1, binary.LittleEndian.Uint16(a[5:]), uint8(0x80), uint32(0), uint64(1)))
+	}()
+	c, err := p9.NewClient(cli, p9.WithMessageSize(1<<20), p9.WithVersion(0), p9.WithAttachUID(1234))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != "9P2000.L" {
+		t.Errorf("Tversion asked for %q, want 9P2000.L", v)
+	}
+	if m := c.MessageSize(); m != 65536 {
+		t.Errorf("MessageSize() = %d, want the 65536 granted", m)
+	}
+	if _, err := c.Attach("/"); err != nil {
+		t.Fatal(err)
+	}
+	if u := <-got; u != "1234" {
+		t.Errorf("Tattach n_uname %s, want 1234", u)
 	}
 }

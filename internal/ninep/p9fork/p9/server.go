@@ -516,15 +516,31 @@ func (cs *connState) InsertFID(fid fid, newRef *fidRef) {
 // Requests in flight keep the references they hold, so a File is closed
 // once the last of them is done with it.
 func (cs *connState) resetSession() {
-	// "All outstanding I/O on the connection is aborted": the reads in
-	// flight are cancelled (they are answered, EINTR, as a flush would).
+	// "All outstanding I/O on the connection is aborted": the requests
+	// in flight are cancelled (the reads among them return at once), and
+	// their replies are not written: the client's new session could take
+	// one for the reply to a request of its own under the same tag. The
+	// Tversion is answered once they have all returned, so that none
+	// makes a fid after the fids are freed.
+	var sent []chan struct{}
 	cs.tagMu.Lock()
 	for _, st := range cs.tags {
+		if st.version {
+			continue
+		}
+		st.aborted.Store(true)
 		if st.cancel != nil {
 			st.cancel()
 		}
+		sent = append(sent, st.sent)
 	}
 	cs.tagMu.Unlock()
+	for _, ch := range sent {
+		select {
+		case <-ch:
+		case <-cs.ctx.Done():
+		}
+	}
 
 	cs.fidMu.Lock()
 	old := cs.fids
@@ -586,6 +602,11 @@ type tagState struct {
 	after   chan struct{}
 	opening chan struct{}
 	openFid fid
+
+	// version marks a Tversion's tag; aborted, a request a Tversion has
+	// ended the session of: its reply is not written (resetSession).
+	version bool
+	aborted atomic.Bool
 }
 
 // StartTag starts handling the tag.
@@ -598,6 +619,7 @@ func (cs *connState) StartTag(t tag, m message) (*tagState, bool) {
 		return nil, false
 	}
 	st := &tagState{sent: make(chan struct{})}
+	_, st.version = m.(*tversion)
 	if r, ok := m.(*tread); ok {
 		// Only reads may wait (ReaderAtContext), so only they pay
 		// for a context of their own. Set under tagMu, where
@@ -728,8 +750,11 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 
 	cs.sendMu.Lock()
 	cs.ClearTag(tag)
-	cs.writeDeadline()
-	err := send(cs.server.log, cs.r, tag, r)
+	var err error
+	if !st.aborted.Load() {
+		cs.writeDeadline()
+		err = send(cs.server.log, cs.r, tag, r)
+	}
 	close(st.sent)
 	cs.sendMu.Unlock()
 	if a, ok := r.(afterSender); ok {
