@@ -9,6 +9,7 @@ package top
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,8 +52,13 @@ type Counts struct {
 	Rows   atomic.Int64 // one agent's row
 }
 
+// quitGrace is how long after SIGTERM, SIGINT or SIGHUP the view may take
+// to end before it is stopped (bubbletea's Kill: the terminal is still
+// restored, without waiting for the input loop).
+const quitGrace = time.Second
+
 // Run shows the view until q, Ctrl-C, SIGTERM or SIGHUP; its status is
-// 0, or 1 when the terminal could not be used.
+// 0, or 1 when the terminal could not be used or was hung up.
 func Run(cfg Config) int {
 	colors(cfg.Out)
 	if cfg.Once {
@@ -61,22 +67,38 @@ func Run(cfg Config) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	m := newModel(cfg, fleet.Follow(ctx, cfg.Dialer, cfg.Hosts, cfg.Timeout))
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(cfg.In), tea.WithOutput(cfg.Out))
-	// bubbletea quits on SIGTERM (and SIGINT off a terminal) by itself;
-	// SIGHUP, a closed terminal, is this view's to obey. Catching
-	// SIGTERM here too would race bubbletea's own handler, which then
-	// blocks the program's end.
+	// Signals are this view's own: bubbletea's handler sends its quit
+	// without looking whether the program still reads messages, and a
+	// quit that does not end the program must not leave it running.
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithInput(cfg.In), tea.WithOutput(cfg.Out), tea.WithoutSignalHandler())
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	hup := make(chan struct{})
 	go func() {
 		select {
-		case <-sigs:
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				close(hup) // the terminal is gone: nobody to tell
+			}
 			p.Quit()
+			select {
+			case <-time.After(quitGrace):
+				p.Kill()
+			case <-ctx.Done():
+			}
 		case <-ctx.Done():
 		}
 	}()
 	final, err := p.Run()
+	if errors.Is(err, tea.ErrProgramKilled) {
+		select {
+		case <-hup:
+			return 1 // stopped after a hang-up: nobody to tell
+		default:
+			err = fmt.Errorf("did not end within %v of a signal; stopped", quitGrace)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "9harness top: %v\n", err)
 		return 1
