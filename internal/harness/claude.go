@@ -656,6 +656,7 @@ func init() { register(claude{}) }
 func (claude) Spec() Spec { return claudeSpec }
 
 var claudeSpec = Spec{
+	Stale: claudeStale,
 	Name:  "claude",
 	Order: 10,
 	Mirrors: []Mirror{

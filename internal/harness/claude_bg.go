@@ -280,13 +280,3 @@ func claudeDead(env Env, reg *claudeReg) string {
 	}
 	return ""
 }
-
-// StaleRecords lists the records harness name keeps for agents that no
-// longer run, derived afresh from its files and the process table; nil for
-// a harness that keeps none.
-func StaleRecords(name string, env Env) []Stale {
-	if name == "claude" {
-		return claudeStale(env)
-	}
-	return nil
-}

@@ -4,8 +4,9 @@
 // process resolves to its session (the route is named in Agent.Via), what the
 // session's title, model and status are, and the fixed argv that resumes it.
 //
-// One file per harness (claude.go, codex.go, omp.go, pi.go, hermes.go,
-// dsh.go, gemini.go, opencode.go): its type, whose methods are the code
+// One file per harness (claude.go, codex.go, omp.go, ..., one more for
+// each harness added; Claude's background sessions in claude_bg.go): its
+// type, whose methods are the code
 // (Classify, Resolve, Resume), its Spec (spec.go), which is everything
 // else as data, its turn state and token counting, and the init that
 // registers it. Every other package derives from the list of Specs. The

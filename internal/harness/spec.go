@@ -126,6 +126,12 @@ type Spec struct {
 	Counter  func() counter
 	Summable func(transcript string) bool
 
+	// Stale, if not nil, lists the records the harness keeps for agents
+	// that no longer run (a registry naming a dead pid, a job whose
+	// worker is gone), derived afresh from its files and the process
+	// table: /stale/NAME/.
+	Stale func(env Env) []Stale
+
 	// ---- docs ----
 
 	// Doc is what the README's harness table and the help texts say of it.
@@ -218,4 +224,14 @@ func registerShared(s Spec) {
 	saferoot.AddStoreRules(rules...)
 	saferoot.AddStores(s.Stores...)
 	proc.AddWanted(s.Env...)
+}
+
+// StaleRecords lists the records harness name keeps for agents that no
+// longer run, derived afresh from its files and the process table; nil for
+// a harness that keeps none.
+func StaleRecords(name string, env Env) []Stale {
+	if sp, ok := SpecOf(name); ok && sp.Stale != nil {
+		return sp.Stale(env)
+	}
+	return nil
 }
