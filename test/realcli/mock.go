@@ -65,6 +65,9 @@ type Mock struct {
 	// hold, when set, keeps the answer to a turn that asks its word
 	// until the test releases it (mock_hold.go).
 	hold *Hold
+	// limitHeaders are sent with every Responses answer
+	// (mock_limits.go).
+	limitHeaders http.Header
 }
 
 // StartMock listens on a fresh port of 127.0.0.1 (never another address:
@@ -348,6 +351,7 @@ func (m *Mock) responses(w http.ResponseWriter, r Request) {
 	}
 	part := obj{"type": "output_text", "text": r.Answer, "annotations": []any{}}
 	item := obj{"type": "message", "id": mid, "role": "assistant", "status": "completed", "content": []any{part}}
+	m.sendLimitHeaders(w)
 	sseHeaders(w)
 	ev("response.created", obj{"response": resp("in_progress", []any{})})
 	ev("response.in_progress", obj{"response": resp("in_progress", []any{})})
