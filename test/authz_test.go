@@ -161,6 +161,17 @@ func TestGrants(t *testing.T) {
 	if out, err := clientAs(ownerUID, ownerUID, nil, sock, "stat", path); err != nil {
 		t.Errorf("the owner cannot stat %s: %v %s", path, err, out)
 	}
+	// The resume line holds the agent's kept flags' values (--settings,
+	// -c can hold keys): the owner reads it, a grantee gets ENOENT.
+	eventually(t, func() bool {
+		out, err := clientAs(ownerUID, ownerUID, nil, sock, "cat", dir+"/resume")
+		return err == nil && strings.Contains(out, "claude --resume 6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d")
+	}, "the owner's "+dir+"/resume")
+	for _, verb := range []string{"stat", "cat"} {
+		if out, err := clientAs(friendUID, friendUID, nil, sock, verb, dir+"/resume"); err == nil || !strings.Contains(out, "no such file") {
+			t.Errorf("a grantee's %s %s/resume: %v %q, want ENOENT", verb, dir, err, out)
+		}
+	}
 	probe := exec.Command(bin("self.test"), "-test.run=^TestHelperWrite$")
 	probe.Env = append(os.Environ(), "HELPER_WRITE_SOCK="+sock, "HELPER_WRITE_PATH="+path, "HELPER_WRITE_VALUE=stolen")
 	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: friendUID, Gid: friendUID}}

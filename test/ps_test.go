@@ -207,6 +207,10 @@ func TestPsJSON(t *testing.T) {
 		want := map[string]string{"harness": tc.h}
 		for _, name := range listNames(t, c, dir) {
 			switch name {
+			case "resume":
+				// The agent's own file only: its kept flags' values
+				// can hold keys, and ps --json output gets pasted.
+				continue
 			case "transcript":
 				want[name] = dir + "/transcript"
 			case "agents":

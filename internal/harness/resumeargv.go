@@ -1,8 +1,12 @@
 package harness
 
 import (
+	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/9harness/9harness/internal/errs"
+	"github.com/9harness/9harness/internal/shquote"
 )
 
 // keep is one flag of an agent's own command line that its resume keeps,
@@ -228,4 +232,29 @@ func flagName(arg string) string {
 		}
 	}
 	return name
+}
+
+// ResumeCommand is the one shell line that does what a move of a runs to
+// resume its session: cd to the agent's directory, then ResumeArgv, each
+// word quoted for a POSIX shell. It is refused where the move would be
+// refused for the resume itself: no directory known, a harness or session
+// that cannot be resumed (with Resume's reason), no resume command. Kept
+// flag values are written in full, so the line is the owner's alone.
+func ResumeCommand(h Harness, a Agent, env Env) (string, error) {
+	if a.Cwd == "" {
+		return "", errs.E("harness.ResumeCommand", errs.NotExist, "", errors.New("the agent's directory could not be read"))
+	}
+	argv, _, _, err := ResumeArgv(h, a, env)
+	if err != nil {
+		return "", err
+	}
+	if len(argv) == 0 {
+		return "", errs.E("harness.ResumeCommand", errs.Permission, "", errors.New(h.Name()+" has no resume command"))
+	}
+	return ResumeLine(a.Cwd, argv), nil
+}
+
+// ResumeLine is argv run in dir as one POSIX shell line.
+func ResumeLine(dir string, argv []string) string {
+	return "cd " + shquote.Quote(dir) + " && " + shquote.Join(argv)
 }

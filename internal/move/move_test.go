@@ -343,6 +343,13 @@ func TestManualResume(t *testing.T) {
 	if strings.Contains(got, "sk-1") || strings.Contains(got, `"k"`) || !strings.Contains(got, "--model m resume x") {
 		t.Fatalf("%s", got)
 	}
+	// With no flag that can hold a key, the journal's line is the
+	// agent's resume file's, word for word.
+	rec = &record{resume: []string{"claude", "--resume", "1f9a", "--model", "opus 4"}}
+	rec.agent.Cwd = "/w"
+	if got, want := rec.manual(), harness.ResumeLine("/w", rec.resume); got != want || want != `cd /w && claude --resume 1f9a --model 'opus 4'` {
+		t.Fatalf("journal %q, resume file %q", got, want)
+	}
 }
 
 // allowedArgv checks that every element of a host command is one the

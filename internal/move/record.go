@@ -9,7 +9,6 @@ import (
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/harness"
-	"github.com/9harness/9harness/internal/shquote"
 )
 
 // record writes the journal entries of one move: one for a refusal, or one
@@ -114,25 +113,26 @@ func (rec *record) done(newPID int, via string) {
 		Message: fmt.Sprintf("moved %s agent %d into %s session %q as pid %d (verified by %s); attach with: %s", rec.r.Harness.Name(), rec.r.Proc.PID, rec.r.Host.Name(), rec.target, newPID, via, rec.r.Host.Attach(rec.t))}, f)
 }
 
-// manual is the shell command that resumes the session by hand. The
-// value of a flag that can hold a key (a settings or MCP file's contents,
-// a -c override) is not written out: the journal names such flags only.
+// manual is the shell command that resumes the session by hand: the
+// agent's resume file's line (harness.ResumeLine), except that the value
+// of a flag that can hold a key (a settings or MCP file's contents, a -c
+// override) is not written out: the journal names such flags only.
 func (rec *record) manual() string {
-	q := make([]string, len(rec.resume))
+	words := make([]string, len(rec.resume))
 	secret := false
 	for i, a := range rec.resume {
 		switch {
 		case secret:
-			q[i] = "'<as before>'"
+			words[i] = "<as before>"
 		case secretFlag(a) && strings.Contains(a, "="):
 			k, _, _ := strings.Cut(a, "=")
-			q[i] = k + "='<as before>'"
+			words[i] = k + "=<as before>"
 		default:
-			q[i] = shquote.Quote(a)
+			words[i] = a
 		}
 		secret = secretFlag(a) && !strings.Contains(a, "=")
 	}
-	return "cd " + shquote.Quote(rec.agent.Cwd) + " && " + strings.Join(q, " ")
+	return harness.ResumeLine(rec.agent.Cwd, words)
 }
 
 // secretFlag is a flag whose value may hold a credential.

@@ -431,6 +431,15 @@ var fields = []field{
 	// would be; absent for every other agent. Not derived from the
 	// environment, so a grantee sees it.
 	{"attach", func(d *agentDir, a harness.Agent) (string, bool) { return str(a.Attach) }, false, nil},
+	// The shell line a move of the agent runs to resume its session (cd
+	// to its directory, then the harness's resume argv with the flags a
+	// move keeps), derived on every read by the move's own code; absent
+	// where the move would refuse for the resume itself. Kept flag values
+	// (--settings, -c) can hold keys, so the owner's view only.
+	{"resume", func(d *agentDir, a harness.Agent) (string, bool) {
+		line, err := harness.ResumeCommand(harness.ByName(d.h), a, d.a.cfg.Envs[d.h])
+		return line, err == nil
+	}, false, nil},
 	// Who can answer the agent (reach): from its environment and the
 	// kernel's view of its terminal, so the owner's view only.
 	{"reach", func(d *agentDir, a harness.Agent) (string, bool) {
@@ -504,14 +513,14 @@ func (d *agentDir) tmuxSession(a harness.Agent) string {
 }
 
 // shows reports whether f is in this view: a grantee is shown no field
-// derived from the agent's environment (zmx, tmux, reach) nor the
-// account's limits.
+// derived from the agent's environment (zmx, tmux, reach), nor the
+// account's limits, nor the resume line (its kept flags' values).
 func (d *agentDir) shows(f field) bool {
 	if !d.a.cfg.grantee {
 		return true
 	}
 	switch f.name {
-	case "zmx", "tmux", "reach", "limits":
+	case "zmx", "tmux", "reach", "limits", "resume":
 		return false
 	}
 	return true

@@ -285,6 +285,11 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 	out.WriteString(`{"harness":`)
 	jsonString(out, d.h)
 	for _, f := range fields {
+		if f.name == "resume" {
+			// The agent's own file only: the table is read for every
+			// agent at once, and no column shows it.
+			continue
+		}
 		always := f.name == "zmx" || f.name == "tmux"
 		v, ok := "", d.shows(f)
 		switch {
