@@ -2,10 +2,8 @@ package harness
 
 import (
 	"path/filepath"
-	"slices"
 	"strings"
 
-	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/proc"
 )
 
@@ -90,94 +88,7 @@ func (kilo) Classify(p, parent proc.Proc) Kind {
 // Resolve implements Harness: opencode's heuristic over kilo.db, with
 // the other live kilos in the cwd as the peers that could have written
 // the same session.
-func (kilo) Resolve(env Env, p proc.Proc) Agent {
-	a, _ := start("kilo", env, p)
-	if env.Root == nil {
-		return a
-	}
-	st, ok := started(env, p)
-	if !ok {
-		a.Via = "none (no boot time to compare the sessions' times with)"
-		return a
-	}
-	self := ocProc{PID: p.PID, Start: st.UnixMilli()}
-	ocArgs(&self, a.Argv)
-	cwd := cleanCwd(a.Cwd)
-	if cwd == "" {
-		a.Via = "none (cwd unknown)"
-		return a
-	}
-	db, release, err := env.DBs.Open(env.Root.Store(), "kilo.db")
-	if errs.Is(err, errs.NotExist) {
-		a.Via = "none (no kilo.db)"
-		return a
-	}
-	if err != nil {
-		a.Via = "none (kilo.db could not be read: " + errs.KindOf(err).String() + ")"
-		return a
-	}
-	defer release()
-	sessions, err := ocSessions(db, cwd, self.Start-ocSlack, self.Session)
-	if err != nil {
-		a.Via = "none (kilo.db has no session table this harness knows)"
-		return a
-	}
-	id, via := ocPair(self, func() []ocProc { return kiloPeers(env, p, cwd) }, sessions)
-	// A kilo 9harness itself started with --session ID (a move) is quiet
-	// until its next answer; the daemon's own record names its session.
-	if r, ok := env.Relaunches.Lookup(p.PID, p.Start); ok && r == self.Session && (id == "" || id == r) &&
-		!strings.HasPrefix(via, RouteAmbiguous) && slices.ContainsFunc(sessions, func(s ocSession) bool { return s.ID == r }) {
-		id, via = r, RouteRelaunch+" (9harness resumed this session in this process)"
-	}
-	a.Via = strings.Replace(via, "opencode pid", "kilo pid", 1)
-	if id == "" {
-		return a
-	}
-	a.Session = id
-	for _, s := range sessions {
-		if s.ID == id {
-			a.Title = cleanTitle(s.Title)
-			a.Model = ocMessageModel(db, id)
-			if a.Model == "" {
-				a.Model = ocModelID(s.Model)
-			}
-		}
-	}
-	a.Agents = ocSubs(db, id)
-	ocTurn(db, id).set(&a)
-	a.Tokens = ocTokens(db, id)
-	return a
-}
-
-// kiloPeers lists the other live kilo sessions of the same uid whose cwd
-// is cwd.
-func kiloPeers(env Env, self proc.Proc, cwd string) []ocProc {
-	if env.Procs == nil {
-		return nil
-	}
-	found, err := Scan(env.Procs, self.UID, map[int]bool{self.PID: true})
-	if err != nil {
-		return nil
-	}
-	boot, err := env.Procs.BootTime()
-	if err != nil {
-		return nil
-	}
-	var out []ocProc
-	for _, f := range found {
-		if f.Harness != "kilo" {
-			continue
-		}
-		c, err := env.Procs.Cwd(f.Proc.PID)
-		if err != nil || cleanCwd(c) != cwd {
-			continue
-		}
-		q := ocProc{PID: f.Proc.PID, Start: proc.Started(boot, f.Proc.Start).UnixMilli()}
-		ocArgs(&q, f.Proc.Argv)
-		out = append(out, q)
-	}
-	return out
-}
+func (kilo) Resolve(env Env, p proc.Proc) Agent { return ocResolve("kilo", env, p) }
 
 // Resume implements Harness: kilo --session <id>, in the session's cwd.
 func (kilo) Resume(a Agent, env Env) ([]string, error) {

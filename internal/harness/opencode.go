@@ -177,8 +177,15 @@ func ocArgs(p *ocProc, argv []string) {
 const ocMaxSessions = 1024
 
 // Resolve implements Harness.
-func (opencode) Resolve(env Env, p proc.Proc) Agent {
-	a, _ := start("opencode", env, p)
+func (opencode) Resolve(env Env, p proc.Proc) Agent { return ocResolve("opencode", env, p) }
+
+// ocResolve resolves p, a process of harness name (opencode, or a harness
+// built on it that keeps the same tables in NAME.db), to its session by
+// the heuristic over NAME.db, with the other live processes of the
+// harness in the cwd as the peers that could have written it.
+func ocResolve(name string, env Env, p proc.Proc) Agent {
+	a, _ := start(name, env, p)
+	dbName := name + ".db"
 	if env.Root == nil {
 		return a
 	}
@@ -194,22 +201,22 @@ func (opencode) Resolve(env Env, p proc.Proc) Agent {
 		a.Via = "none (cwd unknown)"
 		return a
 	}
-	db, release, err := env.DBs.Open(env.Root.Store(), "opencode.db")
+	db, release, err := env.DBs.Open(env.Root.Store(), dbName)
 	if errs.Is(err, errs.NotExist) {
-		a.Via = "none (no opencode.db)"
+		a.Via = "none (no " + dbName + ")"
 		return a
 	}
 	if err != nil {
-		a.Via = "none (opencode.db could not be read: " + errs.KindOf(err).String() + ")"
+		a.Via = "none (" + dbName + " could not be read: " + errs.KindOf(err).String() + ")"
 		return a
 	}
 	defer release()
 	sessions, err := ocSessions(db, cwd, self.Start-ocSlack, self.Session)
 	if err != nil {
-		a.Via = "none (opencode.db has no session table this harness knows)"
+		a.Via = "none (" + dbName + " has no session table this harness knows)"
 		return a
 	}
-	id, via := ocPair(self, func() []ocProc { return ocPeers(env, p, cwd) }, sessions)
+	id, via := ocPair(self, func() []ocProc { return peersOf(name, env, p, cwd) }, sessions)
 	// A process 9harness itself started with --session ID (a move) is
 	// quiet until its next answer, so the heuristic finds nothing; the
 	// daemon's own record names its session, as for pi. The record is
@@ -218,7 +225,7 @@ func (opencode) Resolve(env Env, p proc.Proc) Agent {
 		!strings.HasPrefix(via, RouteAmbiguous) && slices.ContainsFunc(sessions, func(s ocSession) bool { return s.ID == r }) {
 		id, via = r, RouteRelaunch+" (9harness resumed this session in this process)"
 	}
-	a.Via = via
+	a.Via = strings.Replace(via, "opencode pid", name+" pid", 1)
 	if id == "" {
 		return a
 	}
@@ -348,9 +355,9 @@ func ocModelID(raw string) string {
 	return m.ID
 }
 
-// ocPeers lists the other live opencode sessions of the same uid whose cwd
-// is cwd: the processes that could have written the same sessions.
-func ocPeers(env Env, self proc.Proc, cwd string) []ocProc {
+// peersOf lists the other live sessions of harness (opencode, or a
+// harness built on it) of the same uid whose cwd is cwd.
+func peersOf(harness string, env Env, self proc.Proc, cwd string) []ocProc {
 	if env.Procs == nil {
 		return nil
 	}
@@ -364,7 +371,7 @@ func ocPeers(env Env, self proc.Proc, cwd string) []ocProc {
 	}
 	var out []ocProc
 	for _, f := range found {
-		if f.Harness != "opencode" {
+		if f.Harness != harness {
 			continue
 		}
 		c, err := env.Procs.Cwd(f.Proc.PID)
