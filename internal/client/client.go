@@ -191,7 +191,7 @@ func (c *Client) Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{f: f, max: int(c.Msize() - p9client.IOHeader)}, nil
+	return &Reader{f: f, max: int(c.s.MaxIO())}, nil
 }
 
 // ReadFile returns the whole content of path.
@@ -253,7 +253,7 @@ func (c *Client) ReadDir(path string) ([]Entry, error) {
 	var out []Entry
 	var off uint64
 	for {
-		ents, err := r.f.Readdir(off, c.Msize()-p9client.IOHeader)
+		ents, err := r.f.Readdir(off, c.s.MaxIO())
 		if err != nil {
 			return nil, err
 		}

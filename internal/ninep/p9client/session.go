@@ -110,6 +110,12 @@ func newSession(conn net.Conn, aname string, opts ...p9.ClientOpt) (*Session, er
 // session is larger.
 func (s *Session) Msize() uint32 { return s.msize }
 
+// MaxIO is the most one Tread or Treaddir of the session asks for: the
+// granted msize less the I/O header, rounded down to 512 bytes as the
+// library rounds its payload. A larger count the library would send as
+// two requests, the second of a few hundred bytes.
+func (s *Session) MaxIO() uint32 { return (s.msize - IOHeader) &^ 511 }
+
 // Root is the fid of the attached tree. It is the session's: Close ends it.
 func (s *Session) Root() *File { return s.root }
 
