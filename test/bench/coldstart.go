@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/9harness/9harness/internal/harness"
 	"io"
 	"net"
 	"os"
@@ -13,8 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/9harness/9harness/internal/harness"
 )
 
 // The cold-start section: systemd-socket-activate holds the socket; the
@@ -150,93 +149,40 @@ func coldStart(e *env) *coldRun {
 }
 
 // activate starts systemd-socket-activate -l sock argv..., waits until it
-// listens, then times connect() to the Rversion of a Tversion. It stops
-// the activated program (by its own handle) before returning.
+// listens, then times connect() to the Rversion of a Tversion
+// (activateRun). It stops the activated program before returning.
 func activate(ssa, sock string, argv []string) (time.Duration, error) {
-	os.Remove(sock)
-	cmd := exec.Command(ssa, append([]string{"-l", sock}, argv...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return 0, err
-	}
-	coldMu.Lock()
-	if err := cmd.Start(); err != nil {
-		coldMu.Unlock()
-		return 0, err
-	}
-	coldCur = cmd
-	coldMu.Unlock()
-	done := make(chan error, 1)
-	var log bytes.Buffer
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		signalled := false
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if !signalled && strings.HasPrefix(sc.Text(), "Listening on ") {
-				close(listening)
-				signalled = true
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		done <- cmd.Wait()
-	}()
-	defer func() {
-		defer func() { coldMu.Lock(); coldCur = nil; coldMu.Unlock() }()
-		select {
-		case <-done:
-			return
-		default:
-		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}()
-	select {
-	case <-listening:
-	case err := <-done:
-		done <- err
-		return 0, fmt.Errorf("exited before listening: %v: %s", err, log.String())
-	case <-time.After(10 * time.Second):
-		return 0, fmt.Errorf("not listening after 10s: %s", log.String())
-	}
-
 	req := newFrame(tversion, notag).u32(diodCap).str("9P2000.L").bytes()
-	t0 := time.Now()
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(req); err != nil {
-		return 0, err
-	}
-	var h [4]byte
-	if _, err := io.ReadFull(c, h[:]); err != nil {
-		return 0, fmt.Errorf("no Rversion: %v: %s", err, log.String())
-	}
-	n := binary.LittleEndian.Uint32(h[:])
-	if n < 7 || n > 1<<16 {
-		return 0, fmt.Errorf("reply size %d", n)
-	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(c, body); err != nil {
-		return 0, err
-	}
-	d := time.Since(t0)
-	if body[0] != tversion+1 {
-		return 0, fmt.Errorf("reply type %d, want Rversion", body[0])
-	}
-	if !bytes.HasSuffix(body, []byte("9P2000.L")) {
-		return 0, fmt.Errorf("Rversion %q", body[7:])
-	}
-	return d, nil
+	return activateRun(ssa, sock, argv, func() error {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		var h [4]byte
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			return fmt.Errorf("no Rversion: %v", err)
+		}
+		n := binary.LittleEndian.Uint32(h[:])
+		if n < 7 || n > 1<<16 {
+			return fmt.Errorf("reply size %d", n)
+		}
+		body := make([]byte, n-4)
+		if _, err := io.ReadFull(c, body); err != nil {
+			return err
+		}
+		if body[0] != tversion+1 {
+			return fmt.Errorf("reply type %d, want Rversion", body[0])
+		}
+		if !bytes.HasSuffix(body, []byte("9P2000.L")) {
+			return fmt.Errorf("Rversion %q", body[7:])
+		}
+		return nil
+	})
 }
 
 func coldReport(r *coldRun) string {
