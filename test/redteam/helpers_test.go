@@ -219,7 +219,7 @@ func TestHelperConfined(t *testing.T) {
 		}
 	}
 	agent := os.Getenv("HELPER_AGENT")
-	for _, f := range []string{"zmx", "tmux"} {
+	for _, f := range []string{"zmx", "tmux", "resume"} {
 		if _, _, err := c.Stat(agent + "/" + f); err == nil {
 			fmt.Println("SEES", agent+"/"+f)
 		}

@@ -70,8 +70,10 @@ func testConfined(t *testing.T, mode string) {
 	})
 	c := dialSelf(t, r) // root: the owner
 	agentDir := waitAgent(t, r, c, "claude", agent.Process.Pid)
-	if _, _, err := c.Stat(agentDir + "/tmux"); err != nil {
-		t.Fatalf("the owner does not see %s/tmux: %v", agentDir, err)
+	for _, f := range []string{"tmux", "resume"} {
+		if _, _, err := c.Stat(agentDir + "/" + f); err != nil {
+			t.Fatalf("the owner does not see %s/%s: %v", agentDir, f, err)
+		}
 	}
 	// The owner's own files: what the owner's view of a mirror has
 	// beyond the session state a grantee sees (tree/grantee.go).
@@ -130,7 +132,7 @@ func testConfined(t *testing.T, mode string) {
 	seen := strings.Count(out, "SEES ")
 	moved := strings.Contains(out, "MOVE-DONE")
 	alive := agent.ProcessState == nil && syscall.Kill(agent.Process.Pid, 0) == nil
-	r.note("%s; the daemon gave it %d of %d owner-only paths and the zmx/tmux files: %v; move %s; agent alive: %v",
+	r.note("%s; the daemon gave it %d of %d owner-only paths and the zmx/tmux/resume files: %v; move %s; agent alive: %v",
 		map[string]string{"landlock": "the kernel refuses it the home", "seccomp": "the kernel refuses it mkdir", "userns": "its own user namespace"}[mode], seen-strings.Count(out, "SEES /active/"), len(ownerOnly),
 		strings.Contains(out, "SEES "+agentDir+"/"), map[bool]string{true: "done", false: "refused"}[moved], alive)
 	if seen > 0 {
