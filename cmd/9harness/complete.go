@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -38,13 +39,13 @@ const completeTimeout = 3 * time.Second
 //
 // The global flags (-s, --ssh, ...) reach the daemon the line names. It
 // prints nothing on stderr: a failure is no candidates and exit 1.
-func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
-	ops, status, ok := parseFlags(g.flagSet("__complete"), args, true, stdout, io.Discard)
+func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	ops, status, ok := g.ParseFlags(g.FlagSet("__complete"), args, true, stdout, io.Discard)
 	if !ok {
 		return status
 	}
 	if len(ops) < 1 || len(ops) > 2 {
-		return exitUsage
+		return cli.ExitUsage
 	}
 	kind, prefix := ops[0], ""
 	if len(ops) == 2 {
@@ -58,7 +59,7 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 			text, ok = usage, true
 		}
 		if !ok {
-			return exitUsage
+			return cli.ExitUsage
 		}
 		for _, f := range helpFlags(text) {
 			if kind == "flags" {
@@ -67,24 +68,24 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "%s\t%s\n", f.name, f.desc)
 			}
 		}
-		return exitOK
+		return cli.ExitOK
 	case "commands":
 		for _, c := range usageCommands(usage) {
 			if strings.HasPrefix(c.name, prefix) {
 				fmt.Fprintf(stdout, "%s\t%s\n", c.name, c.desc)
 			}
 		}
-		return exitOK
+		return cli.ExitOK
 	case "hosts":
 		list = func() ([]string, error) { return sshHosts(), nil }
 	case "sort":
 		list = func() ([]string, error) { return slices.Sorted(maps.Keys(psSortKeys)), nil }
 	case "agents", "harnesses", "paths":
 		list = func() ([]string, error) {
-			if _, st := g.check(io.Discard); st != exitOK {
+			if _, st := g.Check(io.Discard); st != cli.ExitOK {
 				return nil, fmt.Errorf("bad flags")
 			}
-			c, err := g.dial()
+			c, err := g.Dial()
 			if err != nil {
 				return nil, err
 			}
@@ -98,7 +99,7 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 			return treeEntries(c, prefix)
 		}
 	default:
-		return exitUsage
+		return cli.ExitUsage
 	}
 	type result struct {
 		names []string
@@ -113,12 +114,12 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 	select {
 	case r = <-done:
 	case <-time.After(completeTimeout):
-		return exitError
+		return cli.ExitError
 	}
 	if r.err != nil {
-		return exitError
+		return cli.ExitError
 	}
-	out := newErrWriter(stdout)
+	out := cli.NewErrWriter(stdout)
 	for _, n := range r.names {
 		// A name with a control character (a host's file may have one)
 		// is no candidate: the shell would show it raw, and its printable
@@ -128,9 +129,9 @@ func runComplete(g *globals, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if out.Err() != nil {
-		return exitError
+		return cli.ExitError
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // agentNames lists HARNESS/PID from the directory names of /active alone,

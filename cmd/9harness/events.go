@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -58,12 +59,12 @@ the connection is lost, with one line on standard error; 2 for a usage
 error; 3 (with several hosts) when interrupted after a host had failed.
 `
 
-func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
+func runEvents(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		harnesses []string
 		asJSON    bool
 	)
-	fs := g.flagSet("events")
+	fs := g.FlagSet("events")
 	fs.Func("harness", "", func(v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
@@ -76,18 +77,18 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
 	fs.BoolVar(&ff.All, "all", false, "")
 	fs.StringVar(&ff.Hosts, "hosts", "", "")
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "9harness events: unexpected operand %q (try '9harness events --help')\n", rest[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
-	if ff.All || fs.Changed("hosts") || len(g.sshDests) > 1 {
+	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1 {
 		return runFleetEvents(g, ff, fs.Changed("hosts"), harnesses, asJSON, stdout, stderr)
 	}
-	c, status := g.connect(stderr)
+	c, status := g.Connect(stderr)
 	if c == nil {
 		return status
 	}
@@ -95,11 +96,11 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 	r, err := fleet.OpenEvents(c)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness events: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	defer r.Close()
 	sc := bufio.NewScanner(r)
-	out := newErrWriter(stdout)
+	out := cli.NewErrWriter(stdout)
 	for sc.Scan() {
 		e, ok := fleet.ParseEvent(sc.Text())
 		if !ok {
@@ -114,8 +115,8 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprintln(out, fleet.Printable(sc.Text()))
 		}
-		if out.report(stderr, "events") {
-			return exitError
+		if out.Report(stderr, "events") {
+			return cli.ExitError
 		}
 	}
 	err = sc.Err()
@@ -123,7 +124,7 @@ func runEvents(g *globals, args []string, stdout, stderr io.Writer) int {
 		err = errors.New("the daemon ended the stream")
 	}
 	fmt.Fprintf(stderr, "9harness events: %v\n", fleet.Describe(err))
-	return exitError
+	return cli.ExitError
 }
 
 // eventStream is /active/events read on a connection of its own: each
@@ -135,8 +136,8 @@ type eventStream struct {
 	err     error
 }
 
-func startEventStream(g *globals) (*eventStream, error) {
-	c, err := g.dial()
+func startEventStream(g *cli.Globals) (*eventStream, error) {
+	c, err := g.Dial()
 	if err != nil {
 		return nil, err
 	}
@@ -168,13 +169,13 @@ func (s *eventStream) close() { s.c.Close() }
 // is not missed. Without a stream (an older daemon, or a lost connection)
 // it polls, and tries the stream again at the next change.
 type eventWatch struct {
-	g       *globals
+	g       *cli.Globals
 	table   *tablePoll
 	stream  *eventStream
 	started bool
 }
 
-func newEventWatch(g *globals, c *client.Client, harnesses []string) *eventWatch {
+func newEventWatch(g *cli.Globals, c *client.Client, harnesses []string) *eventWatch {
 	return &eventWatch{g: g, table: newTablePoll(g, c, 0, harnesses)}
 }
 

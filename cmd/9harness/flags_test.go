@@ -1,92 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/9harness/9harness/internal/move"
 )
-
-// TestParseFlags: flags go anywhere up to "--", short ones combine, the
-// global ones are taken after the command, -h/--help is help on stdout
-// with status 0 and a bad flag one line on stderr, named as typed, with
-// status 2.
-func TestParseFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		ops    []string
-		long   bool
-		human  bool
-		sock   string
-		status int
-		ok     bool
-		stdout string // a prefix
-		stderr string // the whole
-	}{
-		{args: []string{"-la", "/x"}, ops: []string{"/x"}, long: true, ok: true},
-		{args: []string{"/x", "-l"}, ops: []string{"/x"}, long: true, ok: true},
-		{args: []string{"/x", "-s", "/sock", "/y"}, ops: []string{"/x", "/y"}, sock: "/sock", ok: true},
-		{args: []string{"/x", "--socket=/sock"}, ops: []string{"/x"}, sock: "/sock", ok: true},
-		{args: []string{"-s/sock", "/x"}, ops: []string{"/x"}, sock: "/sock", ok: true},
-		{args: []string{"--", "-l", "-s"}, ops: []string{"-l", "-s"}, ok: true},
-		{args: []string{"/x", "--", "--bogus"}, ops: []string{"/x", "--bogus"}, ok: true},
-		{args: []string{"-h"}, stdout: "usage: 9harness [-s SOCKET | --ssh DEST] ls"},
-		{args: []string{"/x", "--help"}, stdout: "usage: 9harness [-s SOCKET | --ssh DEST] ls"},
-		{args: []string{"-lh"}, ops: []string{}, long: true, human: true, ok: true},
-		{args: []string{"-hl", "/x"}, ops: []string{"/x"}, long: true, human: true, ok: true},
-		{args: []string{"-s", "-lh", "/x"}, ops: []string{"/x"}, sock: "-lh", ok: true},
-		{args: []string{"-ls/h", "/x"}, ops: []string{"/x"}, long: true, sock: "/h", ok: true},
-		{args: []string{"--socket", "-h", "/x"}, ops: []string{"/x"}, sock: "-h", ok: true},
-		{args: []string{"--bogus"}, status: 2, stderr: "9harness ls: unknown flag --bogus (try '9harness ls --help')\n"},
-		{args: []string{"--bogus=1"}, status: 2, stderr: "9harness ls: unknown flag --bogus (try '9harness ls --help')\n"},
-		{args: []string{"-z"}, status: 2, stderr: "9harness ls: unknown flag -z (try '9harness ls --help')\n"},
-		{args: []string{"-lz"}, long: true, status: 2, stderr: "9harness ls: unknown flag -z in -lz (try '9harness ls --help')\n"},
-		{args: []string{"-bogus"}, status: 2, stderr: "9harness ls: unknown flag -b in -bogus (try '9harness ls --help')\n"},
-		{args: []string{"-s"}, status: 2, stderr: "9harness ls: flag -s needs a value (try '9harness ls --help')\n"},
-		{args: []string{"--socket"}, status: 2, stderr: "9harness ls: flag --socket needs a value (try '9harness ls --help')\n"},
-		{args: []string{"--long=maybe"}, status: 2, stderr: "9harness ls: invalid value \"maybe\" for --long: must be true or false (try '9harness ls --help')\n"},
-	} {
-		g := newGlobals()
-		fs := g.flagSet("ls")
-		long := fs.BoolP("long", "l", false, "")
-		human := fs.Bool("human-readable", false, "")
-		fs.BoolP("all", "a", false, "")
-		var stdout, stderr bytes.Buffer
-		ops, status, ok := parseFlags(fs, tc.args, true, &stdout, &stderr)
-		if ok != tc.ok || status != tc.status || !slices.Equal(ops, tc.ops) || *long != tc.long || *human != tc.human {
-			t.Errorf("%q: ops %q status %d ok %v long %v human %v; want %q %d %v %v %v", tc.args, ops, status, ok, *long, *human, tc.ops, tc.status, tc.ok, tc.long, tc.human)
-		}
-		if tc.sock != "" && g.sock != tc.sock {
-			t.Errorf("%q: socket %q, want %q", tc.args, g.sock, tc.sock)
-		}
-		if !strings.HasPrefix(stdout.String(), tc.stdout) || (tc.stdout == "") != (stdout.Len() == 0) {
-			t.Errorf("%q: stdout %q, want it to start %q", tc.args, stdout.String(), tc.stdout)
-		}
-		if stderr.String() != tc.stderr {
-			t.Errorf("%q: stderr %q, want %q", tc.args, stderr.String(), tc.stderr)
-		}
-	}
-}
-
-// TestGroupedH: -h inside a group of short flags is a usage error for a
-// command that has no human-readable sizes, never the help with status 0.
-func TestGroupedH(t *testing.T) {
-	g := newGlobals()
-	fs := g.flagSet("ps")
-	fs.BoolP("quiet", "q", false, "")
-	var stdout, stderr bytes.Buffer
-	_, status, ok := parseFlags(fs, []string{"-qh"}, true, &stdout, &stderr)
-	if ok || status != exitUsage || stdout.Len() != 0 ||
-		stderr.String() != "9harness ps: -h in -qh: -h means help only on its own (try '9harness ps --help')\n" {
-		t.Errorf("ps -qh: ok %v status %d stdout %q stderr %q", ok, status, stdout.String(), stderr.String())
-	}
-}
 
 // TestHumanSize: sizes as GNU ls -lh prints them.
 func TestHumanSize(t *testing.T) {
@@ -152,29 +74,6 @@ func TestHelpFlags(t *testing.T) {
 		if !slices.Contains(names(helpFlags(h)), "--help") {
 			t.Errorf("%s's help lists no --help", cmd)
 		}
-	}
-}
-
-// TestErrWriter: the first write error is kept, and every later write
-// fails with it without reaching the file.
-func TestErrWriter(t *testing.T) {
-	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatalf("/dev/full: %v", err)
-	}
-	defer f.Close()
-	w := newErrWriter(f)
-	if _, err := w.Write([]byte("x\n")); !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("write to /dev/full: %v", err)
-	}
-	var stderr bytes.Buffer
-	if !w.report(&stderr, "cat") || stderr.String() != "9harness cat: write error: no space left on device\n" {
-		t.Errorf("report: %q", stderr.String())
-	}
-	ok := newErrWriter(&bytes.Buffer{})
-	ok.Write([]byte("x"))
-	if ok.report(&stderr, "cat") {
-		t.Error("a writer with no error reported one")
 	}
 }
 

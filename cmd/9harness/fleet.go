@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -65,22 +66,22 @@ func fleetTable(rows []fleet.Row, now time.Time, home string, lay psLayout) []st
 // runFleetPs is ps over several machines: one table (or JSON array) of
 // them all; a host that fails is one line on stderr, and the status is
 // exitPartial.
-func runFleetPs(g *globals, o psOptions, ff fleet.Flags, hostsChanged bool, term *os.File, stdout, stderr io.Writer) int {
-	if g.flags.Changed("aname") {
+func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, term *os.File, stdout, stderr io.Writer) int {
+	if g.Flags.Changed("aname") {
 		fmt.Fprintln(stderr, "9harness ps: --aname is for ls, cat and stat on a local socket")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	hosts, err := g.dialer().Hosts(ff, hostsChanged)
+	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(hosts) == 0 {
 		fmt.Fprintln(stderr, "9harness ps: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	home := os.Getenv("HOME")
-	f := fleet.New(g.dialer(), hosts, ff.Timeout)
+	f := fleet.New(g.Dialer(), hosts, ff.Timeout)
 	if o.watch {
 		return watchFleet(f, o, home, term)
 	}
@@ -107,16 +108,16 @@ func runFleetPs(g *globals, o psOptions, ff fleet.Flags, hostsChanged bool, term
 		host:   func(i int) string { return fleet.Printable(rows[i].Host) },
 		table:  func(lay psLayout) []string { return fleetTable(rows, time.Now(), home, lay) },
 	}.print(o, term, stdout, stderr)
-	if status != exitOK {
+	if status != cli.ExitOK {
 		return status
 	}
 	switch {
 	case len(failed) == 0:
-		return exitOK
+		return cli.ExitOK
 	case len(failed) == len(hosts):
-		return exitError
+		return cli.ExitError
 	}
-	return exitPartial
+	return cli.ExitPartial
 }
 
 // watchFleet redraws the fleet's table every second, as watchPs does for
@@ -140,9 +141,9 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 		}()
 		a, ok := awaitFrame(done, sigs, term)
 		if !ok {
-			return exitOK
+			return cli.ExitOK
 		}
-		cols, rows := termSize(term)
+		cols, rows := cli.TermSize(term)
 		now := time.Now()
 		lines := []string{title}
 		for _, h := range a.failed {
@@ -160,7 +161,7 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 		case s := <-sigs:
 			if s != syscall.SIGWINCH {
 				io.WriteString(term, "\r"+clearLine+showCursor)
-				return exitOK
+				return cli.ExitOK
 			}
 		case <-time.After(o.period()):
 		}
@@ -171,9 +172,9 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 // hosts file's line of that name, or else the name as an ssh destination
 // ([user@]host[:port]); also its ssh destination. A failure is printed;
 // the status says which.
-func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Writer) (*client.Client, string, int) {
+func dialNamedHost(g *cli.Globals, name, file string, fileChanged bool, stderr io.Writer) (*client.Client, string, int) {
 	fail := func(status int, err error) (*client.Client, string, int) {
-		fmt.Fprintf(stderr, "9harness %s: %v\n", g.cmd, err)
+		fmt.Fprintf(stderr, "9harness %s: %v\n", g.Cmd, err)
 		return nil, "", status
 	}
 	if !fileChanged {
@@ -183,7 +184,7 @@ func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Wr
 	if file != "" {
 		listed, err := client.ReadHosts(file, !fileChanged)
 		if err != nil {
-			return fail(exitUsage, err)
+			return fail(cli.ExitUsage, err)
 		}
 		for i := range listed {
 			if listed[i].Name == name {
@@ -194,13 +195,13 @@ func dialNamedHost(g *globals, name, file string, fileChanged bool, stderr io.Wr
 	if h == nil {
 		s, err := client.ParseDest(name)
 		if err != nil {
-			return fail(exitUsage, err)
+			return fail(cli.ExitUsage, err)
 		}
 		h = &client.Host{Name: name, SSH: &s}
 	}
-	c, err := client.DialSSH(g.dialer().WithFlags(*h.SSH))
+	c, err := client.DialSSH(g.Dialer().WithFlags(*h.SSH))
 	if err != nil {
-		return fail(exitError, fmt.Errorf("%s: %v", name, err))
+		return fail(cli.ExitError, fmt.Errorf("%s: %v", name, err))
 	}
-	return c, h.SSH.Dest, exitOK
+	return c, h.SSH.Dest, cli.ExitOK
 }

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 func TestSortFleet(t *testing.T) {
@@ -77,11 +79,11 @@ func TestFleetHosts(t *testing.T) {
 		{"ssh", []string{"--ssh", "b1", "--ssh", "c"}, fleet.Flags{Hosts: file}, []string{"b1", "b2", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGlobals()
-			if err := g.flags.Parse(tc.args); err != nil {
+			g := cli.NewGlobals(buildversion.String(version), helps)
+			if err := g.Flags.Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			hosts, err := g.dialer().Hosts(tc.ff, true)
+			hosts, err := g.Dialer().Hosts(tc.ff, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +91,7 @@ func TestFleetHosts(t *testing.T) {
 			for _, h := range hosts {
 				names = append(names, h.Name)
 				if h.Name == "b1" {
-					want := append(append([]string{}, g.sshOptions...), "Port=2")
+					want := append(append([]string{}, g.SSHOptions...), "Port=2")
 					if !reflect.DeepEqual(h.SSH.Options, want) || h.SSH.Command != "x" {
 						t.Errorf("b1: options %q command %q, want %q and x", h.SSH.Options, h.SSH.Command, want)
 					}

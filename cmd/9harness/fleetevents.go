@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -28,15 +29,15 @@ type fleetEvent struct {
 // answers ("back" on standard error then); the other hosts' lines go on
 // meanwhile. Interrupted, it exits 0, or exitPartial when a host failed
 // on the way (its lines of that time are missing).
-func runFleetEvents(g *globals, ff fleet.Flags, hostsChanged bool, harnesses []string, asJSON bool, stdout, stderr io.Writer) int {
+func runFleetEvents(g *cli.Globals, ff fleet.Flags, hostsChanged bool, harnesses []string, asJSON bool, stdout, stderr io.Writer) int {
 	hosts, status := fleetHostsFor(g, ff, hostsChanged, stderr)
 	if hosts == nil {
 		return status
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	news := fleet.Follow(ctx, g.dialer(), hosts, ff.Timeout)
-	out := newErrWriter(stdout)
+	news := fleet.Follow(ctx, g.Dialer(), hosts, ff.Timeout)
+	out := cli.NewErrWriter(stdout)
 	down := map[string]bool{}
 	failed := false
 	for {
@@ -44,9 +45,9 @@ func runFleetEvents(g *globals, ff fleet.Flags, hostsChanged bool, harnesses []s
 		select {
 		case <-ctx.Done():
 			if failed {
-				return exitPartial
+				return cli.ExitPartial
 			}
-			return exitOK
+			return cli.ExitOK
 		case n = <-news:
 		}
 		host := fleet.Printable(n.Host)
@@ -72,25 +73,25 @@ func runFleetEvents(g *globals, ff fleet.Flags, hostsChanged bool, harnesses []s
 		} else {
 			fmt.Fprintln(out, host+" "+fleet.Printable(n.Line))
 		}
-		if out.report(stderr, "events") {
-			return exitError
+		if out.Report(stderr, "events") {
+			return cli.ExitError
 		}
 	}
 }
 
 // fleetHostsFor is fleetHosts for a command: a failure, or no hosts, is
 // one line on stderr and the usage status (hosts nil).
-func fleetHostsFor(g *globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
-	hosts, err := g.dialer().Hosts(ff, hostsChanged)
+func fleetHostsFor(g *cli.Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
+	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
 	if err != nil {
-		fmt.Fprintf(stderr, "9harness %s: %v\n", g.cmd, err)
-		return nil, exitUsage
+		fmt.Fprintf(stderr, "9harness %s: %v\n", g.Cmd, err)
+		return nil, cli.ExitUsage
 	}
 	if len(hosts) == 0 {
-		fmt.Fprintf(stderr, "9harness %s: no hosts: the hosts file lists none, and no --ssh DEST was given\n", g.cmd)
-		return nil, exitUsage
+		fmt.Fprintf(stderr, "9harness %s: no hosts: the hosts file lists none, and no --ssh DEST was given\n", g.Cmd)
+		return nil, cli.ExitUsage
 	}
-	return hosts, exitOK
+	return hosts, cli.ExitOK
 }
 
 // fleetWaitLine is how wait --all prints an agent in the state: its host
@@ -106,7 +107,7 @@ func fleetWaitLine(host string, a client.Agent) string {
 // when a host was down then (the answer is not the whole fleet's). A host
 // that fails is one line on standard error, and is dialled again as
 // events --all does; once says to look at every host once (--timeout 0).
-func runFleetWait(ctx context.Context, g *globals, ff fleet.Flags, hostsChanged bool, spec waitSpec, harnesses []string, once, quiet bool, stdout, stderr io.Writer) int {
+func runFleetWait(ctx context.Context, g *cli.Globals, ff fleet.Flags, hostsChanged bool, spec waitSpec, harnesses []string, once, quiet bool, stdout, stderr io.Writer) int {
 	hosts, status := fleetHostsFor(g, ff, hostsChanged, stderr)
 	if hosts == nil {
 		return status
@@ -119,7 +120,7 @@ func runFleetWait(ctx context.Context, g *globals, ff fleet.Flags, hostsChanged 
 	}
 	fctx, cancel := context.WithCancel(look)
 	defer cancel()
-	news := fleet.Follow(fctx, g.dialer(), hosts, ff.Timeout)
+	news := fleet.Follow(fctx, g.Dialer(), hosts, ff.Timeout)
 
 	type read struct {
 		host   string
@@ -159,11 +160,11 @@ func runFleetWait(ctx context.Context, g *globals, ff fleet.Flags, hostsChanged 
 		for _, st := range state {
 			if st.down {
 				fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s on the hosts that answered\n", states)
-				return exitPartial
+				return cli.ExitPartial
 			}
 		}
 		fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s\n", states)
-		return exitTimeout
+		return cli.ExitTimeout
 	}
 	for {
 		select {
@@ -209,7 +210,7 @@ func runFleetWait(ctx context.Context, g *globals, ff fleet.Flags, hostsChanged 
 		}
 		if len(matched) > 0 {
 			if quiet {
-				return exitOK
+				return cli.ExitOK
 			}
 			slices.SortFunc(matched, func(a, b match) int {
 				if c := strings.Compare(a.host, b.host); c != 0 {
@@ -220,14 +221,14 @@ func runFleetWait(ctx context.Context, g *globals, ff fleet.Flags, hostsChanged 
 				}
 				return a.agent.PID - b.agent.PID
 			})
-			out := newErrWriter(stdout)
+			out := cli.NewErrWriter(stdout)
 			for _, m := range matched {
 				fmt.Fprintln(out, fleetWaitLine(m.host, m.agent))
 			}
-			if out.report(stderr, "wait") {
-				return exitError
+			if out.Report(stderr, "wait") {
+				return cli.ExitError
 			}
-			return exitOK
+			return cli.ExitOK
 		}
 		if once && allSeen {
 			return end()

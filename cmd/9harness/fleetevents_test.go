@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 // TestFleetEventJSON: a fleet's --json line is the one-host line with
@@ -40,18 +42,18 @@ func TestFleetEventJSON(t *testing.T) {
 // once, and then retried quietly (with a backoff) until ctx ends, when
 // followHost returns.
 func TestFollowHostDownOnce(t *testing.T) {
-	g := newGlobals()
-	g.sock = filepath.Join(t.TempDir(), "nobody.sock")
+	g := cli.NewGlobals(buildversion.String(version), helps)
+	g.Sock = filepath.Join(t.TempDir(), "nobody.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	news := make(chan fleet.News, 16)
 	ended := make(chan struct{})
 	go func() {
-		fleet.FollowHost(ctx, g.dialer(), client.Host{Name: client.LocalHost}, time.Second, news)
+		fleet.FollowHost(ctx, g.Dialer(), client.Host{Name: client.LocalHost}, time.Second, news)
 		close(ended)
 	}()
 	select {
 	case n := <-news:
-		if n.Host != client.LocalHost || n.Err == nil || !strings.Contains(n.Err.Error(), g.sock) {
+		if n.Host != client.LocalHost || n.Err == nil || !strings.Contains(n.Err.Error(), g.Sock) {
 			t.Fatalf("first news %+v, want - down naming the socket", n)
 		}
 	case <-time.After(5 * time.Second):

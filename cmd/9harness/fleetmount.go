@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
@@ -26,27 +27,27 @@ const localMountName = "local"
 
 // runFleetMount is `9harness mount --all|--hosts FILE|--ssh DEST… DIR`:
 // one directory per host, each its daemon's tree over its own connection.
-func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, fg, debug bool, stdout, stderr io.Writer) int {
-	if g.flags.Changed("aname") {
+func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []string, fg, debug bool, stdout, stderr io.Writer) int {
+	if g.Flags.Changed("aname") {
 		fmt.Fprintln(stderr, "9harness mount: --aname is for ls, cat and stat on a local socket")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if ff.Timeout <= 0 {
 		fmt.Fprintln(stderr, "9harness mount: --timeout is a positive duration")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(ops) != 1 {
 		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount --all DIR (try '9harness mount --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	hosts, err := g.dialer().Hosts(ff, hostsChanged)
+	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(hosts) == 0 {
 		fmt.Fprintln(stderr, "9harness mount: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	names := map[string]bool{}
 	for _, h := range hosts {
@@ -54,19 +55,19 @@ func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, 
 		switch {
 		case name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
 			fmt.Fprintf(stderr, "9harness mount: %q cannot be a directory's name\n", name)
-			return exitUsage
+			return cli.ExitUsage
 		case names[name]:
 			fmt.Fprintf(stderr, "9harness mount: two hosts are named %q (this machine is %q)\n", name, localMountName)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		names[name] = true
 	}
 	dir, err := filepath.Abs(ops[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
-	if status := checkMountDir(dir, stderr); status != exitOK {
+	if status := checkMountDir(dir, stderr); status != cli.ExitOK {
 		return status
 	}
 	what := strconv.Itoa(len(hosts)) + " hosts"
@@ -77,7 +78,7 @@ func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, 
 		args, err := fleetMountArgs(g, ff, hostsChanged, dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		return mountBackground(args, what, dir, stdout, stderr)
 	}
@@ -105,7 +106,7 @@ func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, 
 	f, err := fusefs.MountFleet(dir, fhosts, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
-		return exitError
+		return cli.ExitError
 	}
 	defer f.Close()
 	sigs := make(chan os.Signal, 1)
@@ -120,14 +121,14 @@ func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, 
 	}
 	select {
 	case <-done:
-		return exitOK
+		return cli.ExitOK
 	case <-sigs:
 	}
 	if err := f.Unmount(); err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
 		if err := detachMount(dir); err != nil {
 			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
-			return exitError
+			return cli.ExitError
 		}
 		// The server stops once the kernel lets go.
 		select {
@@ -135,7 +136,7 @@ func runFleetMount(g *globals, ff fleet.Flags, hostsChanged bool, ops []string, 
 		case <-time.After(5 * time.Second):
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // mountName is a host's directory: its name as written, or
@@ -150,19 +151,19 @@ func mountName(h client.Host) string {
 // fleetMountArgs is the command line of the background process that
 // serves a fleet mount: the same hosts, with absolute paths, in the
 // foreground.
-func fleetMountArgs(g *globals, ff fleet.Flags, hostsChanged bool, dir string) ([]string, error) {
-	sock, err := filepath.Abs(g.sock)
+func fleetMountArgs(g *cli.Globals, ff fleet.Flags, hostsChanged bool, dir string) ([]string, error) {
+	sock, err := filepath.Abs(g.Sock)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"-s", sock}
-	if g.flags.Changed("ssh-cmd") {
-		args = append(args, "--ssh-cmd", g.sshCmd)
+	if g.Flags.Changed("ssh-cmd") {
+		args = append(args, "--ssh-cmd", g.SSHCmd)
 	}
-	for _, o := range g.sshOptions {
+	for _, o := range g.SSHOptions {
 		args = append(args, "--ssh-opt", o)
 	}
-	for _, d := range g.sshDests {
+	for _, d := range g.SSHDests {
 		args = append(args, "--ssh", d)
 	}
 	args = append(args, "mount", "-f", "--timeout", ff.Timeout.String())
@@ -184,11 +185,11 @@ func fleetMountArgs(g *globals, ff fleet.Flags, hostsChanged bool, dir string) (
 // dialFleetHost reaches one host of a fleet mount as dialHost does, and
 // keeps its transport, whose close the mount uses to hang up on a host
 // that stopped answering.
-func dialFleetHost(g *globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {
+func dialFleetHost(g *cli.Globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {
 	if h.SSH == nil {
 		var conn net.Conn
 		c, err := client.DialFunc(func() (net.Conn, error) {
-			c, err := sockpath.Dial(g.sock, 5*time.Second)
+			c, err := sockpath.Dial(g.Sock, 5*time.Second)
 			if err != nil {
 				return nil, err
 			}

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/sockpath"
@@ -221,159 +221,18 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// globals is how to reach the daemon: its socket, or ssh to a relay. Its
-// flags are accepted before the command and, through flagSet, after it.
-type globals struct {
-	flags      *pflag.FlagSet
-	cmd        string
-	sock       string
-	aname      string   // what the local socket's session attaches
-	sshDest    string   // "": the local socket
-	sshDests   []string // every --ssh, in order (ps takes several)
-	sshOptions []string
-	sshCmd     string
-	noForward  bool // --ssh-forward=no
-}
-
-func newGlobals() *globals {
-	g := &globals{}
-	fs := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
-	fs.StringVarP(&g.sock, "socket", "s", sockpath.Default(), "")
-	// Repeatable for ps (a fleet); once for every other command.
-	fs.Func("ssh", "", func(v string) error {
-		g.sshDest = v
-		g.sshDests = append(g.sshDests, v)
-		return nil
-	})
-	// StringArray, not StringSlice: an ssh option may hold a comma.
-	fs.StringArrayVar(&g.sshOptions, "ssh-opt", nil, "")
-	fs.StringVar(&g.sshCmd, "ssh-cmd", client.DefaultRelayCommand, "")
-	fs.Func("ssh-forward", "", func(v string) error {
-		switch v {
-		case "yes":
-			g.noForward = false
-		case "no":
-			g.noForward = true
-		default:
-			return fmt.Errorf("want yes or no, not %q", v)
-		}
-		return nil
-	})
-	fs.StringVar(&g.aname, "aname", "/", "")
-	fs.Bool("version", false, "")
-	g.flags = fs
-	return g
-}
-
-// flagSet is a command's FlagSet, holding the global flags too, so that
-// `9harness ls / -s SOCK` means what `9harness -s SOCK ls /` does.
-func (g *globals) flagSet(cmd string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(cmd, pflag.ContinueOnError)
-	fs.AddFlagSet(g.flags)
-	return fs
-}
-
-// check validates the global flags once the command's own are parsed; a
-// problem is a usage error, printed, with status exitUsage.
-func (g *globals) check(stderr io.Writer) (*client.SSH, int) {
-	if len(g.sshDests) > 1 {
-		fmt.Fprintf(stderr, "9harness %s: --ssh is given once, except to ps, wait and events\n", g.cmd)
-		return nil, exitUsage
-	}
-	if g.sshDest == "" && (g.flags.Changed("ssh-opt") || g.flags.Changed("ssh-cmd")) {
-		fmt.Fprintln(stderr, "9harness: --ssh-opt and --ssh-cmd need --ssh DEST")
-		return nil, exitUsage
-	}
-	if g.flags.Changed("aname") && (g.sshDest != "" || g.cmd == "mount") {
-		fmt.Fprintln(stderr, "9harness: --aname is for ls, cat and stat on a local socket, not with --ssh or mount")
-		return nil, exitUsage
-	}
-	if g.sshDest == "" {
-		return nil, exitOK
-	}
-	s := client.SSH{Dest: g.sshDest, Options: g.sshOptions, Command: g.sshCmd, NoForward: g.noForward}
-	if g.flags.Changed("socket") {
-		s.Socket = g.sock
-	}
-	if _, err := s.Argv(); err != nil {
-		fmt.Fprintf(stderr, "9harness: %v\n", err)
-		return nil, exitUsage
-	}
-	return &s, exitOK
-}
-
-// localOnly refuses --ssh for a command that works on this machine only.
-func (g *globals) localOnly(stderr io.Writer, why string) bool {
-	if !g.remote() {
-		return true
-	}
-	fmt.Fprintf(stderr, "9harness: %s\n", why)
-	return false
-}
-
-// dial reaches the daemon; the error is one line that says what to do.
-func (g *globals) dial() (*client.Client, error) {
-	if g.remote() {
-		s, _ := g.check(io.Discard)
-		if s == nil {
-			return nil, errors.New("bad --ssh flags")
-		}
-		return client.DialSSH(*s)
-	}
-	c, err := client.DialAname(g.sock, g.aname)
-	if err != nil {
-		return nil, client.DialError(g.sock, err)
-	}
-	return c, nil
-}
-
-// connect is dial for a command: on failure it prints the line and gives
-// the exit status.
-func (g *globals) connect(stderr io.Writer) (*client.Client, int) {
-	if _, status := g.check(stderr); status != exitOK {
-		return nil, status
-	}
-	c, err := g.dial()
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness: %v\n", err)
-		return nil, exitError
-	}
-	return c, exitOK
-}
-
-// dialer is how a fleet command reaches its hosts: this machine's socket
-// (whatever --ssh says), and the command line's ssh settings.
-func (g *globals) dialer() *fleet.Dialer {
-	return &fleet.Dialer{
-		Local: func() (*client.Client, error) {
-			local := *g
-			local.sshDest = ""
-			return local.dial()
-		},
-		SSHDests:   g.sshDests,
-		SSHOptions: g.sshOptions,
-		SSHCmd:     g.sshCmd,
-		SSHCmdSet:  g.flags.Changed("ssh-cmd"),
-		NoForward:  g.noForward,
-		ForwardSet: g.flags.Changed("ssh-forward"),
-	}
-}
-
-// remote tells whether the tree is another machine's.
-func (g *globals) remote() bool { return g.sshDest != "" }
-
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
 	"ps": psHelp, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	// Whatever any command says on standard error is text (textWriter):
+	// Whatever any command says on standard error is text (cli.TextWriter):
 	// much of it comes from other hosts.
-	stderr = newTextWriter(stderr)
-	g := newGlobals()
+	stderr = cli.NewTextWriter(stderr)
+	g := cli.NewGlobals(buildversion.String(version), helps)
 	top := pflag.NewFlagSet("9harness", pflag.ContinueOnError)
-	top.AddFlagSet(g.flags)
+	top.AddFlagSet(g.Flags)
 	// The command's own FlagSet parses everything after its name.
 	top.SetInterspersed(false)
 	top.SetOutput(io.Discard)
@@ -381,21 +240,21 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(stdout, usage, sockpath.Default())
-			return exitOK
+			return cli.ExitOK
 		}
-		fmt.Fprintf(stderr, "9harness: %s (try '9harness --help')\n", flagError(err, args))
-		return exitUsage
+		fmt.Fprintf(stderr, "9harness: %s (try '9harness --help')\n", cli.FlagError(err, args))
+		return cli.ExitUsage
 	}
-	if g.flags.Changed("version") {
+	if g.Flags.Changed("version") {
 		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
-		return exitOK
+		return cli.ExitOK
 	}
 	if top.NArg() == 0 {
 		fmt.Fprintln(stderr, "9harness: no command given (try '9harness --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	cmd, rest := top.Arg(0), top.Args()[1:]
-	g.cmd = cmd
+	g.Cmd = cmd
 	switch cmd {
 	case "ps":
 		return runPs(g, rest, stdout, stderr)
@@ -418,158 +277,41 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "relay":
 		return relay(g, rest, stdin, stdout, stderr)
 	case "version":
-		fs := g.flagSet("version")
-		rest, status, ok := parseFlags(fs, rest, true, stdout, stderr)
+		fs := g.FlagSet("version")
+		rest, status, ok := g.ParseFlags(fs, rest, true, stdout, stderr)
 		if !ok {
 			return status
 		}
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "9harness version: unexpected argument %q (try '9harness version --help')\n", rest[0])
-			return exitUsage
+			return cli.ExitUsage
 		}
 		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
-		return exitOK
+		return cli.ExitOK
 	case "__complete": // for the shell completions; not in the help
 		return runComplete(g, rest, stdout, stderr)
 	case "help":
 		if len(rest) == 0 {
 			fmt.Fprintf(stdout, usage, sockpath.Default())
-			return exitOK
+			return cli.ExitOK
 		}
 		h, ok := helps[rest[0]]
 		if !ok || len(rest) > 1 {
 			fmt.Fprintf(stderr, "9harness help: no command %q (try '9harness --help')\n", strings.Join(rest, " "))
-			return exitUsage
+			return cli.ExitUsage
 		}
 		io.WriteString(stdout, h)
-		return exitOK
+		return cli.ExitOK
 	default:
 		fmt.Fprintf(stderr, "9harness: unknown command %q (try '9harness --help')\n", cmd)
-		return exitUsage
+		return cli.ExitUsage
 	}
-}
-
-// parseFlags parses a command's flags. With interspersed, flags may follow
-// operands too (up to "--"). It returns the operands, or ok false with the
-// exit status: 0 after printing help to stdout for -h/--help, 2 after one
-// line on stderr for a bad flag.
-func parseFlags(fs *pflag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (operands []string, status int, ok bool) {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.SetInterspersed(interspersed)
-	args, herr := groupedH(fs, args)
-	if herr != nil {
-		fmt.Fprintf(stderr, "9harness %s: %v (try '9harness %s --help')\n", fs.Name(), herr, fs.Name())
-		return nil, exitUsage, false
-	}
-	err := fs.Parse(args)
-	if errors.Is(err, pflag.ErrHelp) {
-		io.WriteString(stdout, helps[fs.Name()])
-		return nil, exitOK, false
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness %s: %s (try '9harness %s --help')\n", fs.Name(), flagError(err, args), fs.Name())
-		return nil, exitUsage, false
-	}
-	if fs.Changed("version") {
-		fmt.Fprintln(stdout, "9harness", buildversion.String(version))
-		return nil, exitOK, false
-	}
-	return fs.Args(), exitOK, true
-}
-
-// groupedH gives -h inside a group of short flags (ls -lh) the meaning its
-// namesakes give it: a command with --human-readable takes it for that
-// (GNU ls -lh), any other refuses it. pflag would print the help and exit
-// 0, so a script's typo would pass for success. A lone -h stays help.
-func groupedH(fs *pflag.FlagSet, args []string) ([]string, error) {
-	if fs.ShorthandLookup("h") != nil {
-		return args, nil
-	}
-	human := fs.Lookup("human-readable")
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...), nil
-		}
-		if strings.HasPrefix(a, "--") {
-			// A long flag's value may be the next argument.
-			if f := fs.Lookup(strings.TrimPrefix(a, "--")); f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
-				out = append(out, a, args[i+1])
-				i++
-				continue
-			}
-			out = append(out, a)
-			continue
-		}
-		if len(a) < 2 || a[0] != '-' {
-			out = append(out, a)
-			continue
-		}
-		group, valueNext := []byte{'-'}, false
-		for j := 1; j < len(a); j++ {
-			c := a[j]
-			if c == 'h' && len(a) > 2 {
-				if human == nil {
-					return nil, fmt.Errorf("-h in %s: -h means help only on its own", a)
-				}
-				out = append(out, "--human-readable")
-				continue
-			}
-			group = append(group, c)
-			f := fs.ShorthandLookup(string(c))
-			if f == nil || f.NoOptDefVal == "" {
-				// Unknown (pflag says so), or it takes the rest as its value.
-				group = append(group, a[j+1:]...)
-				valueNext = f != nil && j == len(a)-1
-				break
-			}
-		}
-		if len(group) > 1 {
-			out = append(out, string(group))
-		}
-		if valueNext && i+1 < len(args) {
-			out = append(out, args[i+1])
-			i++
-		}
-	}
-	return out, nil
-}
-
-// flagError says what is wrong with a flag, naming it as it was typed.
-func flagError(err error, args []string) string {
-	var ne *pflag.NotExistError
-	var ve *pflag.ValueRequiredError
-	var ie *pflag.InvalidValueError
-	switch {
-	case errors.As(err, &ne):
-		if group := ne.GetSpecifiedShortnames(); group != "" {
-			// pflag gives the letters from the unknown one on; the word
-			// typed is the argument that ends with them.
-			for _, a := range args {
-				if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, group) {
-					return fmt.Sprintf("unknown flag -%c in %s", group[0], a)
-				}
-			}
-			return fmt.Sprintf("unknown flag -%c", group[0])
-		}
-		return "unknown flag --" + ne.GetSpecifiedName()
-	case errors.As(err, &ve):
-		if group := ve.GetSpecifiedShortnames(); group != "" {
-			return fmt.Sprintf("flag -%c needs a value", ve.GetSpecifiedName()[0])
-		}
-		return "flag --" + ve.GetSpecifiedName() + " needs a value"
-	case errors.As(err, &ie):
-		return fmt.Sprintf("invalid value %q for --%s: %v", ie.GetValue(), ie.GetFlag().Name, ie.Unwrap())
-	}
-	return err.Error()
 }
 
 // runRead is ls, cat and stat: one operation per path.
-func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) int {
+func runRead(g *cli.Globals, cmd string, args []string, stdout, stderr io.Writer) int {
 	var o lsOpts
-	fs := g.flagSet(cmd)
+	fs := g.FlagSet(cmd)
 	if cmd == "ls" {
 		fs.BoolVarP(&o.long, "long", "l", false, "")
 		// Only inside a group (-lh): -h alone is help.
@@ -577,25 +319,25 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 		// ls hides nothing; -a is there for the hands that type ls -la.
 		fs.BoolP("all", "a", false, "")
 	}
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) == 0 {
 		if cmd != "ls" {
 			fmt.Fprintf(stderr, "9harness %s: no path given (try '9harness %s --help')\n", cmd, cmd)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		rest = []string{"/"}
 	}
-	c, status := g.connect(stderr)
+	c, status := g.Connect(stderr)
 	if c == nil {
 		return status
 	}
 	defer c.Close()
 
-	out := newErrWriter(stdout)
-	status = exitOK
+	out := cli.NewErrWriter(stdout)
+	status = cli.ExitOK
 	for _, p := range rest {
 		var err error
 		switch cmd {
@@ -606,18 +348,18 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 		case "stat":
 			err = stat(c, p, out)
 		}
-		if out.report(stderr, cmd) {
+		if out.Report(stderr, cmd) {
 			// Nothing more can be written either.
-			return exitError
+			return cli.ExitError
 		}
 		if err != nil {
 			if te := c.TransportError(); te != nil {
 				// The transport is gone: no later path can succeed.
 				fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, te)
-				return exitError
+				return cli.ExitError
 			}
 			fmt.Fprintf(stderr, "9harness %s: %s: %v\n", cmd, p, fleet.Describe(err))
-			status = exitError
+			status = cli.ExitError
 		}
 	}
 	return status
@@ -626,25 +368,25 @@ func runRead(g *globals, cmd string, args []string, stdout, stderr io.Writer) in
 // relay is the remote end of --ssh: standard input and output joined to
 // the daemon's socket. See client.Relay for why the daemon rightly sees
 // the relay's own uid (the ssh user's) and nothing more.
-func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := g.flagSet("relay")
+func relay(g *cli.Globals, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := g.FlagSet("relay")
 	where := fs.Bool("where", false, "")
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if !g.localOnly(stderr, "relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)") {
-		return exitUsage
+	if !g.LocalOnly(stderr, "relay serves this machine's daemon; it takes no --ssh (for a hop, use --ssh-opt ProxyJump=HOST)") {
+		return cli.ExitUsage
 	}
 	if len(rest) != 0 {
 		fmt.Fprintf(stderr, "9harness relay: unexpected argument %q (try '9harness relay --help')\n", rest[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if *where {
 		// Checked, and then proven to answer 9P: a session, not a
 		// bare connect, so the daemon has judged this peer before it
 		// hangs up.
-		p, conn, err := sockpath.Forwardable(g.sock, 5*time.Second)
+		p, conn, err := sockpath.Forwardable(g.Sock, 5*time.Second)
 		if err == nil {
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
 			var c *client.Client
@@ -654,14 +396,14 @@ func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "9harness relay --where: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		fmt.Fprintln(stdout, p)
-		return exitOK
+		return cli.ExitOK
 	}
-	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
+	if f, ok := stdout.(*os.File); ok && cli.IsTerminal(f) {
 		fmt.Fprintln(stderr, "9harness relay: standard output is a terminal; relay carries 9P for ssh (9harness --ssh HOST ...), not for reading")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	// A reader that hangs up is the end of the relay, not a fatal signal.
 	signal.Ignore(syscall.SIGPIPE)
@@ -670,16 +412,11 @@ func relay(g *globals, args []string, stdin io.Reader, stdout, stderr io.Writer)
 	// threads, which is most of what a relay costs its host beyond its
 	// start: 6 ms of CPU less per relay in a listing of ten hosts on 2 CPUs.
 	runtime.GOMAXPROCS(1)
-	if err := client.Relay(g.sock, stdin, stdout); err != nil {
+	if err := client.Relay(g.Sock, stdin, stdout); err != nil {
 		fmt.Fprintf(stderr, "9harness relay: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
-	return exitOK
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return cli.ExitOK
 }
 
 // lsOpts are ls's flags.
@@ -807,12 +544,4 @@ func lastName(p string) string {
 		return "/"
 	}
 	return parts[len(parts)-1]
-}
-
-func unwrapSyscall(err error) error {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	return err
 }

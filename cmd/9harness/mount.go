@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
@@ -89,8 +90,8 @@ Options:
 const notifyEnv = "NINEHARNESS_MOUNT_NOTIFY_FD"
 
 // runMount is `9harness mount [-f] DIR`.
-func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
-	fl := g.flagSet("mount")
+func runMount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	fl := g.FlagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
 	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
@@ -101,37 +102,37 @@ func runMount(g *globals, args []string, stdout, stderr io.Writer) int {
 		ff.Timeout = d
 		return err
 	})
-	ops, status, ok := parseFlags(fl, args, true, stdout, stderr)
+	ops, status, ok := g.ParseFlags(fl, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if ff.All || fl.Changed("hosts") || len(g.sshDests) > 0 {
+	if ff.All || fl.Changed("hosts") || len(g.SSHDests) > 0 {
 		return runFleetMount(g, ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
 	}
 	if fl.Changed("timeout") {
 		fmt.Fprintln(stderr, "9harness mount: --timeout is for --all, --hosts or --ssh")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	if !g.localOnly(stderr, "mount works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)") {
-		return exitUsage
+	if !g.LocalOnly(stderr, "mount works on this machine's daemon; it takes no --ssh (forward the remote socket with ssh -L and use -s)") {
+		return cli.ExitUsage
 	}
-	if _, status := g.check(stderr); status != exitOK {
+	if _, status := g.Check(stderr); status != cli.ExitOK {
 		return status
 	}
 	if len(ops) != 1 {
 		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount [-f] DIR (try '9harness mount --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	sock := g.sock
+	sock := g.Sock
 	dir, err := filepath.Abs(ops[0])
 	if err == nil {
 		sock, err = filepath.Abs(sock)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
-	if status := checkMountDir(dir, stderr); status != exitOK {
+	if status := checkMountDir(dir, stderr); status != cli.ExitOK {
 		return status
 	}
 	if !*fg && !*debug {
@@ -149,17 +150,17 @@ func checkMountDir(dir string, stderr io.Writer) int {
 	if mp, err := mountPath(dir); err == nil {
 		if ours, err := isOurMount(mp); err == nil && ours {
 			fmt.Fprintf(stderr, "9harness mount: %s: a 9harness mount is already there (9harness umount %s first)\n", mp, client.ShellQuote(mp))
-			return exitError
+			return cli.ExitError
 		}
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", pathErr(err))
-		return exitError
+		return cli.ExitError
 	} else if !fi.IsDir() {
 		fmt.Fprintf(stderr, "9harness mount: %s: not a directory\n", dir)
-		return exitError
+		return cli.ExitError
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // mountBackground runs 9harness with args (a mount -f) as a new session,
@@ -169,12 +170,12 @@ func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) 
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), notifyEnv+"=3")
@@ -187,7 +188,7 @@ func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) 
 	if err != nil {
 		r.Close()
 		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	got := make(chan []byte, 1)
 	go func() { b, _ := io.ReadAll(r); got <- b }()
@@ -198,7 +199,7 @@ func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) 
 		cmd.Process.Kill()
 		cmd.Wait()
 		fmt.Fprintf(stderr, "9harness mount: not mounted after 30 s; gave up\n")
-		return exitError
+		return cli.ExitError
 	}
 	r.Close()
 	text := strings.TrimSuffix(string(out), "\n")
@@ -208,14 +209,14 @@ func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) 
 		}
 		cmd.Process.Release()
 		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
-		return exitOK
+		return cli.ExitOK
 	}
 	cmd.Wait()
 	if text == "" {
 		text = "9harness mount: the mount process exited: " + cmd.ProcessState.String()
 	}
 	fmt.Fprintln(stderr, text)
-	return exitError
+	return cli.ExitError
 }
 
 // notifyFile is the descriptor a background mount reports on, if this
@@ -248,7 +249,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	c, err := client.Dial(sock)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %v\n", client.DialError(sock, err))
-		return exitError
+		return cli.ExitError
 	}
 	defer c.Close()
 	lost := make(chan error, 1)
@@ -259,7 +260,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
-		return exitError
+		return cli.ExitError
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -276,7 +277,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 	status := 0
 	select {
 	case <-done: // unmounted from outside: 9harness umount, fusermount3 -u
-		return exitOK
+		return cli.ExitOK
 	case <-sigs:
 	case err := <-lost:
 		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", sock, err, dir)
@@ -288,7 +289,7 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
 		if err := detachMount(dir); err != nil {
 			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
-			return exitError
+			return cli.ExitError
 		}
 	}
 	return status
@@ -334,29 +335,29 @@ func runFusermount(args ...string) error {
 }
 
 // runUmount is `9harness umount DIR`.
-func runUmount(g *globals, args []string, stdout, stderr io.Writer) int {
-	ops, status, ok := parseFlags(g.flagSet("umount"), args, true, stdout, stderr)
+func runUmount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	ops, status, ok := g.ParseFlags(g.FlagSet("umount"), args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if !g.localOnly(stderr, "umount works on this machine; it takes no --ssh") {
-		return exitUsage
+	if !g.LocalOnly(stderr, "umount works on this machine; it takes no --ssh") {
+		return cli.ExitUsage
 	}
 	if len(ops) != 1 {
 		fmt.Fprintln(stderr, "9harness umount: expected one directory: 9harness umount DIR (try '9harness umount --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	dir, err := mountPath(ops[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	if ok, err := isOurMount(dir); err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %v\n", err)
-		return exitError
+		return cli.ExitError
 	} else if !ok {
 		fmt.Fprintf(stderr, "9harness umount: %s: not a 9harness mount\n", dir)
-		return exitError
+		return cli.ExitError
 	}
 	if os.Geteuid() == 0 {
 		err = unix.Unmount(dir, 0)
@@ -368,10 +369,10 @@ func runUmount(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness umount: %s: %v\n", dir, err)
-		return exitError
+		return cli.ExitError
 	}
 	fmt.Fprintf(stdout, "unmounted %s\n", dir)
-	return exitOK
+	return cli.ExitOK
 }
 
 // mountPath is the absolute path of a mount point as the mount table

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -64,27 +65,27 @@ Examples:
   9harness move build1:claude/345104 overnight
 `
 
-func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := g.flagSet("move")
+func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	fs := g.FlagSet("move")
 	useTmux := fs.Bool("tmux", false, "")
 	hostsFile := fs.String("hosts", "", "")
-	ops, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	ops, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(ops) != 2 {
 		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	hostName, agentName := fleet.SplitHostAgent(ops[0])
-	if hostName != "" && g.remote() {
+	if hostName != "" && g.Remote() {
 		fmt.Fprintln(stderr, "9harness move: HOST:HARNESS/PID names its host; --ssh does not go with it")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	harness, pid, ok := parseAgent(agentName)
 	if !ok {
 		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID or HOST:HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	name := ops[1]
 	host, attach := "zmx", "zmx attach "+client.ShellQuote(name)
@@ -95,7 +96,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	// usage error, said before anything is printed or asked.
 	if err := checkSessionName(name, host); err != nil {
 		fmt.Fprintf(stderr, "9harness move: %v (try '9harness move --help')\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	agent := harness + "/" + strconv.Itoa(pid)
 	file := client.AgentDir(harness, pid) + "/" + host
@@ -107,7 +108,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 		c, dest, status = dialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
 		agent = hostName + ":" + agent
 	} else {
-		c, status = g.connect(stderr)
+		c, status = g.Connect(stderr)
 	}
 	if c == nil {
 		return status
@@ -117,10 +118,10 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	// (the file is writable only then).
 	if _, a, err := c.Stat(file); err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return exitError
+		return cli.ExitError
 	} else if a.Perm&0o200 == 0 {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(syscall.EROFS, c, agent, host, name))
-		return exitError
+		return cli.ExitError
 	}
 	if host == "tmux" {
 		// A move stays on the agent's own tmux server, which the tmux file
@@ -136,7 +137,7 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 	f, err := openHostFile(c, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return exitError
+		return cli.ExitError
 	}
 	defer f.Close()
 	done := make(chan error, 1)
@@ -171,23 +172,23 @@ func runMove(g *globals, args []string, stdout, stderr io.Writer) int {
 			if err == nil {
 				printAttach()
 				fmt.Fprintf(stdout, "moved %s into %s session %s\n", agent, host, name)
-				return exitOK
+				return cli.ExitOK
 			}
 			reason := readReason(f)
 			switch {
 			case strings.HasPrefix(reason, reasonFailed):
 				fmt.Fprintf(stderr, "9harness move: the move failed after the agent was stopped: %s\n", strings.TrimPrefix(reason, reasonFailed))
-				return exitMoveFailed
+				return cli.ExitMoveFailed
 			case strings.HasPrefix(reason, reasonRefused):
 				fmt.Fprintf(stderr, "9harness move: refused: %s\n", strings.TrimPrefix(reason, reasonRefused))
-				return exitError
+				return cli.ExitError
 			}
 			// A daemon that leaves no reason: say what the errno means.
 			fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
 			if client.IsErrno(err, syscall.EIO) {
-				return exitMoveFailed
+				return cli.ExitMoveFailed
 			}
-			return exitError
+			return cli.ExitError
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -36,14 +37,14 @@ const pollInterval = 250 * time.Millisecond
 // (a daemon restarted, or socket-activated again) is dialled again once
 // per read; an answer from the daemon (an errno) is returned.
 type tablePoll struct {
-	g         *globals
+	g         *cli.Globals
 	c         *client.Client
 	every     time.Duration
 	harnesses []string
 	started   bool
 }
 
-func newTablePoll(g *globals, c *client.Client, every time.Duration, harnesses []string) *tablePoll {
+func newTablePoll(g *cli.Globals, c *client.Client, every time.Duration, harnesses []string) *tablePoll {
 	return &tablePoll{g: g, c: c, every: every, harnesses: harnesses}
 }
 
@@ -69,7 +70,7 @@ func (p *tablePoll) Next(ctx context.Context) ([]client.Agent, error) {
 	go func(c *client.Client) {
 		if c == nil {
 			var err error
-			if c, err = p.g.dial(); err != nil {
+			if c, err = p.g.Dial(); err != nil {
 				done <- result{err: err}
 				return
 			}
@@ -179,9 +180,9 @@ func notifyCmdEnv(base []string, a client.Agent, host string) []string {
 
 // notifyHost is HARNESS_HOST: the --ssh destination, or this machine's
 // short name.
-func notifyHost(g *globals) string {
-	if g.remote() {
-		return g.sshDest
+func notifyHost(g *cli.Globals) string {
+	if g.Remote() {
+		return g.SSHDest
 	}
 	h, _ := os.Hostname()
 	h, _, _ = strings.Cut(h, ".")
@@ -254,7 +255,7 @@ func notifyLoop(ctx context.Context, w agentWatch, n *notifier, report func(stri
 // watchNotify is ps --watch --notify CMD: on a terminal the table is
 // redrawn as by --watch while a second connection follows the agents that
 // start waiting; off a terminal only the polling runs, until a signal.
-func watchNotify(g *globals, c *client.Client, o psOptions, home string, term *os.File, stderr io.Writer) int {
+func watchNotify(g *cli.Globals, c *client.Client, o psOptions, home string, term *os.File, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	host := notifyHost(g)
@@ -302,5 +303,5 @@ func watchNotify(g *globals, c *client.Client, o psOptions, home string, term *o
 	notifyLoop(ctx, w, n, report)
 	// The commands already started finish: a notification is not cut off.
 	n.wg.Wait()
-	return exitOK
+	return cli.ExitOK
 }

@@ -17,8 +17,7 @@ import (
 	"text/template"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -271,9 +270,9 @@ func (o psOptions) period() time.Duration {
 	return o.interval
 }
 
-func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
+func runPs(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var o psOptions
-	fs := g.flagSet("ps")
+	fs := g.FlagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
 	o.interval = defaultInterval
@@ -318,13 +317,13 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("format", "", o.setFormat)
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "9harness ps: unexpected argument %q (try '9harness ps --help')\n", rest[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var outputs []string
 	for _, f := range []string{"json", "format", "quiet"} {
@@ -334,49 +333,49 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(outputs) > 1 {
 		fmt.Fprintf(stderr, "9harness ps: %s do not go together\n", strings.Join(outputs, " and "))
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fs.Changed("interval") && !o.watch {
 		fmt.Fprintln(stderr, "9harness ps: -n/--interval is --watch's period")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if o.watch && len(outputs) > 0 {
 		fmt.Fprintf(stderr, "9harness ps: --watch draws the table; %s does not go with it\n", outputs[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fs.Changed("notify") && !o.watch {
 		fmt.Fprintln(stderr, "9harness ps: --notify runs with --watch")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fs.Changed("notify") && strings.TrimSpace(o.notify) == "" {
 		fmt.Fprintln(stderr, "9harness ps: --notify needs a command")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	term, _ := stdout.(*os.File)
-	if term != nil && !isTerminal(term) {
+	if term != nil && !cli.IsTerminal(term) {
 		term = nil
 	}
 	if o.watch && term == nil && o.notify == "" {
 		fmt.Fprintln(stderr, "9harness ps: --watch redraws a terminal, and standard output is not one")
-		return exitUsage
+		return cli.ExitUsage
 	}
-	fleetMode := ff.All || fs.Changed("hosts") || len(g.sshDests) > 1
+	fleetMode := ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
 	if fs.Changed("timeout") && (!fleetMode || ff.Timeout <= 0) {
 		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fleetMode && o.notify != "" {
 		fmt.Fprintln(stderr, "9harness ps: --notify watches one machine, not --all, --hosts or several --ssh")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if fleetMode {
 		return runFleetPs(g, o, ff, fs.Changed("hosts"), term, stdout, stderr)
 	}
 	home := ""
-	if !g.remote() {
+	if !g.Remote() {
 		home = os.Getenv("HOME")
 	}
-	c, status := g.connect(stderr)
+	c, status := g.Connect(stderr)
 	if c == nil {
 		return status
 	}
@@ -390,7 +389,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 	agents, err := c.Agents(o.harnesses...)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness ps: %v\n", fleet.Describe(err))
-		return errStatus(err)
+		return cli.ErrStatus(err)
 	}
 	agents = o.keep(agents)
 	sortAgents(agents, o.sortKey, o.reverse)
@@ -398,7 +397,7 @@ func runPs(g *globals, args []string, stdout, stderr io.Writer) int {
 		agents: agents,
 		json:   agents,
 		name:   func(i int) string { return fleet.Printable(agents[i].Harness) + "/" + strconv.Itoa(agents[i].PID) },
-		host:   func(int) string { return cmp.Or(g.sshDest, "-") },
+		host:   func(int) string { return cmp.Or(g.SSHDest, "-") },
 		table:  func(lay psLayout) []string { return psTable(agents, time.Now(), home, lay) },
 	}.print(o, term, stdout, stderr)
 }
@@ -413,7 +412,7 @@ type psListing struct {
 	table  func(psLayout) []string // the table, header first
 }
 
-// print writes the listing as o asks, in one write: exitOK, or the status
+// print writes the listing as o asks, in one write: cli.ExitOK, or the status
 // of a failure it has said on stderr.
 func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) int {
 	b := new(bytes.Buffer)
@@ -424,7 +423,7 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(l.json); err != nil {
 			fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 	case o.quiet:
 		for i := range l.agents {
@@ -437,19 +436,19 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 			line, err := json.Marshal(fields)
 			if err != nil {
 				fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-				return exitError
+				return cli.ExitError
 			}
 			b.Write(line)
 			b.WriteByte('\n')
 		}
 	case o.format != nil:
-		if status := l.printFormat(o, b, stderr); status != exitOK {
+		if status := l.printFormat(o, b, stderr); status != cli.ExitOK {
 			return status
 		}
 	default:
 		lay := psLayout{wide: o.wide, noHeader: o.noHeader}
 		if term != nil && !o.noTrunc {
-			lay.width, _ = termSize(term)
+			lay.width, _ = cli.TermSize(term)
 		}
 		lines := l.table(lay)
 		n := 0
@@ -464,10 +463,10 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 		}
 	}
 	if _, err := stdout.Write(b.Bytes()); err != nil {
-		fmt.Fprintf(stderr, "9harness ps: write error: %v\n", unwrapSyscall(err))
-		return exitError
+		fmt.Fprintf(stderr, "9harness ps: write error: %v\n", cli.UnwrapSyscall(err))
+		return cli.ExitError
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // setFormat takes --format as docker does: json, table (the table ps
@@ -516,14 +515,14 @@ func (l psListing) printFormat(o psOptions, b *bytes.Buffer, stderr io.Writer) i
 		fields["host"] = l.host(i)
 		if err := o.format.Execute(w, fields); err != nil {
 			fmt.Fprintf(stderr, "9harness ps: --format: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		io.WriteString(w, "\n")
 	}
 	if tw != nil {
 		tw.Flush()
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // psTemplate parses a --format template. It is run once over an agent
@@ -1024,23 +1023,6 @@ func psRow(a client.Agent, now time.Time, home string, wide bool) [nCols]string 
 	return r
 }
 
-// termSize is the terminal's columns and rows; 80x24 when unknown.
-// COLUMNS and LINES, where set to a number, win over the terminal, as
-// procps's ps and GNU ls let them.
-func termSize(f *os.File) (cols, rows int) {
-	cols, rows = 80, 24
-	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-		cols, rows = int(ws.Col), int(ws.Row)
-	}
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-		cols = n
-	}
-	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
-		rows = n
-	}
-	return cols, rows
-}
-
 // Terminal control for --watch.
 const (
 	cursorHome  = "\x1b[H"
@@ -1057,7 +1039,7 @@ const (
 // dialled again on the next tick. Ctrl-C (or SIGTERM, SIGHUP) restores
 // the cursor and exits 0. note, if set, is a line shown under the title
 // (what went wrong with --notify).
-func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.File, note func() string) int {
+func watchPs(g *cli.Globals, c *client.Client, o psOptions, home string, term *os.File, note func() string) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
@@ -1092,7 +1074,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		if !ok {
 			return 0
 		}
-		cols, rows := termSize(term)
+		cols, rows := cli.TermSize(term)
 		now := time.Now()
 		lines := []string{title, ""}
 		if note != nil {
@@ -1128,7 +1110,7 @@ func watchPs(g *globals, c *client.Client, o psOptions, home string, term *os.Fi
 		case <-tick.C:
 		}
 		if c == nil {
-			c, dialErr = g.dial()
+			c, dialErr = g.Dial()
 		}
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 var psNow = time.Unix(1_800_000_000, 0)
@@ -354,16 +356,16 @@ func TestPsFormatDocker(t *testing.T) {
 		{[]string{"--format", `{{json .tokens}}`}, []string{`{"cache_read":0,`, `{"cache_read":0,`}},
 		{[]string{"--format", `{{upper .harness}}`}, []string{"CLAUDE", "CODEX"}},
 	} {
-		g := newGlobals()
+		g := cli.NewGlobals(buildversion.String(version), helps)
 		var o psOptions
-		fs := g.flagSet("ps")
+		fs := g.FlagSet("ps")
 		fs.BoolVar(&o.noHeader, "no-headers", false, "")
 		fs.Func("format", "", o.setFormat)
 		var out, errs bytes.Buffer
-		if _, _, ok := parseFlags(fs, tc.args, true, &out, &errs); !ok {
+		if _, _, ok := g.ParseFlags(fs, tc.args, true, &out, &errs); !ok {
 			t.Fatalf("%q: %s", tc.args, errs.String())
 		}
-		if code := l.print(o, nil, &out, &errs); code != exitOK {
+		if code := l.print(o, nil, &out, &errs); code != cli.ExitOK {
 			t.Fatalf("%q: exit %d: %s", tc.args, code, errs.String())
 		}
 		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -399,7 +401,7 @@ func TestPsUsage(t *testing.T) {
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
-		if code != exitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
+		if code != cli.ExitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out.String(), errs.String())
 		}
 	}
@@ -417,7 +419,7 @@ func TestPsUsage(t *testing.T) {
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
-		if code != exitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
+		if code != cli.ExitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
 			t.Errorf("%q: exit %d, stderr %q; want the dial to fail", args, code, errs.String())
 		}
 	}

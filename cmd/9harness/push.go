@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -94,24 +95,24 @@ const (
 	pushMaxBackoff = time.Minute
 )
 
-func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
+func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		confFile string
 		test     bool
 	)
-	fs := g.flagSet("notify")
+	fs := g.FlagSet("notify")
 	fs.StringVar(&confFile, "config", "", "")
 	fs.BoolVar(&test, "test", false, "")
 	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
 	fs.BoolVar(&ff.All, "all", false, "")
 	fs.StringVar(&ff.Hosts, "hosts", "", "")
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "9harness notify: unexpected operand %q (try '9harness notify --help')\n", rest[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if confFile == "" {
 		confFile = pushConfigPath()
@@ -119,18 +120,18 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 	cfg, err := loadPushConfig(confFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if test {
 		return pushTest(g, cfg, stdout, stderr)
 	}
 	var hosts []client.Host
-	if ff.All || fs.Changed("hosts") || len(g.sshDests) > 0 {
+	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 0 {
 		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {
-		if _, status := g.check(stderr); status != exitOK {
+		if _, status := g.Check(stderr); status != cli.ExitOK {
 			return status
 		}
 		hosts = []client.Host{{Name: client.LocalHost}}
@@ -138,13 +139,13 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 	lock, err := lockPushState(pushStatePath())
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	defer lock.Close()
 	store, err := openPushStore(pushStatePath())
 	if err != nil {
 		fmt.Fprintf(stderr, "9harness notify: %v\n", err)
-		return exitError
+		return cli.ExitError
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -153,28 +154,28 @@ func runNotify(g *globals, args []string, stdout, stderr io.Writer) int {
 
 // shownHost is a host's name in a message: this machine's short name for
 // the local one.
-func shownHost(g *globals, name string) string {
+func shownHost(g *cli.Globals, name string) string {
 	if name == client.LocalHost {
 		local := *g
-		local.sshDest = ""
+		local.SSHDest = ""
 		return notifyHost(&local)
 	}
 	return name
 }
 
 // pushTest sends one made-up wait to each target.
-func pushTest(g *globals, cfg *pushConfig, stdout, stderr io.Writer) int {
+func pushTest(g *cli.Globals, cfg *pushConfig, stdout, stderr io.Writer) int {
 	cwd, _ := os.Getwd()
 	shown := shownHost(g, client.LocalHost)
 	now := time.Now().UTC().Format(time.RFC3339)
 	t := transition{Host: client.LocalHost, Shown: shown, Harness: "9harness", PID: os.Getpid(), State: "waiting",
 		Since: now, Waiting: "nothing: a test of 9harness notify", Cwd: cwd, Title: "a test message"}
 	t.ID = transitionID(t.Host, t.Harness, t.PID, 0, "test", now)
-	status := exitOK
+	status := cli.ExitOK
 	for _, target := range cfg.targets {
 		if err := deliver(context.Background(), target, t); err != nil {
 			fmt.Fprintf(stderr, "9harness notify: %s: %v\n", target, err)
-			status = exitError
+			status = cli.ExitError
 			continue
 		}
 		fmt.Fprintf(stdout, "sent to %s\n", target)
@@ -188,14 +189,14 @@ func pushTest(g *globals, cfg *pushConfig, stdout, stderr io.Writer) int {
 // agents kept from the last read, and what changed is queued in the state
 // file before any target is tried; one goroutine per target delivers its
 // queue in order.
-func pushRun(ctx context.Context, g *globals, cfg *pushConfig, store *pushStore, hosts []client.Host, timeout time.Duration, stderr io.Writer) int {
+func pushRun(ctx context.Context, g *cli.Globals, cfg *pushConfig, store *pushStore, hosts []client.Host, timeout time.Duration, stderr io.Writer) int {
 	var names []string
 	for _, t := range cfg.targets {
 		names = append(names, t.name)
 	}
 	if err := store.forgetTargets(names); err != nil {
 		fmt.Fprintf(stderr, "9harness notify: %s: %v\n", store.path, err)
-		return exitError
+		return cli.ExitError
 	}
 	var mu sync.Mutex
 	say := func(format string, a ...any) {
@@ -225,7 +226,7 @@ func pushRun(ctx context.Context, g *globals, cfg *pushConfig, store *pushStore,
 		}
 	}
 
-	news := fleet.Follow(ctx, g.dialer(), hosts, timeout)
+	news := fleet.Follow(ctx, g.Dialer(), hosts, timeout)
 	type read struct {
 		host   string
 		agents []client.Agent
@@ -254,7 +255,7 @@ func pushRun(ctx context.Context, g *globals, cfg *pushConfig, store *pushStore,
 			reads <- read{host, a, time.Now(), err}
 		}(st.c)
 	}
-	status := exitOK
+	status := cli.ExitOK
 loop:
 	for {
 		select {
@@ -283,7 +284,7 @@ loop:
 				ts, err := store.observe(r.host, shownHost(g, r.host), r.agents, cfg, names, r.at)
 				if err != nil {
 					say("%s: %v", store.path, err)
-					status = exitError
+					status = cli.ExitError
 					break loop
 				}
 				if len(ts) > 0 {

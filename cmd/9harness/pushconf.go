@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/fleet"
 )
 
@@ -76,7 +77,7 @@ func pushConfigPath() string {
 func loadPushConfig(file string) (*pushConfig, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, &confError{file: file, msg: unwrapSyscall(err).Error()}
+		return nil, &confError{file: file, msg: cli.UnwrapSyscall(err).Error()}
 	}
 	defer f.Close()
 	return parsePushConfig(file, f)
@@ -305,7 +306,7 @@ func readCredential(name string) (string, error) {
 	}
 	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", fmt.Errorf("token-credential=%s: %v", fleet.Printable(name), unwrapSyscall(err))
+		return "", fmt.Errorf("token-credential=%s: %v", fleet.Printable(name), cli.UnwrapSyscall(err))
 	}
 	defer f.Close()
 	return readToken(f, "token-credential="+fleet.Printable(name))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/top"
@@ -85,8 +86,8 @@ Examples:
   9harness top --once | head
 `
 
-func runTop(g *globals, args []string, stdout, stderr io.Writer) int {
-	fs := g.flagSet("top")
+func runTop(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	fs := g.FlagSet("top")
 	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
 	fs.BoolVar(&ff.All, "all", false, "")
 	fs.StringVar(&ff.Hosts, "hosts", "", "")
@@ -106,26 +107,26 @@ func runTop(g *globals, args []string, stdout, stderr io.Writer) int {
 	})
 	once := fs.Bool("once", false, "")
 	counts := fs.Bool("count-reads", false, "")
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "9harness top: unexpected argument %q (try '9harness top --help')\n", rest[0])
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if ff.Timeout <= 0 {
 		fmt.Fprintln(stderr, "9harness top: --timeout must be above 0")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	var hosts []client.Host
-	if ff.All || fs.Changed("hosts") || len(g.sshDests) > 1 {
+	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1 {
 		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {
-		s, status := g.check(stderr)
-		if status != exitOK {
+		s, status := g.Check(stderr)
+		if status != cli.ExitOK {
 			return status
 		}
 		h := client.Host{Name: client.LocalHost}
@@ -135,9 +136,9 @@ func runTop(g *globals, args []string, stdout, stderr io.Writer) int {
 		hosts = []client.Host{h}
 	}
 	out, isFile := stdout.(*os.File)
-	if !*once && (!isFile || !isTerminal(out) || !isTerminal(os.Stdin)) {
+	if !*once && (!isFile || !cli.IsTerminal(out) || !cli.IsTerminal(os.Stdin)) {
 		fmt.Fprintln(stderr, "9harness top: standard input and output must be a terminal (--once prints one frame anywhere)")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	hostsFile := ""
 	if fs.Changed("hosts") {
@@ -148,7 +149,7 @@ func runTop(g *globals, args []string, stdout, stderr io.Writer) int {
 		self = "9harness"
 	}
 	return top.Run(top.Config{
-		Dialer:    g.dialer(),
+		Dialer:    g.Dialer(),
 		Hosts:     hosts,
 		Timeout:   ff.Timeout,
 		Harnesses: harnesses,
@@ -164,18 +165,18 @@ func runTop(g *globals, args []string, stdout, stderr io.Writer) int {
 
 // moveArgv is 9harness move of agent into session name, with the
 // command line's own ways to reach the daemons.
-func moveArgv(g *globals, self, hostsFile, agent, name string, tmux bool) []string {
+func moveArgv(g *cli.Globals, self, hostsFile, agent, name string, tmux bool) []string {
 	argv := []string{self}
-	if g.flags.Changed("socket") {
-		argv = append(argv, "-s", g.sock)
+	if g.Flags.Changed("socket") {
+		argv = append(argv, "-s", g.Sock)
 	}
 	if host, _ := fleet.SplitHostAgent(agent); host != "" {
 		// The host's ssh takes the command line's settings.
-		for _, o := range g.sshOptions {
+		for _, o := range g.SSHOptions {
 			argv = append(argv, "--ssh-opt", o)
 		}
-		if g.flags.Changed("ssh-cmd") {
-			argv = append(argv, "--ssh-cmd", g.sshCmd)
+		if g.Flags.Changed("ssh-cmd") {
+			argv = append(argv, "--ssh-cmd", g.SSHCmd)
 		}
 	}
 	argv = append(argv, "move")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -234,14 +235,14 @@ func waitLine(a client.Agent) string {
 	return s
 }
 
-func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
+func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		spec      waitSpec
 		timeout   time.Duration
 		quiet     bool
 		harnesses []string
 	)
-	fs := g.flagSet("wait")
+	fs := g.FlagSet("wait")
 	fs.Func("state", "", func(v string) error {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
@@ -272,20 +273,20 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
 	fs.BoolVar(&ff.All, "all", false, "")
 	fs.StringVar(&ff.Hosts, "hosts", "", "")
-	rest, status, ok := parseFlags(fs, args, true, stdout, stderr)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	fleetMode := ff.All || fs.Changed("hosts") || len(g.sshDests) > 1
+	fleetMode := ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
 	if fleetMode && len(rest) > 0 {
 		fmt.Fprintln(stderr, "9harness wait: --all, --hosts and several --ssh wait for any agent, and take no AGENTs (try '9harness wait --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	for _, r := range rest {
 		t, err := parseTarget(r)
 		if err != nil {
 			fmt.Fprintf(stderr, "9harness wait: %v (try '9harness wait --help')\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		if !slices.Contains(spec.targets, t) {
 			spec.targets = append(spec.targets, t)
@@ -293,7 +294,7 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 	}
 	if spec.allOf && len(spec.targets) == 0 {
 		fmt.Fprintln(stderr, "9harness wait: --all-of needs AGENTs (try '9harness wait --help')")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if len(spec.states) == 0 {
 		spec.states = []string{"waiting", "idle"}
@@ -308,7 +309,7 @@ func runWait(g *globals, args []string, stdout, stderr io.Writer) int {
 	if fleetMode {
 		return runFleetWait(ctx, g, ff, fs.Changed("hosts"), spec, harnesses, once, quiet, stdout, stderr)
 	}
-	c, status := g.connect(stderr)
+	c, status := g.Connect(stderr)
 	if c == nil {
 		return status
 	}
@@ -331,16 +332,16 @@ func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet b
 		agents, err := watch.Next(rctx)
 		if errors.Is(err, context.DeadlineExceeded) {
 			fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s\n", what)
-			return exitTimeout
+			return cli.ExitTimeout
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "9harness wait: %v\n", err)
-			return exitError
+			return cli.ExitError
 		}
 		if n == 0 {
 			if err := wt.first(agents); err != nil {
 				fmt.Fprintf(stderr, "9harness wait: %v\n", err)
-				return exitError
+				return cli.ExitError
 			}
 			// An AGENT whose state the daemon cannot tell yet would make
 			// a silent wait that may never end: say why, once.
@@ -358,27 +359,27 @@ func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet b
 		switch v {
 		case waitDone:
 			if quiet {
-				return exitOK
+				return cli.ExitOK
 			}
-			out := newErrWriter(stdout)
+			out := cli.NewErrWriter(stdout)
 			for _, a := range matched {
 				fmt.Fprintln(out, waitLine(a))
 			}
-			if out.report(stderr, "wait") {
-				return exitError
+			if out.Report(stderr, "wait") {
+				return cli.ExitError
 			}
-			return exitOK
+			return cli.ExitOK
 		case waitExited:
 			var names []string
 			for _, a := range gone {
 				names = append(names, fleet.Printable(a.Harness)+"/"+strconv.Itoa(a.PID))
 			}
 			fmt.Fprintf(stderr, "9harness wait: exited before it was %s: %s\n", what, strings.Join(names, ", "))
-			return exitPartial
+			return cli.ExitPartial
 		}
 		if once {
 			fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s\n", what)
-			return exitTimeout
+			return cli.ExitTimeout
 		}
 	}
 }

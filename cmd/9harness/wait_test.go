@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 )
 
@@ -282,7 +283,7 @@ func TestWaitUsage(t *testing.T) {
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
-		if code != exitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
+		if code != cli.ExitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out.String(), errs.String())
 		}
 	}
@@ -293,7 +294,7 @@ func TestWaitUsage(t *testing.T) {
 	} {
 		var out, errs bytes.Buffer
 		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
-		if code != exitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
+		if code != cli.ExitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
 			t.Errorf("%q: exit %d, stderr %q; want the dial to fail", args, code, errs.String())
 		}
 	}

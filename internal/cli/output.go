@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -10,18 +10,18 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-// errWriter is standard output that remembers its first write error, so a
+// ErrWriter is standard output that remembers its first write error, so a
 // command can say "write error" once (as coreutils does) instead of going
 // on silently into a full disk or a closed file. After an error every
 // write fails at once with it.
-type errWriter struct {
+type ErrWriter struct {
 	w   io.Writer
 	err error
 }
 
-func newErrWriter(w io.Writer) *errWriter { return &errWriter{w: w} }
+func NewErrWriter(w io.Writer) *ErrWriter { return &ErrWriter{w: w} }
 
-func (e *errWriter) Write(p []byte) (int, error) {
+func (e *ErrWriter) Write(p []byte) (int, error) {
 	if e.err != nil {
 		return 0, e.err
 	}
@@ -33,34 +33,34 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 // Err is the first write error, or nil.
-func (e *errWriter) Err() error { return e.err }
+func (e *ErrWriter) Err() error { return e.err }
 
-// report prints the write error, if there was one, as "9harness CMD: write
+// Report prints the write error, if there was one, as "9harness CMD: write
 // error: CAUSE" and tells whether there was.
-func (e *errWriter) report(stderr io.Writer, cmd string) bool {
+func (e *ErrWriter) Report(stderr io.Writer, cmd string) bool {
 	if e.err == nil {
 		return false
 	}
-	fmt.Fprintf(stderr, "9harness %s: write error: %v\n", cmd, unwrapSyscall(e.err))
+	fmt.Fprintf(stderr, "9harness %s: write error: %v\n", cmd, UnwrapSyscall(e.err))
 	return true
 }
 
-// textWriter is the standard error of every command: what it is handed is
+// TextWriter is the standard error of every command: what it is handed is
 // shown as text, each line made printable (control characters, C1 controls
 // and the bidirectional overrides become '?'), so that nothing a remote
 // host, its ssh, its relay or its daemon says (an error's last line, a
 // move's reason) can steer the terminal: no title, clipboard (OSC 52) or
 // clear-screen escape gets through. A multi-byte character split across
 // two writes is held until its end comes.
-type textWriter struct {
+type TextWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	part []byte // the start of a character the next write completes
 }
 
-func newTextWriter(w io.Writer) *textWriter { return &textWriter{w: w} }
+func NewTextWriter(w io.Writer) *TextWriter { return &TextWriter{w: w} }
 
-func (t *textWriter) Write(p []byte) (int, error) {
+func (t *TextWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := append(t.part, p...)
