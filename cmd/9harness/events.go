@@ -2,17 +2,14 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/9harness/9harness/internal/cli"
-	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
 
@@ -125,101 +122,4 @@ func runEvents(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "9harness events: %v\n", fleet.Describe(err))
 	return cli.ExitError
-}
-
-// eventStream is /active/events read on a connection of its own: each
-// line read is a signal on changed. It ends (err set, changed closed)
-// when the connection does.
-type eventStream struct {
-	c       *client.Client
-	changed chan struct{}
-	err     error
-}
-
-func startEventStream(g *cli.Globals) (*eventStream, error) {
-	c, err := g.Dial()
-	if err != nil {
-		return nil, err
-	}
-	r, err := fleet.OpenEvents(c)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	s := &eventStream{c: c, changed: make(chan struct{}, 1)}
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			select {
-			case s.changed <- struct{}{}:
-			default: // one signal stands for any number of lines
-			}
-		}
-		s.err = sc.Err()
-		close(s.changed)
-	}()
-	return s, nil
-}
-
-func (s *eventStream) close() { s.c.Close() }
-
-// eventWatch is the agentWatch that follows /active/events: the table is
-// read once, and again after each change the daemon reports. The stream
-// is opened before the first table is read, so a change between the two
-// is not missed. Without a stream (an older daemon, or a lost connection)
-// it polls, and tries the stream again at the next change.
-type eventWatch struct {
-	g       *cli.Globals
-	table   *tablePoll
-	stream  *eventStream
-	started bool
-}
-
-func newEventWatch(g *cli.Globals, c *client.Client, harnesses []string) *eventWatch {
-	return &eventWatch{g: g, table: newTablePoll(g, c, 0, harnesses)}
-}
-
-func (w *eventWatch) Next(ctx context.Context) ([]client.Agent, error) {
-	if w.started {
-		if err := w.await(ctx); err != nil {
-			return nil, err
-		}
-	}
-	w.started = true
-	if w.stream == nil {
-		w.stream, _ = startEventStream(w.g) // nil: poll
-	}
-	return w.table.Next(ctx)
-}
-
-// await returns once something may have changed.
-func (w *eventWatch) await(ctx context.Context) error {
-	if w.stream == nil {
-		t := time.NewTimer(pollInterval)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case _, ok := <-w.stream.changed:
-		if !ok {
-			// The stream ended: read the table now, and open it again.
-			w.stream.close()
-			w.stream = nil
-		}
-		return nil
-	}
-}
-
-func (w *eventWatch) Close() {
-	if w.stream != nil {
-		w.stream.close()
-	}
-	w.table.Close()
 }

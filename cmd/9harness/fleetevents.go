@@ -30,7 +30,7 @@ type fleetEvent struct {
 // meanwhile. Interrupted, it exits 0, or exitPartial when a host failed
 // on the way (its lines of that time are missing).
 func runFleetEvents(g *cli.Globals, ff fleet.Flags, hostsChanged bool, harnesses []string, asJSON bool, stdout, stderr io.Writer) int {
-	hosts, status := fleetHostsFor(g, ff, hostsChanged, stderr)
+	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
 	if hosts == nil {
 		return status
 	}
@@ -79,21 +79,6 @@ func runFleetEvents(g *cli.Globals, ff fleet.Flags, hostsChanged bool, harnesses
 	}
 }
 
-// fleetHostsFor is fleetHosts for a command: a failure, or no hosts, is
-// one line on stderr and the usage status (hosts nil).
-func fleetHostsFor(g *cli.Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
-	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness %s: %v\n", g.Cmd, err)
-		return nil, cli.ExitUsage
-	}
-	if len(hosts) == 0 {
-		fmt.Fprintf(stderr, "9harness %s: no hosts: the hosts file lists none, and no --ssh DEST was given\n", g.Cmd)
-		return nil, cli.ExitUsage
-	}
-	return hosts, cli.ExitOK
-}
-
 // fleetWaitLine is how wait --all prints an agent in the state: its host
 // first.
 func fleetWaitLine(host string, a client.Agent) string {
@@ -108,7 +93,7 @@ func fleetWaitLine(host string, a client.Agent) string {
 // that fails is one line on standard error, and is dialled again as
 // events --all does; once says to look at every host once (--timeout 0).
 func runFleetWait(ctx context.Context, g *cli.Globals, ff fleet.Flags, hostsChanged bool, spec waitSpec, harnesses []string, once, quiet bool, stdout, stderr io.Writer) int {
-	hosts, status := fleetHostsFor(g, ff, hostsChanged, stderr)
+	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
 	if hosts == nil {
 		return status
 	}

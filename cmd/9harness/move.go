@@ -105,7 +105,7 @@ func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	dest := "" // the ssh destination of a remote agent's host
 	if hostName != "" && hostName != client.LocalHost {
 		// The host's own daemon decides and audits, as for a local peer.
-		c, dest, status = dialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
+		c, dest, status = cli.DialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
 		agent = hostName + ":" + agent
 	} else {
 		c, status = g.Connect(stderr)

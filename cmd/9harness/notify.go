@@ -7,120 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-// agentWatch is how wait and ps --notify learn that agents changed: each
-// Next returns the live agents as they are once something may have
-// changed (the first call at once). eventWatch (events.go) blocks on
-// /active/events and then reads the table; tablePoll polls the table, for
-// a daemon that has no events file.
-type agentWatch interface {
-	Next(ctx context.Context) ([]client.Agent, error)
-	Close()
-}
-
-// pollInterval is how often a poll reads the table: one read of one file
-// each, so a quarter second costs the daemon little and a wait returns
-// within about that much of the change.
-const pollInterval = 250 * time.Millisecond
-
-// tablePoll reads /active/table every interval. A connection that is lost
-// (a daemon restarted, or socket-activated again) is dialled again once
-// per read; an answer from the daemon (an errno) is returned.
-type tablePoll struct {
-	g         *cli.Globals
-	c         *client.Client
-	every     time.Duration
-	harnesses []string
-	started   bool
-}
-
-func newTablePoll(g *cli.Globals, c *client.Client, every time.Duration, harnesses []string) *tablePoll {
-	return &tablePoll{g: g, c: c, every: every, harnesses: harnesses}
-}
-
-func (p *tablePoll) Next(ctx context.Context) ([]client.Agent, error) {
-	if p.started {
-		t := time.NewTimer(p.every)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-	p.started = true
-	type result struct {
-		c      *client.Client // the connection to keep; nil: dial again
-		agents []client.Agent
-		err    error
-	}
-	done := make(chan result, 1)
-	// The read runs aside, so that a deadline or a signal is obeyed even
-	// while a daemon is slow to answer.
-	go func(c *client.Client) {
-		if c == nil {
-			var err error
-			if c, err = p.g.Dial(); err != nil {
-				done <- result{err: err}
-				return
-			}
-		}
-		a, err := c.Agents(p.harnesses...)
-		if err != nil && !client.IsWireErrno(err) {
-			// The connection is gone: the next read dials again.
-			c.Close()
-			c = nil
-		}
-		done <- result{c, a, err}
-	}(p.c)
-	p.c = nil
-	select {
-	case <-ctx.Done():
-		// The read finishes aside; its connection is not kept.
-		go func() {
-			if r := <-done; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	case r := <-done:
-		p.c = r.c
-		if r.err != nil {
-			return nil, fleet.Describe(r.err)
-		}
-		return r.agents, nil
-	}
-}
-
-func (p *tablePoll) Close() {
-	if p.c != nil {
-		p.c.Close()
-	}
-}
-
-// agentKey names one agent for as long as it lives: a pid that is reused
-// is another agent, with another start time.
-type agentKey struct {
-	harness string
-	pid     int
-	started int64
-}
-
-func keyOf(a client.Agent) agentKey { return agentKey{a.Harness, a.PID, a.Started} }
-
 // waitNotices tracks which agents are waiting, to announce each wait once.
 type waitNotices struct {
-	waiting map[agentKey]aWait
+	waiting map[cli.AgentKey]aWait
 }
 
 // aWait is one wait: what it is for, and when it began ("" where the
@@ -137,13 +34,13 @@ type aWait struct{ what, since string }
 // its transcript names the tool ("approve Bash"), and one prompt is one
 // notice.
 func (n *waitNotices) changes(agents []client.Agent) []client.Agent {
-	now := map[agentKey]aWait{}
+	now := map[cli.AgentKey]aWait{}
 	var out []client.Agent
 	for _, a := range agents {
 		if a.State != "waiting" {
 			continue
 		}
-		k := keyOf(a)
+		k := cli.KeyOf(a)
 		now[k] = aWait{a.Waiting, a.Since}
 		w, ok := n.waiting[k]
 		if !ok || (w.what != a.Waiting && (a.Since == "" || w.since != a.Since)) {
@@ -152,41 +49,6 @@ func (n *waitNotices) changes(agents []client.Agent) []client.Agent {
 	}
 	n.waiting = now
 	return out
-}
-
-// notifyCmdEnv is the environment of --notify's command: the caller's, less
-// any HARNESS_ variable of its own, and the agent's facts, made printable
-// (a title is text anyone who can name a session chose).
-func notifyCmdEnv(base []string, a client.Agent, host string) []string {
-	var env []string
-	for _, kv := range base {
-		if !strings.HasPrefix(kv, "HARNESS_") {
-			env = append(env, kv)
-		}
-	}
-	for _, kv := range [][2]string{
-		{"HARNESS_NAME", a.Harness},
-		{"HARNESS_PID", strconv.Itoa(a.PID)},
-		{"HARNESS_STATE", a.State},
-		{"HARNESS_WAITING", a.Waiting},
-		{"HARNESS_CWD", a.Cwd},
-		{"HARNESS_TITLE", a.Title},
-		{"HARNESS_HOST", host},
-	} {
-		env = append(env, kv[0]+"="+fleet.Printable(kv[1]))
-	}
-	return env
-}
-
-// notifyHost is HARNESS_HOST: the --ssh destination, or this machine's
-// short name.
-func notifyHost(g *cli.Globals) string {
-	if g.Remote() {
-		return g.SSHDest
-	}
-	h, _ := os.Hostname()
-	h, _, _ = strings.Cut(h, ".")
-	return h
 }
 
 // maxNotifying bounds the commands that run at once; more wait their turn.
@@ -216,7 +78,7 @@ func (n *notifier) run(a client.Agent) {
 		n.slots <- struct{}{}
 		defer func() { <-n.slots }()
 		cmd := exec.Command("/bin/sh", "-c", n.cmd)
-		cmd.Env = notifyCmdEnv(os.Environ(), a, n.host)
+		cmd.Env = cli.NotifyCmdEnv(os.Environ(), a, n.host)
 		cmd.Stdout, cmd.Stderr = n.output, n.output
 		if err := cmd.Run(); err != nil {
 			n.report(fmt.Sprintf("9harness ps: --notify for %s/%d: %v", fleet.Printable(a.Harness), a.PID, err))
@@ -227,7 +89,7 @@ func (n *notifier) run(a client.Agent) {
 // notifyLoop follows the watch until ctx ends, running the command for each agent
 // that starts waiting; failures go to report, each once in a row, and ""
 // when the daemon answers again.
-func notifyLoop(ctx context.Context, w agentWatch, n *notifier, report func(string)) {
+func notifyLoop(ctx context.Context, w cli.AgentWatch, n *notifier, report func(string)) {
 	var seen waitNotices
 	last := ""
 	for {
@@ -258,7 +120,7 @@ func notifyLoop(ctx context.Context, w agentWatch, n *notifier, report func(stri
 func watchNotify(g *cli.Globals, c *client.Client, o psOptions, home string, term *os.File, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	host := notifyHost(g)
+	host := cli.NotifyHost(g)
 	if term != nil {
 		var mu sync.Mutex
 		note := ""
@@ -268,7 +130,7 @@ func watchNotify(g *cli.Globals, c *client.Client, o psOptions, home string, ter
 			mu.Unlock()
 		}
 		n := newNotifier(o.notify, host, io.Discard, report)
-		w := newEventWatch(g, nil, o.harnesses)
+		w := cli.NewEventWatch(g, nil, o.harnesses)
 		go func() {
 			notifyLoop(ctx, w, n, report)
 			w.Close()
@@ -298,7 +160,7 @@ func watchNotify(g *cli.Globals, c *client.Client, o psOptions, home string, ter
 		fmt.Fprintln(stderr, s)
 	}
 	n := newNotifier(o.notify, host, stderr, report)
-	w := newEventWatch(g, c, o.harnesses)
+	w := cli.NewEventWatch(g, c, o.harnesses)
 	defer w.Close()
 	notifyLoop(ctx, w, n, report)
 	// The commands already started finish: a notification is not cut off.

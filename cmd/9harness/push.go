@@ -127,7 +127,7 @@ func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	var hosts []client.Host
 	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 0 {
-		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
+		if hosts, status = cli.FleetHosts(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {
@@ -158,7 +158,7 @@ func shownHost(g *cli.Globals, name string) string {
 	if name == client.LocalHost {
 		local := *g
 		local.SSHDest = ""
-		return notifyHost(&local)
+		return cli.NotifyHost(&local)
 	}
 	return name
 }

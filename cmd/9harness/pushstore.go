@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 )
 
@@ -198,9 +199,9 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, known := s.st.Hosts[host]
-	byKey := map[agentKey]seenAgent{}
+	byKey := map[cli.AgentKey]seenAgent{}
 	for _, p := range prev {
-		byKey[agentKey{p.Harness, p.PID, p.Started}] = p
+		byKey[cli.AgentKey{Harness: p.Harness, PID: p.PID, Started: p.Started}] = p
 	}
 	stamp := now.UTC().Format(time.RFC3339)
 	var out []transition
@@ -219,15 +220,15 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 	var next []seenAgent
 	// live is every agent of the table, whatever the harness setting: one
 	// that a changed config no longer follows has not exited.
-	live := map[agentKey]bool{}
+	live := map[cli.AgentKey]bool{}
 	for _, a := range agents {
-		live[keyOf(a)] = true
+		live[cli.KeyOf(a)] = true
 	}
 	for _, a := range agents {
 		if len(cfg.harnesses) > 0 && !slices.Contains(cfg.harnesses, a.Harness) {
 			continue
 		}
-		k := keyOf(a)
+		k := cli.KeyOf(a)
 		p, had := byKey[k]
 		n := seenAgent{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: a.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
 		if n.Since == "" {
@@ -269,7 +270,7 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 	}
 	if known {
 		for _, p := range prev {
-			if !live[agentKey{p.Harness, p.PID, p.Started}] {
+			if !live[cli.AgentKey{Harness: p.Harness, PID: p.PID, Started: p.Started}] {
 				emit(transition{Harness: p.Harness, PID: p.PID, Started: p.Started, State: "exit", Since: stamp, Cwd: p.Cwd, Title: p.Title})
 			}
 		}
@@ -281,7 +282,7 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 		if r.T.Host != host || len(r.Pending) > 0 {
 			continue
 		}
-		if !live[agentKey{r.T.Harness, r.T.PID, r.T.Started}] {
+		if !live[cli.AgentKey{Harness: r.T.Harness, PID: r.T.PID, Started: r.T.Started}] {
 			delete(s.st.Records, id)
 		}
 	}

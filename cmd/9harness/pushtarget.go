@@ -14,6 +14,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -188,7 +189,7 @@ func desktopNotify(t transition) error {
 func runPushCommand(ctx context.Context, cmdline string, t transition) error {
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", cmdline)
 	a := client.Agent{Harness: t.Harness, PID: t.PID, State: t.State, Waiting: t.Waiting, Cwd: t.Cwd, Title: t.Title}
-	cmd.Env = append(notifyCmdEnv(os.Environ(), a, t.Shown), "HARNESS_SINCE="+fleet.Printable(t.Since), "HARNESS_ID="+t.ID)
+	cmd.Env = append(cli.NotifyCmdEnv(os.Environ(), a, t.Shown), "HARNESS_SINCE="+fleet.Printable(t.Since), "HARNESS_ID="+t.ID)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {

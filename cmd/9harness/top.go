@@ -121,7 +121,7 @@ func runTop(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	var hosts []client.Host
 	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1 {
-		if hosts, status = fleetHostsFor(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
+		if hosts, status = cli.FleetHosts(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {

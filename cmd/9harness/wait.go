@@ -200,12 +200,12 @@ func (w *waiter) look(agents []client.Agent) (v waitVerdict, matched []client.Ag
 		}
 		return waitMore, nil, nil
 	}
-	byKey := map[agentKey]client.Agent{}
+	byKey := map[cli.AgentKey]client.Agent{}
 	for _, a := range agents {
-		byKey[keyOf(a)] = a
+		byKey[cli.KeyOf(a)] = a
 	}
 	for _, p := range w.pinned {
-		a, ok := byKey[keyOf(p)]
+		a, ok := byKey[cli.KeyOf(p)]
 		switch {
 		case !ok:
 			gone = append(gone, p)
@@ -313,14 +313,14 @@ func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	if c == nil {
 		return status
 	}
-	w := newEventWatch(g, c, harnesses)
+	w := cli.NewEventWatch(g, c, harnesses)
 	defer w.Close()
 	return waitFor(ctx, w, spec, once, quiet, stdout, stderr)
 }
 
 // waitFor is wait's loop over the tables the watch gives; once says to
 // look at one table only (--timeout 0).
-func waitFor(ctx context.Context, watch agentWatch, spec waitSpec, once, quiet bool, stdout, stderr io.Writer) int {
+func waitFor(ctx context.Context, watch cli.AgentWatch, spec waitSpec, once, quiet bool, stdout, stderr io.Writer) int {
 	wt := &waiter{spec: spec}
 	what := strings.Join(spec.states, " or ")
 	for n := 0; ; n++ {
