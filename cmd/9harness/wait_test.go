@@ -184,7 +184,7 @@ func TestNotifyCmdEnv(t *testing.T) {
 	}
 }
 
-// tables is an agentWatch that gives its tables in turn, then the last
+// tables is a cli.AgentWatch that gives its tables in turn, then the last
 // one again, until ctx ends.
 type tables struct {
 	list  [][]client.Agent

@@ -45,7 +45,7 @@ func startEventStream(g *Globals) (*eventStream, error) {
 
 func (s *eventStream) close() { s.c.Close() }
 
-// EventWatch is the agentWatch that follows /active/events: the table is
+// EventWatch is the AgentWatch that follows /active/events: the table is
 // read once, and again after each change the daemon reports. The stream
 // is opened before the first table is read, so a change between the two
 // is not missed. Without a stream (an older daemon, or a lost connection)
@@ -104,8 +104,8 @@ func (w *EventWatch) Close() {
 
 // AgentWatch is how wait and ps --notify learn that agents changed: each
 // Next returns the live agents as they are once something may have
-// changed (the first call at once). eventWatch (events.go) blocks on
-// /active/events and then reads the table; tablePoll polls the table, for
+// changed (the first call at once). EventWatch blocks on
+// /active/events and then reads the table; TablePoll polls the table, for
 // a daemon that has no events file.
 type AgentWatch interface {
 	Next(ctx context.Context) ([]client.Agent, error)
