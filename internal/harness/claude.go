@@ -25,8 +25,13 @@ import (
 // (~/.local/share/claude/versions/2.1.201) or as "claude bg-spare
 // --bg-spare"/"claude bg-pty-host --bg-pty-host": the pty hosts and the
 // supervisor are helpers, a claimed worker is the session. Helpers too are
-// one-shot print runs (-p) and the non-session subcommands (mcp, doctor,
-// update, …).
+// the non-session subcommands (mcp, doctor, update, …). A print run (-p,
+// what scripts and `claude -p … & disown` start) is a session: Claude
+// writes it a registry record like its TUI's (kind "interactive",
+// entrypoint "sdk-cli", status) and a transcript, it can work for hours,
+// and it outlives the terminal it was started from, where a TUI exits
+// when its terminal hangs up; its resume is the interactive
+// `claude --resume ID` (-p and the prompt are not kept).
 //
 // Resolution: the live registry sessions/<pid>.json is the only exact route
 // (Claude opens and closes its transcript per event, so no fd is held). A
@@ -86,7 +91,7 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 	if k, ok := claudeBgKind(argv); ok {
 		return k
 	}
-	if hasFlag(args, "-p", "--print") || claudeHelperWords[claudeFlags.positional(args)] {
+	if claudeHelperWords[claudeFlags.positional(args)] {
 		return Helper
 	}
 	return Session
@@ -698,7 +703,7 @@ var claudeSpec = Spec{
 	Doc: Doc{
 		Title:   "Claude Code",
 		Root:    "~/.claude",
-		Process: "the native `claude` (npm or native install)",
+		Process: "the native `claude` (npm or native install), print runs (`-p`) too",
 		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
 		Resume:  "`claude --resume ID`",
 		RealCLI: "2.1.332",
