@@ -277,10 +277,13 @@ func kstatOf(pid int) (kstat, bool) {
 // The Claude that outlives its terminal is a print run started from a
 // shell and disowned, its output to a file, as people do for long tasks:
 // a Claude TUI exits within a second or two of its terminal hanging up,
-// SIGHUP ignored or not. The terminal is a real tmux pane whose session
-// is killed while the mock holds the run's turn open, so the agent is
-// still working when the kernel hangs the pty up and takes it from every
-// process of the session.
+// SIGHUP ignored or not. Disowned, because at the hang-up bash sends
+// SIGHUP to the jobs it still owns, and Claude catches SIGHUP and exits,
+// so nohup, whose SIG_IGN Claude's handler replaces, does not keep it.
+// The terminal is a real tmux pane whose session is killed while the
+// mock holds the run's turn open, so the agent is still working when the
+// kernel hangs the pty up and takes it from every process of the
+// session.
 func TestClaudeDetachedStale(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -387,7 +390,8 @@ func TestClaudeDetachedStale(t *testing.T) {
 		t.Errorf("the resumed TUI is in session %q, the print run's was %q", f.session, sid)
 	}
 	log, _ := os.ReadFile(filepath.Join(cwd, "print.log"))
-	t.Logf("the print run's log after the move: %q", log)
+	_, err = d.c.ReadFile("/stale/claude/registry-" + strconv.Itoa(run) + "/why")
+	t.Logf("the print run's log after the move: %q; its record under /stale/claude: %v", log, err == nil)
 
 	// Killed, it leaves its registry record (only SIGTERM removes it).
 	moved := b.pid
