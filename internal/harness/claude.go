@@ -25,13 +25,16 @@ import (
 // (~/.local/share/claude/versions/2.1.201) or as "claude bg-spare
 // --bg-spare"/"claude bg-pty-host --bg-pty-host": the pty hosts and the
 // supervisor are helpers, a claimed worker is the session. Helpers too are
-// the non-session subcommands (mcp, doctor, update, …). A print run (-p,
-// what scripts and `claude -p … & disown` start) is a session: Claude
-// writes it a registry record like its TUI's (kind "interactive",
-// entrypoint "sdk-cli", status) and a transcript, it can work for hours,
-// and it outlives the terminal it was started from, where a TUI exits
-// when its terminal hangs up; its resume is the interactive
-// `claude --resume ID` (-p and the prompt are not kept).
+// the non-session subcommands (mcp, doctor, update, …) and a print run a
+// program drives over stdin (-p --input-format stream-json: the Agent
+// SDK, editors' extensions): the program is where it is answered, and a
+// move would take it from the program. Any other print run (-p, what
+// scripts and `claude -p … & disown` start) is a session: Claude writes
+// it a registry record like its TUI's (kind "interactive", entrypoint
+// "sdk-cli", status) and a transcript, it can work for hours, and it
+// outlives the terminal it was started from, where a TUI exits when its
+// terminal hangs up; its resume is the interactive `claude --resume ID`
+// (-p and the prompt are not kept).
 //
 // Resolution: the live registry sessions/<pid>.json is the only exact route
 // (Claude opens and closes its transcript per event, so no fd is held). A
@@ -92,6 +95,9 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 		return k
 	}
 	if claudeHelperWords[claudeFlags.positional(args)] {
+		return Helper
+	}
+	if in, _ := flagValue(args, "--input-format"); in == "stream-json" && hasFlag(args, "-p", "--print") {
 		return Helper
 	}
 	return Session
@@ -703,7 +709,7 @@ var claudeSpec = Spec{
 	Doc: Doc{
 		Title:   "Claude Code",
 		Root:    "~/.claude",
-		Process: "the native `claude` (npm or native install), print runs (`-p`) too",
+		Process: "the native `claude` (npm or native install), print runs (`-p`) too but for those a program drives (`--input-format stream-json`)",
 		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
 		Resume:  "`claude --resume ID`",
 		RealCLI: "2.1.332",

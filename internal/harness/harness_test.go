@@ -390,6 +390,10 @@ func TestClassify(t *testing.T) {
 		{"claude/print", []string{"claude", "-p", "hello"}, "", nil, "claude", Session},
 		{"claude/print-long", []string{"claude", "--print", "--output-format", "stream-json", "--verbose", "fix the flaky test"}, "", nil, "claude", Session},
 		{"claude/print-subcommand", []string{"claude", "-p", "mcp", "list"}, "", nil, "claude", Helper},
+		// The Agent SDK's engine, which its program drives over stdin.
+		{"claude/print-sdk", []string{"claude", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json", "--print"}, "", nil, "claude", Helper},
+		{"claude/print-sdk-eq", []string{"node", "/x/node_modules/@anthropic-ai/claude-code/cli.js", "-p", "--input-format=stream-json", "--output-format=stream-json"}, "", nil, "claude", Helper},
+		{"claude/print-text-input", []string{"claude", "-p", "--input-format", "text", "summarize"}, "", nil, "claude", Session},
 		{"claude/mcp-serve", []string{"claude", "mcp", "serve"}, "", nil, "claude", Helper},
 		{"claude/model-value-not-subcommand", []string{"claude", "--model", "update"}, "", nil, "claude", Session},
 		{"claude/exe", []string{"claude.exe"}, "", nil, "claude", Session},
