@@ -605,7 +605,11 @@ func (claude) Resume(a Agent, env Env) ([]string, error) {
 		return nil, unresolved("claude", a)
 	}
 	if !haveTranscript(a, env) {
-		return nil, nothingYet("claude", a, "session "+a.Session+" has no transcript; Claude writes it at the first prompt")
+		why := "session " + a.Session + " has no transcript; Claude writes it at the first prompt"
+		if hasFlag(a.Argv, "--no-session-persistence") {
+			why = "a print run with --no-session-persistence writes no transcript of session " + a.Session
+		}
+		return nil, nothingYet("claude", a, why)
 	}
 	return []string{"claude", "--resume", a.Session}, nil
 }

@@ -77,6 +77,12 @@ func TestNothingToResumeYet(t *testing.T) {
 			}
 			return claude{}, env, a
 		}, NothingYet},
+		{"claude/print-run-not-persisted", func(f *fx) (Harness, Env, Agent) {
+			p, env := claude197(f, false)
+			a := claude{}.Resolve(env, p)
+			a.Argv = []string{"claude", "-p", "--no-session-persistence", "summarize"}
+			return claude{}, env, a
+		}, NothingYet + ": a print run with --no-session-persistence"},
 		{"claude/prompted", func(f *fx) (Harness, Env, Agent) {
 			p, env := claude197(f, true)
 			return claude{}, env, claude{}.Resolve(env, p)
