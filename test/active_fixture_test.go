@@ -48,7 +48,6 @@ func TestActiveFixture(t *testing.T) {
 		"/active/codex/61020",   // node …/codex.js: the wrapper of 61034
 		"/active/codex/64100",   // codex app-server
 		"/active/claude/345131", // claude --bg-spare
-		"/active/claude/74020",  // claude -p
 		"/active/claude/345160", // a zombie whose comm is claude
 		"/active/claude/345105", // a thread of 345104
 		"/active/hermes/1552",   // hermes gateway

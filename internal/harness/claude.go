@@ -25,8 +25,16 @@ import (
 // (~/.local/share/claude/versions/2.1.201) or as "claude bg-spare
 // --bg-spare"/"claude bg-pty-host --bg-pty-host": the pty hosts and the
 // supervisor are helpers, a claimed worker is the session. Helpers too are
-// one-shot print runs (-p) and the non-session subcommands (mcp, doctor,
-// update, …).
+// the non-session subcommands (mcp, doctor, update, …) and a print run a
+// program drives over stdin (-p --input-format stream-json: the Agent
+// SDK, editors' extensions): the program is where it is answered, and a
+// move would take it from the program. Any other print run (-p, what
+// scripts and `claude -p … & disown` start) is a session: Claude writes
+// it a registry record like its TUI's (kind "interactive", entrypoint
+// "sdk-cli", status) and a transcript, it can work for hours, and it
+// outlives the terminal it was started from, where a TUI exits when its
+// terminal hangs up; its resume is the interactive `claude --resume ID`
+// (-p and the prompt are not kept).
 //
 // Resolution: the live registry sessions/<pid>.json is the only exact route
 // (Claude opens and closes its transcript per event, so no fd is held). A
@@ -86,7 +94,10 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 	if k, ok := claudeBgKind(argv); ok {
 		return k
 	}
-	if hasFlag(args, "-p", "--print") || claudeHelperWords[claudeFlags.positional(args)] {
+	if claudeHelperWords[claudeFlags.positional(args)] {
+		return Helper
+	}
+	if in, _ := flagValue(args, "--input-format"); in == "stream-json" && hasFlag(args, "-p", "--print") {
 		return Helper
 	}
 	return Session
@@ -594,7 +605,11 @@ func (claude) Resume(a Agent, env Env) ([]string, error) {
 		return nil, unresolved("claude", a)
 	}
 	if !haveTranscript(a, env) {
-		return nil, nothingYet("claude", a, "session "+a.Session+" has no transcript; Claude writes it at the first prompt")
+		why := "session " + a.Session + " has no transcript; Claude writes it at the first prompt"
+		if hasFlag(a.Argv, "--no-session-persistence") {
+			why = "a print run with --no-session-persistence writes no transcript of session " + a.Session
+		}
+		return nil, nothingYet("claude", a, why)
 	}
 	return []string{"claude", "--resume", a.Session}, nil
 }
@@ -698,7 +713,7 @@ var claudeSpec = Spec{
 	Doc: Doc{
 		Title:   "Claude Code",
 		Root:    "~/.claude",
-		Process: "the native `claude` (npm or native install)",
+		Process: "the native `claude` (npm or native install), print runs (`-p`) too but for those a program drives (`--input-format stream-json`)",
 		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
 		Resume:  "`claude --resume ID`",
 		RealCLI: "2.1.332",

@@ -181,7 +181,7 @@ func TestScan(t *testing.T) {
 		{PID: 101, PPID: 100, Comm: "2.1.212", Argv: []string{"claude", "--dangerously-skip-permissions"}, Threads: []int{1011, 1012}},
 		{PID: 102, PPID: 101, Argv: []string{claudeVer, "--bg-spare", "--fd", "3"}},         // background worker
 		{PID: 103, PPID: 100, Argv: []string{"claude"}},                                     // npm install after process.title
-		{PID: 104, PPID: 100, Argv: []string{"claude", "-p", "summarize"}},                  // one-shot
+		{PID: 104, PPID: 100, Argv: []string{"claude", "-p", "summarize"}},                  // a print run: a session
 		{PID: 110, PPID: 100, Argv: []string{"node", codexDir + "codex.js", "resume", "x"}}, // npm wrapper
 		{PID: 111, PPID: 110, Argv: []string{codexDir + "codex-x86_64-unknown-linux-musl", "resume", "x"}},
 		{PID: 112, PPID: 100, Argv: []string{"codex", "app-server"}},
@@ -223,7 +223,7 @@ func TestScan(t *testing.T) {
 	}
 	// 102 is a background worker: Scan finds it by its shape, and the
 	// listing keeps it only if its registry record confirms it (Confirmed).
-	want := []string{"claude/101", "claude/102", "claude/103", "codex/111", "omp/120", "omp/122", "omp/123", "pi/130", "hermes/140", "dsh/150"}
+	want := []string{"claude/101", "claude/102", "claude/103", "claude/104", "codex/111", "omp/120", "omp/122", "omp/123", "pi/130", "hermes/140", "dsh/150"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Scan: got %v, want %v", got, want)
 	}
@@ -297,7 +297,7 @@ func TestScanSplit(t *testing.T) {
 			p.Argv = []string{"claude"}
 			want = append(want, fmt.Sprintf("claude/%d", pid))
 		case 1:
-			p.Argv = []string{"claude", "-p", "one-shot"} // never a session
+			p.Argv = []string{"claude", "mcp", "serve"} // never a session
 		case 2:
 			// A codex native child whose node wrapper is far away, in
 			// another run: the wrapper is the helper, the child the session.
@@ -387,7 +387,13 @@ func TestClassify(t *testing.T) {
 		{"claude/versioned-daemon", []string{vers + "2.1.201", "daemon", "run"}, "", nil, "claude", Helper},
 		{"claude/versioned-path", []string{vers + "2.1.201"}, "", nil, "claude", Session},
 		{"claude/versioned-respawn", []string{vers + "2.1.332", "--resume", "/home/g/.claude/projects/-x/3d289299-6937-4726-8e41-b2da2cdacfa6.jsonl"}, "", nil, "claude", Session},
-		{"claude/print", []string{"claude", "-p", "hello"}, "", nil, "claude", Helper},
+		{"claude/print", []string{"claude", "-p", "hello"}, "", nil, "claude", Session},
+		{"claude/print-long", []string{"claude", "--print", "--output-format", "stream-json", "--verbose", "fix the flaky test"}, "", nil, "claude", Session},
+		{"claude/print-subcommand", []string{"claude", "-p", "mcp", "list"}, "", nil, "claude", Helper},
+		// The Agent SDK's engine, which its program drives over stdin.
+		{"claude/print-sdk", []string{"claude", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json", "--print"}, "", nil, "claude", Helper},
+		{"claude/print-sdk-eq", []string{"node", "/x/node_modules/@anthropic-ai/claude-code/cli.js", "-p", "--input-format=stream-json", "--output-format=stream-json"}, "", nil, "claude", Helper},
+		{"claude/print-text-input", []string{"claude", "-p", "--input-format", "text", "summarize"}, "", nil, "claude", Session},
 		{"claude/mcp-serve", []string{"claude", "mcp", "serve"}, "", nil, "claude", Helper},
 		{"claude/model-value-not-subcommand", []string{"claude", "--model", "update"}, "", nil, "claude", Session},
 		{"claude/exe", []string{"claude.exe"}, "", nil, "claude", Session},

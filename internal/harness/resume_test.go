@@ -77,6 +77,12 @@ func TestNothingToResumeYet(t *testing.T) {
 			}
 			return claude{}, env, a
 		}, NothingYet},
+		{"claude/print-run-not-persisted", func(f *fx) (Harness, Env, Agent) {
+			p, env := claude197(f, false)
+			a := claude{}.Resolve(env, p)
+			a.Argv = []string{"claude", "-p", "--no-session-persistence", "summarize"}
+			return claude{}, env, a
+		}, NothingYet + ": a print run with --no-session-persistence"},
 		{"claude/prompted", func(f *fx) (Harness, Env, Agent) {
 			p, env := claude197(f, true)
 			return claude{}, env, claude{}.Resolve(env, p)
@@ -305,6 +311,10 @@ func TestResumeArgv(t *testing.T) {
 		{"claude/flags", claude{}, []string{"claude", "--model", "opus", "--permission-mode=acceptEdits", "--dangerously-skip-permissions", "--add-dir", "/a", "/b", "--settings", `{"apiKeyHelper":"x"}`, "--mcp-config=/m.json", "--resume", ccSID, "-p", "--append-system-prompt", "--model", "prompt words"},
 			[]string{"--model", "opus", "--permission-mode", "acceptEdits", "--dangerously-skip-permissions", "--add-dir", "/a", "--add-dir", "/b", "--settings", `{"apiKeyHelper":"x"}`, "--mcp-config", "/m.json"},
 			[]string{"--model", "--permission-mode", "--dangerously-skip-permissions", "--add-dir", "--settings", "--mcp-config"}, []string{"--resume", "-p", "--append-system-prompt"}},
+		// A print run resumes as the interactive TUI: neither -p nor the
+		// prompt nor the print-only flags are kept.
+		{"claude/print-run", claude{}, []string{"claude", "-p", "fix the flaky test", "--output-format", "stream-json", "--verbose", "--max-turns", "30", "--permission-mode", "bypassPermissions", "--allowedTools", "Bash,Edit"},
+			[]string{"--permission-mode", "bypassPermissions"}, []string{"--permission-mode"}, []string{"-p", "--output-format", "--verbose", "--max-turns", "--allowedTools"}},
 		{"claude/node", claude{}, []string{"node", "--no-warnings", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "--model", "sonnet"},
 			[]string{"--model", "sonnet"}, []string{"--model"}, nil},
 		{"claude/bool-with-value", claude{}, []string{"claude", "--dangerously-skip-permissions=true", "--permission-mode", "bad mode"}, nil, nil, []string{"--dangerously-skip-permissions", "--permission-mode"}},

@@ -465,7 +465,7 @@ func makeActiveFixture(dir string, sizes []int) ([]string, string, int) {
 	size := func() int { n++; return transcriptSizes[n%len(transcriptSizes)] }
 
 	// claude: 12 sessions, each with its registry record and transcript;
-	// 3 background workers and 2 print runs (helpers).
+	// 3 background workers and 2 MCP servers (helpers).
 	for i := range 12 {
 		cwd := fmt.Sprintf("%s/src/claude-%02d", fakeHome, i)
 		sid := benchUUID(1, i)
@@ -493,7 +493,7 @@ func makeActiveFixture(dir string, sizes []int) ([]string, string, int) {
 		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Comm: "2.1.284", Argv: []string{fakeHome + "/.local/share/claude/versions/2.1.284", "--bg-spare"}, Cwd: fakeHome})
 	}
 	for range 2 {
-		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{"claude", "-p", "summarize"}, Cwd: fakeHome})
+		add(proctest.Proc{PID: nextPID(), PPID: 1, Start: 900, Argv: []string{"claude", "mcp", "serve"}, Cwd: fakeHome})
 	}
 
 	// codex: 10 node wrappers (helpers) with their native children, each

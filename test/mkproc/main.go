@@ -21,8 +21,10 @@
 //     mimics stat fields, so only a split after the last ')' reads it right
 //   - claude 4189: the old-shape record (no procStart), an npm install whose
 //     process.title rewrote its cmdline to "claude"
-//   - claude --bg-spare worker, claude -p one-shot, a zombie whose comm is
-//     "claude": never listed
+//   - claude --bg-spare worker, a zombie whose comm is "claude": never
+//     listed
+//   - claude -p run from a script (no controlling terminal, no registry
+//     record): listed, reach detached, session unresolved
 //   - codex: node …/codex.js wrapper (never listed) and its native child
 //     codex-x86_64-unknown-linux-musl holding the 12:00 rollout open
 //   - codex with no rollout yet (listed, session unresolved)
@@ -32,9 +34,9 @@
 //   - pi (node …/bin/pi) in /home/goblin/src/x: the dir route
 //   - hermes (venv python …/bin/hermes), pid 155574 and starttime 1200051:
 //     btime + 12000.51 s is both leases' process_start_time; started with
-//     setsid, so it has no controlling terminal (reach detached), while
-//     every other agent's is its pane's, which its shell holds (tty), and
-//     claude 345104 runs in zmx
+//     setsid, so it has no controlling terminal (reach detached), as the
+//     claude -p has none, while every other agent's is its pane's, which
+//     its shell holds (tty), and claude 345104 runs in zmx
 //   - hermes gateway (python -m hermes_cli.main gateway run --replace) and
 //     dsh web: never listed
 //   - dsh (node …/bin/dsh) in /home/goblin/src/x: the dir route

@@ -2,6 +2,7 @@ package realcli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,68 +245,156 @@ func marked(w *world, pid int) bool {
 	return err == nil && strings.Contains("\x00"+string(env)+"\x00", "\x00"+w.marker+"\x00")
 }
 
-// TestClaudeDetachedStale: a Claude that has no controlling terminal (a
-// script started it with setsid; its descriptors still reach a pane, so
-// its TUI runs) shows reach detached and is listed by ps --detached;
-// moved into tmux it shows tmux; killed, its registry record shows under
-// /stale/claude.
+// kstat is what the kernel shows of a process's session and terminal, in
+// /proc/PID/stat (fields 4 to 8).
+type kstat struct {
+	state                       string
+	ppid, pgrp, sid, tty, tpgid int
+}
+
+func (k kstat) String() string {
+	return fmt.Sprintf("state %s ppid %d pgrp %d session %d tty_nr %d tpgid %d", k.state, k.ppid, k.pgrp, k.sid, k.tty, k.tpgid)
+}
+
+func kstatOf(pid int) (kstat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return kstat{}, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 6 {
+		return kstat{}, false
+	}
+	n := func(s string) int { v, _ := strconv.Atoi(s); return v }
+	return kstat{f[0], n(f[1]), n(f[2]), n(f[3]), n(f[4]), n(f[5])}, true
+}
+
+// TestClaudeDetachedStale: a Claude that outlives its closed terminal
+// shows reach detached and is listed by ps --detached; moved into tmux it
+// shows tmux; killed, its registry record shows under /stale/claude.
 //
-// A Claude whose terminal is closed does not stay to be found: with
-// SIGHUP ignored or blocked, 2.1.197 still exited within a second of its
-// tmux session being killed (its terminal hung up), so the tier starts
-// it already without one.
+// The Claude that outlives its terminal is a print run started from a
+// shell and disowned, its output to a file, as people do for long tasks:
+// a Claude TUI exits within a second or two of its terminal hanging up,
+// SIGHUP ignored or not. Disowned, because at the hang-up bash sends
+// SIGHUP to the jobs it still owns, and Claude catches SIGHUP and exits,
+// so nohup, whose SIG_IGN Claude's handler replaces, does not keep it.
+// The terminal is a real tmux pane whose session is killed while the
+// mock holds the run's turn open, so the agent is still working when the
+// kernel hangs the pty up and takes it from every process of the
+// session.
 func TestClaudeDetachedStale(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	d := w.startDaemon([]*cli{claudeCode}, "--allow-move")
 	cwd := w.cwd("detached")
-	c := *claudeCode
-	c.agentPID = func(pane int) int { // the launcher's child
-		for _, k := range children(pane) {
-			if claudeCode.isAgent(k) {
-				return k
-			}
-		}
-		return 0
+	env := append([]string{
+		"HOME=" + w.home,
+		"PATH=" + claudeCode.binDir(t) + ":" + install.pathFor(t),
+		"TERM=xterm-256color",
+		"LANG=C.UTF-8",
+		"TMUX_TMPDIR=" + w.tmuxDir,
+	}, claudeCode.configure(w, cwd)...)
+	hold := w.mock.Hold(HoldWord)
+	defer hold.Release()
+	p := w.launch("cldet", cwd, env, "/bin/bash", "--norc", "--noprofile", "-i")
+	var shell int
+	w.waitFor(30*time.Second, &p, "the pane's shell to prompt", func() bool {
+		shell = w.panePID(p)
+		scr := w.screen(p)
+		return shell != 0 && exeBase(shell) == "bash" && (strings.Contains(scr, "$") || strings.Contains(scr, "#"))
+	})
+	w.typeLine(p, `claude -p "`+HoldWord+` say hello detached" >print.log 2>&1 & disown`)
+	select {
+	case <-hold.Arrived():
+	case <-time.After(90 * time.Second):
+		log, _ := os.ReadFile(filepath.Join(cwd, "print.log"))
+		t.Fatalf("the print run's turn never reached the mock; screen:\n%s\nprint.log: %q", w.screen(p), log)
 	}
-	setsid := "import os,sys\nif os.fork() == 0:\n    os.setsid()\n    os.execvp(sys.argv[1], sys.argv[1:])\nos.wait()"
-	a := c.startArgv(w, "cldet", cwd, []string{"/usr/bin/python3", "-c", setsid, "claude"})
-	a.prompt("say hello detached")
+	var run int
+	for _, k := range children(shell) {
+		if claudeCode.isAgent(k) {
+			run = k
+		}
+	}
+	require(t, run != 0, "no Claude among the shell %d's children %v", shell, children(shell))
+	t.Logf("print run %d %q", run, cmdline(run))
+	before, _ := kstatOf(run)
+	t.Logf("in the pane: %s", before)
+	a := &agent{w: w, cli: claudeCode, cwd: cwd, pane: p, pid: run}
 	sid := a.facts().session
+	rec, _ := os.ReadFile(filepath.Join(w.home, ".claude", "sessions", strconv.Itoa(run)+".json"))
+	t.Logf("its registry record: %.400s", rec)
 	reach := func(pid int) string {
 		b, _ := d.c.ReadFile("/active/claude/" + strconv.Itoa(pid) + "/reach")
 		return strings.TrimSpace(string(b))
 	}
-	if r := reach(a.pid); r != "detached" {
-		t.Errorf("reach of a Claude with no controlling terminal: %q, want detached", r)
+	if r := reach(run); r != "tmux" {
+		t.Errorf("reach of the print run in its pane: %q, want tmux", r)
 	}
+
+	// The terminal closes.
+	_, err := w.tmux(p.label, "kill-session", "-t", "="+p.session)
+	require(t, err == nil, "killing the pane's session: %v", err)
+	var after kstat
+	// The kernel clears the terminal of every process of the session at
+	// the hang-up; the shell, its leader, exits on the SIGHUP soon after.
+	w.waitFor(20*time.Second, nil, "the kernel to take the terminal from the print run, and its shell to exit", func() bool {
+		var ok bool
+		after, ok = kstatOf(run)
+		return !ok || after.tty == 0 && !alive(shell)
+	})
+	require(t, alive(run), "the print run %d exited when its terminal closed", run)
+	fd0, _ := os.Readlink("/proc/" + strconv.Itoa(run) + "/fd/0")
+	t.Logf("terminal closed: %s, fd 0 %s", after, fd0)
+	if after.tty != 0 || after.tpgid != -1 || after.sid != before.sid {
+		t.Errorf("after the close the kernel shows %s; want tty_nr 0, tpgid -1, the same session %d", after, before.sid)
+	}
+	w.waitFor(10*time.Second, nil, "reach detached", func() bool { return reach(run) == "detached" })
 	out, _ := exec.Command(bin("9harness"), "-s", d.sock, "ps", "--detached", "-q").CombinedOutput()
-	if !slices.Contains(strings.Fields(string(out)), "claude/"+strconv.Itoa(a.pid)) {
-		t.Errorf("9harness ps --detached -q does not list claude/%d:\n%s", a.pid, out)
+	if !slices.Contains(strings.Fields(string(out)), "claude/"+strconv.Itoa(run)) {
+		t.Errorf("9harness ps --detached -q does not list claude/%d:\n%s", run, out)
 	}
-	status, mout := d.move("claude", a.pid, "cldetmoved")
-	require(t, status == 0, "moving the detached Claude: exit %d: %s", status, mout)
-	w.waitFor(20*time.Second, nil, "the old agent to exit", func() bool { return !alive(a.pid) })
-	var p pane
+	// Its resume is the interactive TUI: nothing of -p or the prompt.
+	if b, err := d.c.ReadFile("/active/claude/" + strconv.Itoa(run) + "/resume"); err != nil || strings.TrimSpace(string(b)) != "cd "+cwd+" && claude --resume "+sid {
+		t.Errorf("the print run's resume = %q (%v), want %q", b, err, "cd "+cwd+" && claude --resume "+sid)
+	}
+
+	status, mout := d.move("claude", run, "cldetmoved")
+	require(t, status == 0, "moving the detached print run: exit %d: %s", status, mout)
+	hold.Release()
+	w.waitFor(20*time.Second, nil, "the print run to exit", func() bool { return !alive(run) })
+	var q pane
 	w.waitFor(30*time.Second, nil, "tmux session cldetmoved", func() bool {
 		var ok bool
-		p, ok = w.findSession("cldetmoved")
+		q, ok = w.findSession("cldetmoved")
 		return ok
 	})
-	var moved int
-	w.waitFor(30*time.Second, &p, "the resumed Claude", func() bool {
-		if pp := w.panePID(p); pp != 0 && claudeCode.isAgent(pp) {
-			moved = pp
+	b := &agent{w: w, cli: claudeCode, cwd: cwd, pane: q}
+	w.waitFor(30*time.Second, &q, "the resumed Claude", func() bool {
+		if pp := w.panePID(q); pp != 0 && claudeCode.isAgent(pp) {
+			b.pid = pp
 		}
-		return moved != 0
+		return b.pid != 0
 	})
-	w.waitFor(20*time.Second, &p, "reach tmux after the move", func() bool { return reach(moved) == "tmux" })
+	t.Logf("moved to %d in %s", b.pid, q)
+	if argv := cmdline(b.pid); !slices.Equal(argv, []string{"claude", "--resume", sid}) {
+		t.Errorf("the resumed Claude runs %q, want the TUI: claude --resume %s", argv, sid)
+	}
+	ready := claudeCode.waitReady()
+	w.waitFor(60*time.Second, &q, "the resumed TUI to take input", func() bool { return ready(w.screen(q)) })
+	w.waitFor(20*time.Second, &q, "reach tmux after the move", func() bool { return reach(b.pid) == "tmux" })
+	b.prompt("say hello again")
+	if f := b.facts(); f.session != sid {
+		t.Errorf("the resumed TUI is in session %q, the print run's was %q", f.session, sid)
+	}
+	log, _ := os.ReadFile(filepath.Join(cwd, "print.log"))
+	_, err = d.c.ReadFile("/stale/claude/registry-" + strconv.Itoa(run) + "/why")
+	t.Logf("the print run's log after the move: %q; its record under /stale/claude: %v", log, err == nil)
 
 	// Killed, it leaves its registry record (only SIGTERM removes it).
-	w.waitFor(30*time.Second, &p, "the resumed Claude's registry record", func() bool {
-		_, err := os.Stat(filepath.Join(w.home, ".claude", "sessions", strconv.Itoa(moved)+".json"))
-		return err == nil
-	})
+	moved := b.pid
 	syscall.Kill(moved, syscall.SIGKILL)
 	w.waitFor(20*time.Second, nil, "the killed Claude to exit", func() bool { return !alive(moved) })
 	st := "/stale/claude/registry-" + strconv.Itoa(moved)
@@ -316,8 +405,8 @@ func TestClaudeDetachedStale(t *testing.T) {
 			t.Errorf("%s/%s = %q (%v), want %q; sessions/ holds %v, /stale/claude %v", st, file, b, err, want, names, stale)
 		}
 	}
-	// Other tests' Claudes of this uid may be listed: only this one matters.
-	if l := d.listed(); l[moved] != "" || l[a.pid] != "" {
-		t.Errorf("/active/claude lists the killed %d or the moved %d", moved, a.pid)
+	// Other tests' Claudes of this uid may be listed: only these matter.
+	if l := d.listed(); l[moved] != "" || l[run] != "" {
+		t.Errorf("/active/claude lists the killed %d or the moved %d", moved, run)
 	}
 }
