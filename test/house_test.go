@@ -20,15 +20,20 @@ const maxFuncLines = 80
 
 // longFuncs is every function declared in the module's non-test Go files
 // outside the forks, testdata and test/ that is longer than max lines,
-// as "path:line Name (N lines)", sorted.
+// as "path:line Name (N lines)", in the order of path and line.
 func longFuncs(t *testing.T, module string, max int) []string {
 	skip := map[string]bool{
 		"internal/ninep/p9fork":    true,
 		"internal/ninep/srv9pfork": true,
 		"test":                     true,
 	}
+	type over struct {
+		path       string
+		line, size int
+		name       string
+	}
 	fset := token.NewFileSet()
-	var long []string
+	var long []over
 	err := filepath.WalkDir(module, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -62,7 +67,7 @@ func longFuncs(t *testing.T, module string, max int) []string {
 			}
 			first, last := fset.Position(fn.Pos()).Line, fset.Position(fn.Body.Rbrace).Line
 			if n := last - first + 1; n > max {
-				long = append(long, fmt.Sprintf("%s:%d %s (%d lines)", rel, first, funcName(fn), n))
+				long = append(long, over{rel, first, n, funcName(fn)})
 			}
 		}
 		return nil
@@ -70,8 +75,17 @@ func longFuncs(t *testing.T, module string, max int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(long)
-	return long
+	sort.Slice(long, func(i, j int) bool {
+		if long[i].path != long[j].path {
+			return long[i].path < long[j].path
+		}
+		return long[i].line < long[j].line
+	})
+	var out []string
+	for _, o := range long {
+		out = append(out, fmt.Sprintf("%s:%d %s (%d lines)", o.path, o.line, o.name, o.size))
+	}
+	return out
 }
 
 // funcName is a declaration's name as a reader looks it up: Recv.Name
@@ -137,7 +151,7 @@ func TestFuncLengthCounts(t *testing.T) {
 	}{
 		{5, ""},
 		{4, "a.go:4 F (5 lines)"},
-		{2, "a.go:12 T.M (3 lines),a.go:4 F (5 lines)"},
+		{2, "a.go:4 F (5 lines),a.go:12 T.M (3 lines)"},
 	} {
 		if got := strings.Join(longFuncs(t, dir, tc.max), ","); got != tc.want {
 			t.Errorf("over %d: %q, want %q", tc.max, got, tc.want)
