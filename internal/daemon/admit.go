@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/9harness/9harness/internal/audit"
@@ -567,19 +565,4 @@ func commSuffix(comm string) string {
 		return ""
 	}
 	return ", " + comm
-}
-
-// acceptBackoff is how long the accept loop pauses after a failure that
-// passes (no descriptor left, no memory): the connections wait in the
-// backlog meanwhile, and the daemon goes on.
-func acceptBackoff(err error, last time.Duration) (time.Duration, bool) {
-	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
-		if errors.Is(err, e) {
-			if last == 0 {
-				return 5 * time.Millisecond, true
-			}
-			return min(2*last, time.Second), true
-		}
-	}
-	return 0, false
 }

@@ -5,13 +5,13 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/9harness/9harness/internal/accept"
 	"github.com/9harness/9harness/internal/audit"
 	"github.com/9harness/9harness/internal/authz"
 	"github.com/9harness/9harness/internal/budget"
@@ -144,40 +144,19 @@ func (s *Server) logf(format string, args ...any) {
 // Serve accepts connections from l until ctx is done or l fails. On return
 // every connection it accepted has been closed and its handlers finished.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
 	defer s.shutdown()
-	var backoff time.Duration
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			var ok bool
-			if backoff, ok = acceptBackoff(err, backoff); ok {
-				s.logf("accept: %v: pausing %v", err, backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
+	return accept.Loop(ctx, l, s.logf, func(c net.Conn) {
 		// A peer refused on its credentials alone costs no goroutine.
 		ent, ok := s.early(c)
 		if !ok {
-			continue
+			return
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			s.ServeConn(context.WithValue(ctx, entryKey{}, ent), c)
 		}()
-	}
+	})
 }
 
 // ServeConn serves one connection and closes it.

@@ -168,37 +168,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.ServeProcHelper {
 		return runProcHelper(ctx, cfg)
 	}
-	// Each root is resolved once, now, and cannot be redirected after: its
-	// directory ($HOME for the default roots) is opened and held, and the
-	// root is looked up there by name with no link followed and no mount
-	// crossed. A root that is a link or a mount point now, or one given by
-	// --root, is resolved now and said so.
-	roots := make(map[string]*saferoot.Root, len(cfg.Roots))
 	var pins saferoot.Pinner
 	defer pins.Close()
-	userHome, _ := os.UserHomeDir()
-	for name, p := range cfg.Roots {
-		var opts []saferoot.Option
-		if cfg.CrossMounts[name] {
-			opts = append(opts, saferoot.CrossMounts())
-		}
-		r, res, err := pins.Pin(p, opts...)
-		roots[name] = r
-		if cfg.Logf == nil {
-			continue
-		}
-		explicit := userHome == "" || p != harness.DefaultRoot(name, userHome, os.Getenv("XDG_DATA_HOME"))
-		switch {
-		case err != nil:
-			cfg.Logf("root %s: %s: not served", name, errs.Plain(err))
-		case explicit || res.Link || res.Mount:
-			x := ""
-			if cfg.CrossMounts[name] {
-				x = "; mounts beneath it are served (xdev)"
-			}
-			cfg.Logf("root %s: %s%s", name, res, x)
-		}
-	}
+	roots := pinRoots(cfg, &pins)
 	procRoot := cfg.ProcRoot
 	if procRoot == "" {
 		procRoot = "/proc"
@@ -210,26 +182,10 @@ func Run(ctx context.Context, cfg Config) error {
 		defer helper.Close()
 		procs.SetGuarded(helper)
 	}
-	// The daemon's pool of bytes, the root of every connection's
-	// (budget.go); work shared by all peers is charged to it too.
-	maxBytes := cfg.MaxBytes
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBytes
-	}
-	bytes := budget.New("the daemon", maxBytes)
-	setMemoryLimit(maxBytes)
-	pools := newPools(bytes, cfg.MaxBytesPerUID, uint32(os.Getuid()))
-	home, _ := os.UserHomeDir()
-	envs := make(map[string]harness.Env, len(roots))
+	bytes, pools := bytePools(cfg)
 	// Work shared by all peers (database snapshots, decoded logs) is
 	// charged below the daemon's pool, outside the owner's reserve.
-	pool := pools.shared
-	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
-	dbs := &dbsnap.Cache{Budget: pool}  // one snapshot per database, shared by every harness's Env
-	counts := &harness.Counts{}         // the tokens read whole from each unchanged transcript
-	for name, r := range roots {
-		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts, Budget: pool}
-	}
+	envs := sharedEnvs(roots, procs, pools.shared)
 	// Host binaries (tmux, zmx) come from the daemon's own configuration,
 	// never from an agent's environment (rule 7).
 	hostPath := cfg.HostPath
@@ -254,20 +210,115 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	var mover *move.Mover
 	if cfg.AllowMove {
-		var launcher move.Launcher = move.Detached{}
-		if um := move.UserManager(); um != nil {
-			launcher = um
+		if mover, err = newMover(cfg, policy, sink, procs, hostPath, helper, tmuxJudge); err != nil {
+			return err
 		}
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("--allow-move: the daemon's own executable (the move's launcher): %w", err)
-		}
-		mover = &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
-			HostPath: hostPath, ResumePath: cfg.ResumePath, Self: []string{self, "--exec-env"},
-			Handoff: move.Handoff{Dir: move.DefaultLaunchDir(), PeerExe: prochelper.PeerExe(helper), Logf: cfg.Logf},
-			Sandbox: tmuxJudge}
 		active.Mover = moves{m: mover, envs: envs}
 	}
+	s := newTreeServer(cfg, roots, active, bytes, pools, helper)
+	if mover != nil {
+		// A move's launcher is judged as every peer is.
+		mover.Handoff.Sandbox = s.Sandbox
+	}
+	s.Policy = policy
+	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
+	if mover != nil {
+		defer s.finishMoves(mover)
+	}
+	if cfg.IdleExit > 0 && cfg.FD < 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		s.exitWhenIdle(ctx, cancel, cfg.IdleExit, mover)
+	}
+	return s.serveAsConfigured(ctx, cfg)
+}
+
+// bytePools is the daemon's pool of bytes, the root of every
+// connection's (budget.go), with the runtime's soft memory limit set by
+// it, and the pools of the subjects below it; work shared by all peers is
+// charged to it too.
+func bytePools(cfg Config) (*budget.Pool, *pools) {
+	maxBytes := cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	bytes := budget.New("the daemon", maxBytes)
+	setMemoryLimit(maxBytes)
+	return bytes, newPools(bytes, cfg.MaxBytesPerUID, uint32(os.Getuid()))
+}
+
+// pinRoots resolves each root once, now, so that it cannot be redirected
+// after: its directory ($HOME for the default roots) is opened and held,
+// and the root is looked up there by name with no link followed and no
+// mount crossed. A root that is a link or a mount point now, or one given
+// by --root, is resolved now and said so; one that cannot be opened is
+// not served, and said so.
+func pinRoots(cfg Config, pins *saferoot.Pinner) map[string]*saferoot.Root {
+	roots := make(map[string]*saferoot.Root, len(cfg.Roots))
+	userHome, _ := os.UserHomeDir()
+	for name, p := range cfg.Roots {
+		var opts []saferoot.Option
+		if cfg.CrossMounts[name] {
+			opts = append(opts, saferoot.CrossMounts())
+		}
+		r, res, err := pins.Pin(p, opts...)
+		roots[name] = r
+		if cfg.Logf == nil {
+			continue
+		}
+		explicit := userHome == "" || p != harness.DefaultRoot(name, userHome, os.Getenv("XDG_DATA_HOME"))
+		switch {
+		case err != nil:
+			cfg.Logf("root %s: %s: not served", name, errs.Plain(err))
+		case explicit || res.Link || res.Mount:
+			x := ""
+			if cfg.CrossMounts[name] {
+				x = "; mounts beneath it are served (xdev)"
+			}
+			cfg.Logf("root %s: %s%s", name, res, x)
+		}
+	}
+	return roots
+}
+
+// sharedEnvs is each harness's Env. They share what every peer's reads
+// share, charged to pool: one record of the mover's relaunches (which
+// /active reads), one snapshot per database, the token counts read whole
+// from each unchanged transcript.
+func sharedEnvs(roots map[string]*saferoot.Root, procs *proc.Table, pool *budget.Pool) map[string]harness.Env {
+	home, _ := os.UserHomeDir()
+	relaunches := &harness.Relaunches{}
+	dbs := &dbsnap.Cache{Budget: pool}
+	counts := &harness.Counts{}
+	envs := make(map[string]harness.Env, len(roots))
+	for name, r := range roots {
+		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts, Budget: pool}
+	}
+	return envs
+}
+
+// newMover is the mover of --allow-move: it relaunches through the user's
+// systemd manager when there is one (outside the daemon's cgroup), and
+// its launcher is this daemon's own executable.
+func newMover(cfg Config, policy *authz.Policy, sink audit.Sink, procs *proc.Table, hostPath string, helper *prochelper.Client, tmuxJudge move.Judge) (*move.Mover, error) {
+	var launcher move.Launcher = move.Detached{}
+	if um := move.UserManager(); um != nil {
+		launcher = um
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--allow-move: the daemon's own executable (the move's launcher): %w", err)
+	}
+	return &move.Mover{Policy: policy, Audit: sink, Procs: procs, UID: uint32(os.Getuid()), Launcher: launcher,
+		HostPath: hostPath, ResumePath: cfg.ResumePath, Self: []string{self, "--exec-env"},
+		Handoff: move.Handoff{Dir: move.DefaultLaunchDir(), PeerExe: prochelper.PeerExe(helper), Logf: cfg.Logf},
+		Sandbox: tmuxJudge}, nil
+}
+
+// newTreeServer is the server of the owner's tree and the grantees', under
+// the daemon's byte pool, judging peers through the proc helper if any.
+func newTreeServer(cfg Config, roots map[string]*saferoot.Root, active *tree.ActiveConfig, bytes *budget.Pool, pools *pools, helper *prochelper.Client) *Server {
 	s := &Server{
 		Root:        tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active}),
 		GranteeRoot: tree.New(tree.Config{Roots: roots, PID: os.Getpid(), Start: time.Now(), Active: active, Grantee: true}),
@@ -291,48 +342,47 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// A line per sandboxed connection, which a sandbox can flood.
 	s.Sandbox = prochelper.Sandbox(helper, s.UID, prochelper.Logf(limitLogf(cfg.Logf, refusalInterval)))
-	if mover != nil {
-		// A move's launcher is judged as every peer is.
-		mover.Handoff.Sandbox = s.Sandbox
-	}
-	s.Policy = policy
-	s.Audit = &audit.Limiter{Sink: sink, Rate: 5, Burst: 20}
-	if mover != nil {
-		// SIGTERM with a move in flight: the move finishes (within its own
-		// bound, Mover.Bound) before the daemon exits. A move cut short
-		// after its SIGTERM would leave the agent stopped and not resumed,
-		// with no journal entry naming the command that resumes it.
-		defer func() {
-			if n := mover.InFlight(); n > 0 {
-				s.logf("stopping: waiting up to %v for %d move(s) in flight", mover.Bound(), n)
-			}
-			wctx, cancel := context.WithTimeout(context.Background(), mover.Bound())
-			defer cancel()
-			mover.Wait(wctx)
-			if n := mover.InFlight(); n > 0 {
-				s.logf("stopping with %d move(s) still in flight after %v", n, mover.Bound())
-			}
-		}()
-	}
+	return s
+}
 
-	if cfg.IdleExit > 0 && cfg.FD < 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		s.mu.Lock()
-		s.idle = time.Now()
-		s.mu.Unlock()
-		go idle.Watch(ctx, cfg.IdleExit, func() time.Time {
-			if mover != nil && mover.InFlight() > 0 {
-				return time.Time{} // a move in flight is not idle
-			}
-			return s.IdleSince()
-		}, func() {
-			s.logf("idle for %v: exiting (socket activation starts the daemon again on the next connection)", cfg.IdleExit)
-			cancel()
-		})
+// finishMoves waits, on the way out, for the moves in flight: each
+// finishes within its own bound (Mover.Bound) before the daemon exits. A
+// move cut short after its SIGTERM would leave the agent stopped and not
+// resumed, with no journal entry naming the command that resumes it.
+func (s *Server) finishMoves(mover *move.Mover) {
+	if n := mover.InFlight(); n > 0 {
+		s.logf("stopping: waiting up to %v for %d move(s) in flight", mover.Bound(), n)
 	}
+	wctx, cancel := context.WithTimeout(context.Background(), mover.Bound())
+	defer cancel()
+	mover.Wait(wctx)
+	if n := mover.InFlight(); n > 0 {
+		s.logf("stopping with %d move(s) still in flight after %v", n, mover.Bound())
+	}
+}
 
+// exitWhenIdle calls cancel once the daemon has had no connection, and
+// no move in flight, for d: under socket activation systemd starts it
+// again on the next connection.
+func (s *Server) exitWhenIdle(ctx context.Context, cancel context.CancelFunc, d time.Duration, mover *move.Mover) {
+	s.mu.Lock()
+	s.idle = time.Now()
+	s.mu.Unlock()
+	go idle.Watch(ctx, d, func() time.Time {
+		if mover != nil && mover.InFlight() > 0 {
+			return time.Time{} // a move in flight is not idle
+		}
+		return s.IdleSince()
+	}, func() {
+		s.logf("idle for %v: exiting (socket activation starts the daemon again on the next connection)", d)
+		cancel()
+	})
+}
+
+// serveAsConfigured serves where the Config says, in Run's order: the one
+// connection on --fd, the socket of --unix or --name, the sockets systemd
+// handed over, the default socket.
+func (s *Server) serveAsConfigured(ctx context.Context, cfg Config) error {
 	if cfg.FD >= 0 {
 		f := os.NewFile(uintptr(cfg.FD), "fd"+fmt.Sprint(cfg.FD))
 		if f == nil {
@@ -346,7 +396,6 @@ func Run(ctx context.Context, cfg Config) error {
 		s.ServeConn(ctx, c)
 		return nil
 	}
-
 	path := cfg.Unix
 	if path == "" && cfg.Name != "" {
 		var err error

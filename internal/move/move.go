@@ -204,20 +204,72 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		return rec.refuse(errs.Invalid, reason(err))
 	}
 	rec.target = name
-	// One move per agent at a time.
-	key := strconv.Itoa(r.Proc.PID) + "@" + strconv.FormatUint(r.Proc.Start, 10)
+	release, ok := m.claim(r.Proc)
+	if !ok {
+		return rec.refuse(errs.Busy, "another move of this agent is in progress")
+	}
+	defer release()
+	// A tmux server is judged as the daemon's peers are: a server in a
+	// sandbox is refused at step 4, before the first signal.
+	if tm, ok := r.Host.(Tmux); ok && tm.Sandbox == nil {
+		tm.Sandbox = m.Sandbox
+		r.Host = tm
+	}
+	p := &plan{name: name}
+	if err := m.checkAgent(r, rec, p); err != nil {
+		return err
+	}
+	if err := m.place(r, rec, p, server); err != nil {
+		return err
+	}
+	if err := m.resumeCommand(r, rec, p); err != nil {
+		return err
+	}
+	// 7. The name is unused.
+	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	used, err := r.Host.InUse(cctx, p.hostPath, p.hostEnv, p.t)
+	cancel()
+	if err != nil {
+		return rec.refuse(errs.IO, "could not tell whether the name is in use: "+err.Error())
+	} else if used {
+		return rec.refuse(errs.Exist, fmt.Sprintf("a %s session named %s already exists", r.Host.Name(), name))
+	}
+	return m.perform(ctx, r, rec, p)
+}
+
+// plan is what the checks before the first signal settle.
+type plan struct {
+	name     string        // the new session's
+	agent    harness.Agent // the agent, resolved
+	env      []string      // the agent's environment, as read
+	clean    []string      // and as the relaunch gets it
+	t        Target        // where the move lands
+	hostPath string        // the host's binary, from the daemon's configuration
+	hostEnv  []string      // the host command's environment
+	argv     []string      // the resume command
+	bin      string        // the binary it execs
+}
+
+// claim makes the move of one agent the only one in progress; release
+// ends it. It fails while another move of the same agent is under way.
+func (m *Mover) claim(p proc.Proc) (release func(), ok bool) {
+	key := strconv.Itoa(p.PID) + "@" + strconv.FormatUint(p.Start, 10)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.busy == nil {
 		m.busy = map[string]bool{}
 	}
 	if m.busy[key] {
-		m.mu.Unlock()
-		return rec.refuse(errs.Busy, "another move of this agent is in progress")
+		return nil, false
 	}
 	m.busy[key] = true
-	m.mu.Unlock()
-	defer func() { m.mu.Lock(); delete(m.busy, key); m.mu.Unlock() }()
+	return func() { m.mu.Lock(); delete(m.busy, key); m.mu.Unlock() }, true
+}
 
+// checkAgent checks that the agent is alive and not sandboxed (step 3),
+// and reads what its relaunch needs: its session, its environment, its
+// directory. A refusal is recorded and returned.
+func (m *Mover) checkAgent(r Request, rec *record, p *plan) error {
 	if !m.Procs.Alive(r.Proc.PID, r.Proc.Start) {
 		return rec.refuse(errs.NotExist, "the agent is gone (or its pid was reused)")
 	}
@@ -233,53 +285,60 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	} else if sb != "" {
 		return rec.refuse(errs.Permission, "the agent "+sb.Phrase("the daemon's reference")+": a sandboxed agent is not moved out of its sandbox")
 	}
-	agent := r.Harness.Resolve(r.Env, r.Proc)
-	rec.agent = agent
+	p.agent = r.Harness.Resolve(r.Env, r.Proc)
+	rec.agent = p.agent
 	env, err := m.Procs.MoveEnviron(r.Proc.PID)
 	if err != nil {
 		return rec.refuse(errs.NotExist, "the agent's environment could not be read: "+err.Error())
 	}
-	clean, dropped := sanitize(scrub(env))
-	rec.dropped = dropped
-	if n := envSize(clean); n > MaxLaunch {
+	p.env = env
+	p.clean, rec.dropped = sanitize(scrub(env))
+	if n := envSize(p.clean); n > MaxLaunch {
 		return rec.refuse(errs.Invalid, fmt.Sprintf("the agent's environment is %d bytes, more than the %d a relaunch passes on", n, MaxLaunch))
 	}
-	cwd := agent.Cwd
-	if cwd == "" {
+	if p.agent.Cwd == "" {
 		return rec.refuse(errs.NotExist, "the agent's directory could not be read")
 	}
-	// 4. Where the move lands, and the host's limits. A tmux server is
-	// judged as the daemon's peers are: a server in a sandbox is refused
-	// here, before the first signal.
-	if tm, ok := r.Host.(Tmux); ok && tm.Sandbox == nil {
-		tm.Sandbox = m.Sandbox
-		r.Host = tm
-	}
-	t, err := r.Host.Place(server, name, env, agent.TmuxSocket, m.UID)
+	return nil
+}
+
+// place settles where the move lands, within the host's limits (step 4),
+// at the agent's terminal size where it can be read, and the host binary
+// from the daemon's own configuration (step 5). A refusal is recorded and
+// returned.
+func (m *Mover) place(r Request, rec *record, p *plan, server string) error {
+	// 4. Where the move lands, and the host's limits.
+	t, err := r.Host.Place(server, p.name, p.env, p.agent.TmuxSocket, m.UID)
 	if err != nil {
 		return rec.refuse(errs.KindOf(err), reason(err))
 	}
-	t.Cwd = cwd
+	t.Cwd = p.agent.Cwd
 	t.Cols, t.Rows = DefaultCols, DefaultRows
 	if c, rows, err := m.Procs.TTYSize(r.Proc.PID); err == nil && c > 0 && rows > 0 && c <= 10000 && rows <= 10000 {
 		t.Cols, t.Rows = c, rows
 	}
 	rec.t = t
+	p.t = t
 	if err := r.Host.Check(t); err != nil {
 		return rec.refuse(errs.Invalid, reason(err))
 	}
 	// 5. The host binary, from the daemon's own configuration.
-	hostPath, err := lookPath(r.Host.Name(), m.HostPath)
-	if err != nil {
+	if p.hostPath, err = lookPath(r.Host.Name(), m.HostPath); err != nil {
 		return rec.refuse(errs.Permission, fmt.Sprintf("%s is not on the daemon's host path (%s): set PATH in the unit or --host-path", r.Host.Name(), m.HostPath))
 	}
-	hostEnv := r.Host.Env(t, m.HostPath)
+	p.hostEnv = r.Host.Env(t, m.HostPath)
 	if err := m.launcherIsSelf(); err != nil {
 		return rec.refuse(errs.Permission, err.Error())
 	}
-	// 6. The session resolved and the harness can resume it, with a
-	// binary nothing the agent controls chose.
-	argv, kept, dropFlags, err := harness.ResumeArgv(r.Harness, agent, r.Env)
+	return nil
+}
+
+// resumeCommand settles the command that resumes the agent's session
+// (step 6): the session resolved, the harness can resume it, its binary
+// is one nothing the agent controls chose, and the host command that runs
+// it is one the host reads as meant. A refusal is recorded and returned.
+func (m *Mover) resumeCommand(r Request, rec *record, p *plan) error {
+	argv, kept, dropFlags, err := harness.ResumeArgv(r.Harness, p.agent, r.Env)
 	if err != nil {
 		return rec.refuse(errs.Permission, reason(err))
 	}
@@ -299,28 +358,27 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 		}
 	}
 	launcher := placeholderArgv(m.Self, m.Handoff.Dir)
-	if err := checkCommand(r.Host, r.Host.Command(hostPath, t, launcher), name); err != nil {
+	if err := checkCommand(r.Host, r.Host.Command(p.hostPath, p.t, launcher), p.name); err != nil {
 		return rec.refuse(errs.Invalid, err.Error())
 	}
-	// 7. The name is unused.
-	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
-	used, err := r.Host.InUse(cctx, hostPath, hostEnv, t)
-	cancel()
-	if err != nil {
-		return rec.refuse(errs.IO, "could not tell whether the name is in use: "+err.Error())
-	} else if used {
-		return rec.refuse(errs.Exist, fmt.Sprintf("a %s session named %s already exists", r.Host.Name(), name))
-	}
+	p.argv, p.bin = argv, bin
+	return nil
+}
+
+// perform offers the relaunch (step 8), pins the agent (step 9), stops it
+// (step 10), relaunches it in the new session (step 11) and waits for it
+// there (step 12). From the first signal on, a failure is recorded as the
+// move's failure, no longer as a refusal.
+func (m *Mover) perform(ctx context.Context, r Request, rec *record, p *plan) error {
 	// 8. The relaunch, offered to its launcher alone; dropped when the
 	// move ends, fetched or not.
-	offer, err := m.Handoff.Offer(Launch{Path: bin, Argv: argv, Env: clean, Cwd: cwd})
+	offer, err := m.Handoff.Offer(Launch{Path: p.bin, Argv: p.argv, Env: p.clean, Cwd: p.agent.Cwd})
 	if err != nil {
 		return rec.refuse(errs.IO, "offering the relaunch: "+err.Error())
 	}
 	defer offer.Close()
-	launcher = offer.Argv(m.Self)
-	hostArgv := r.Host.Command(hostPath, t, launcher)
-	if err := checkCommand(r.Host, hostArgv, name); err != nil {
+	hostArgv := r.Host.Command(p.hostPath, p.t, offer.Argv(m.Self))
+	if err := checkCommand(r.Host, hostArgv, p.name); err != nil {
 		return rec.refuse(errs.Invalid, err.Error())
 	}
 	// 9. Pin the agent and re-check that it is the same process.
@@ -338,12 +396,12 @@ func (m *Mover) Move(ctx context.Context, r Request) error {
 	if err := m.stop(pidfd); err != nil {
 		return rec.fail(errs.IO, err.Error())
 	}
-	unit := "9harness-move-" + name + "-" + strconv.Itoa(r.Proc.PID)
-	desc := fmt.Sprintf("9harness move of %s session %s into %s session %s", r.Harness.Name(), agent.Session, r.Host.Name(), name)
-	if err := m.launch(ctx, r.Host, hostPath, hostEnv, t, hostArgv, unit, desc); err != nil {
+	unit := "9harness-move-" + p.name + "-" + strconv.Itoa(r.Proc.PID)
+	desc := fmt.Sprintf("9harness move of %s session %s into %s session %s", r.Harness.Name(), p.agent.Session, r.Host.Name(), p.name)
+	if err := m.launch(ctx, r.Host, p.hostPath, p.hostEnv, p.t, hostArgv, unit, desc); err != nil {
 		return rec.fail(errs.IO, fmt.Sprintf("starting the %s session failed: %v", r.Host.Name(), err))
 	}
-	newPID, via, err := m.waitNew(ctx, r, t, hostPath, hostEnv, agent, offer, argv)
+	newPID, via, err := m.waitNew(ctx, r, p, offer)
 	if err != nil {
 		return rec.fail(errs.IO, err.Error())
 	}
@@ -576,8 +634,7 @@ func (m *Mover) stay() time.Duration {
 // that shows nothing of its session (a quiet pi, a resumed gemini, which
 // writes nothing until its next prompt) resolves by that route. It
 // returns the pid and the route.
-func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath string, hostEnv []string, agent harness.Agent, offer *Offer, argv []string) (int, string, error) {
-	session := agent.Session
+func (m *Mover) waitNew(ctx context.Context, r Request, p *plan, offer *Offer) (int, string, error) {
 	_, _, wait := m.bounds()
 	stay := m.stay()
 	deadline := time.Now().Add(wait)
@@ -591,13 +648,7 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 	elsewhere := ""
 	for {
 		if launched == 0 {
-			if launched = offer.Fetched(); launched != 0 && (namesFile(argv) || slices.Contains(argv[1:], agent.Session)) {
-				if p, err := m.Procs.Stat(launched); err == nil {
-					// A harness with no transcript file (opencode) is
-					// recorded by its session id.
-					r.Env.Relaunches.Note(p.PID, p.Start, cmp.Or(agent.Transcript, agent.Session))
-				}
-			}
+			launched = m.noteRelaunch(r, p, offer)
 		}
 		if launched != 0 && !launchedGone {
 			if _, err := m.Procs.Stat(launched); err != nil {
@@ -612,20 +663,11 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 				if f.Harness != r.Harness.Name() || f.Proc.PID == r.Proc.PID {
 					continue
 				}
-				a := r.Harness.Resolve(r.Env, f.Proc)
-				if a.Session != session || !verifiedRoute(a) {
-					continue
+				via, ok, other := m.resumedHere(ctx, r, p, f.Proc, ref, referr)
+				if other != "" {
+					elsewhere = other
 				}
-				via := a.Via
-				// The agent comes back in the reference's namespaces or
-				// not at all: a process in a sandbox is not the move done.
-				if ns, err := m.Procs.Namespaces(f.Proc.PID); referr != nil || err != nil || ns.Differs(ref) != "" {
-					if err == nil && referr == nil {
-						elsewhere = fmt.Sprintf(" (pid %d resumed it in another %s namespace: not counted)", f.Proc.PID, nsName(ns.Differs(ref)))
-					}
-					continue
-				}
-				if !m.inSession(ctx, f.Proc.PID, r.Host, t, hostPath, hostEnv) {
+				if !ok {
 					continue
 				}
 				c, ok := seen[f.Proc.PID]
@@ -645,19 +687,7 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 			}
 		}
 		if now.After(deadline) && len(seen) == 0 || now.After(deadline.Add(stay)) {
-			why := fmt.Sprintf("no %s process with session %s stayed alive %v in the %s session %s within %v", r.Harness.Name(), session, stay, r.Host.Name(), t.Name, wait)
-			switch {
-			case launched == 0:
-				why += " (the launcher never took the relaunch"
-				if r := offer.Refused(); r != "" {
-					why += "; refused: " + r
-				}
-				why += ")"
-			case launchedGone:
-				why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
-			}
-			why += elsewhere
-			return 0, "", errors.New(why)
+			return 0, "", m.neverResumed(r, p, offer, launched, launchedGone, elsewhere)
 		}
 		select {
 		case <-ctx.Done():
@@ -665,6 +695,65 @@ func (m *Mover) waitNew(ctx context.Context, r Request, t Target, hostPath strin
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// noteRelaunch returns the pid of the process the launcher became, once
+// it has taken the relaunch (0 before). When the relaunch names the
+// session's file or its id, that process is noted in the relaunch record
+// as resuming the session: a harness with no transcript file (opencode)
+// by its session id.
+func (m *Mover) noteRelaunch(r Request, p *plan, offer *Offer) int {
+	launched := offer.Fetched()
+	if launched != 0 && (namesFile(p.argv) || slices.Contains(p.argv[1:], p.agent.Session)) {
+		if lp, err := m.Procs.Stat(launched); err == nil {
+			r.Env.Relaunches.Note(lp.PID, lp.Start, cmp.Or(p.agent.Transcript, p.agent.Session))
+		}
+	}
+	return launched
+}
+
+// resumedHere says whether q, a process of the moved agent's harness, is
+// the session come back: resolved to the same session by a route other
+// than its argv, in the reference's namespaces, inside the new session.
+// It returns the route; elsewhere, when q resumed the session in another
+// namespace, says so, for the failure's message.
+func (m *Mover) resumedHere(ctx context.Context, r Request, p *plan, q proc.Proc, ref proc.NS, referr error) (via string, ok bool, elsewhere string) {
+	a := r.Harness.Resolve(r.Env, q)
+	if a.Session != p.agent.Session || !verifiedRoute(a) {
+		return "", false, ""
+	}
+	// The agent comes back in the reference's namespaces or not at all: a
+	// process in a sandbox is not the move done.
+	if ns, err := m.Procs.Namespaces(q.PID); referr != nil || err != nil || ns.Differs(ref) != "" {
+		if err == nil && referr == nil {
+			elsewhere = fmt.Sprintf(" (pid %d resumed it in another %s namespace: not counted)", q.PID, nsName(ns.Differs(ref)))
+		}
+		return "", false, elsewhere
+	}
+	if !m.inSession(ctx, q.PID, r.Host, p.t, p.hostPath, p.hostEnv) {
+		return "", false, ""
+	}
+	return a.Via, true, ""
+}
+
+// neverResumed is the failure of a move whose session did not come back
+// in time, with what is known of why: the launcher never took the
+// relaunch (or was refused it), the relaunched process exited, or the
+// session came back in another namespace.
+func (m *Mover) neverResumed(r Request, p *plan, offer *Offer, launched int, launchedGone bool, elsewhere string) error {
+	_, _, wait := m.bounds()
+	why := fmt.Sprintf("no %s process with session %s stayed alive %v in the %s session %s within %v", r.Harness.Name(), p.agent.Session, m.stay(), r.Host.Name(), p.t.Name, wait)
+	switch {
+	case launched == 0:
+		why += " (the launcher never took the relaunch"
+		if refusal := offer.Refused(); refusal != "" {
+			why += "; refused: " + refusal
+		}
+		why += ")"
+	case launchedGone:
+		why += fmt.Sprintf(" (the relaunched process, pid %d, exited)", launched)
+	}
+	return errors.New(why + elsewhere)
 }
 
 // inSession tells whether pid lives in the named host session: zmx marks

@@ -168,6 +168,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/9harness/9harness/internal/accept"
 	"github.com/9harness/9harness/internal/harness"
 	"github.com/9harness/9harness/internal/idle"
 	"github.com/9harness/9harness/internal/peer"
@@ -241,7 +242,9 @@ func (s *Server) logf(format string, args ...any) {
 }
 
 // Serve accepts connections on l until ctx is done or, when idleExit is
-// positive, until no connection has been open for that long.
+// positive, until no connection has been open for that long. A shortage
+// of descriptors or memory pauses it, as it pauses the daemon (package
+// accept), rather than ending it.
 func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Duration) error {
 	if s.Gate == nil {
 		g, err := NewGate(s.UID, "")
@@ -272,20 +275,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 			cancel()
 		})
 	}
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return fmt.Errorf("prochelper: accept: %w", err)
-		}
+	err := accept.Loop(ctx, l, func(format string, args ...any) { s.logf("proc helper: "+format, args...) }, func(c net.Conn) {
 		s.mu.Lock()
 		s.conns++
 		s.idle = time.Time{}
@@ -303,7 +293,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, idleExit time.Durati
 			}()
 			s.serveConn(ctx, c)
 		}()
+	})
+	if err != nil {
+		return fmt.Errorf("prochelper: accept: %w", err)
 	}
+	return nil
 }
 
 // admit identifies c's peer and checks it against the gate. A refusal is
