@@ -591,7 +591,9 @@ func agentName(k key) string {
 	return fleet.AgentName(fleet.Row{Host: k.host, Agent: client.Agent{Harness: k.harness, PID: k.pid}})
 }
 
-// lastLines is the last n non-empty lines of s, joined by " | ".
+// lastLines is the last n non-empty lines of s, the last first, joined
+// by " | ": a move's outcome is its last line, and a status line clipped
+// to a narrow terminal must still show it.
 func lastLines(s string, n int) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
@@ -602,6 +604,7 @@ func lastLines(s string, n int) string {
 	if len(out) > n {
 		out = out[len(out)-n:]
 	}
+	slices.Reverse(out)
 	return strings.Join(out, " | ")
 }
 

@@ -218,3 +218,15 @@ func TestPendingReadAgain(t *testing.T) {
 		t.Error("a late pendingMsg read a table with nothing pending")
 	}
 }
+
+// TestLastLinesOutcomeFirst: a move's status puts its last line, the
+// outcome, first, so a narrow terminal's clipped status line shows it.
+func TestLastLinesOutcomeFirst(t *testing.T) {
+	out := "\nattach with: tmux -L x attach -t s\nmoved pi/12 into tmux session s\n"
+	if got, want := lastLines(out, 2), "moved pi/12 into tmux session s | attach with: tmux -L x attach -t s"; got != want {
+		t.Errorf("lastLines = %q, want %q", got, want)
+	}
+	if got := lastLines("a\nb\nc\n", 1); got != "c" {
+		t.Errorf("lastLines(n=1) = %q, want c", got)
+	}
+}
