@@ -1,6 +1,7 @@
 package top
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,11 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-type attachedMsg struct{ err error }
+// attachedMsg is the end of an attach: its error, and what it said.
+type attachedMsg struct {
+	err error
+	out string
+}
 
 // attachArgv is the command that attaches to the agent's session: zmx
 // attach, tmux attach on the agent's own tmux server, through ssh -t for
@@ -77,7 +82,23 @@ func (m *model) attach(k key) tea.Cmd {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "TMUX=") })
-	return tea.ExecProcess(cmd, func(err error) tea.Msg { return attachedMsg{err} })
+	// A tmux client draws on the terminal it has as stdin; on stdout and
+	// stderr it writes only its last words ("[detached (from session
+	// S)]", "can't find session"), which would stay on the screen the
+	// view gives back at q: they go to the status line instead. Through
+	// ssh or zmx the output is the session itself.
+	var out *bytes.Buffer
+	if argv[0] == "tmux" {
+		out = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+	}
+	return tea.ExecProcess(cmd, func(err error) tea.Msg {
+		m := attachedMsg{err: err}
+		if out != nil {
+			m.out = strings.TrimSpace(out.String())
+		}
+		return m
+	})
 }
 
 // copyResume copies the command that resumes the agent's session, as the

@@ -170,10 +170,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case attachedMsg:
+		m.status = fleet.Printable(lastLines(msg.out, 1))
 		if msg.err != nil {
-			m.status = "attach: " + fleet.Printable(msg.err.Error())
-		} else {
-			m.status = ""
+			m.status = "attach: " + strings.TrimSuffix(fleet.Printable(msg.err.Error())+": "+m.status, ": ")
 		}
 		return m, nil
 	case copiedMsg:
