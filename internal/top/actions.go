@@ -281,7 +281,9 @@ func toolName(v any, depth int) string {
 }
 
 // detailView is one agent: its facts, its sub-agents, and the last
-// messages of its transcript.
+// messages of its transcript. It fits the terminal's height: when it
+// does not, the facts a person needs least (lessFacts) go first, then
+// the oldest messages, down to detailMinMessages.
 func (m *model) detailView(now time.Time) string {
 	k := m.detailKey
 	a, ok := m.agents[k]
@@ -298,15 +300,35 @@ func (m *model) detailView(now time.Time) string {
 		{"tokens", tokensText(a.Tokens)}, {"limits", fleet.LimitCell(a.Limits)}, {"transcript", a.Transcript},
 		{"agents", strings.Join(a.Agents, " ")},
 	}
-	for _, f := range facts {
-		if f[1] == "" || f[1] == "0" {
-			continue
+	facts = slices.DeleteFunc(facts, func(f [2]string) bool { return f[1] == "" || f[1] == "0" })
+	msgs := m.detail
+	// Lines besides the facts and messages: the title and a blank line,
+	// "the agent is gone", a blank line and the messages' heading, and
+	// a blank line, the status and the keys.
+	fixed := 2 + 3
+	if !ok {
+		fixed++
+	}
+	if len(msgs) > 0 {
+		fixed += 2
+	}
+	if room := m.height - fixed; m.height > 0 && len(facts)+len(msgs) > room {
+		keep := min(len(msgs), detailMinMessages)
+		for _, name := range lessFacts {
+			if len(facts)+keep <= room {
+				break
+			}
+			facts = slices.DeleteFunc(facts, func(f [2]string) bool { return f[0] == name })
 		}
+		facts = facts[:min(len(facts), max(room-keep, 0))]
+		msgs = msgs[len(msgs)-min(len(msgs), max(room-len(facts), keep)):]
+	}
+	for _, f := range facts {
 		b.WriteString(clip(fmt.Sprintf("%-11s %s", f[0], fleet.Printable(f[1])), m.width) + "\n")
 	}
-	if len(m.detail) > 0 {
+	if len(msgs) > 0 {
 		b.WriteString("\n" + styleHead.Render("last messages") + "\n")
-		for _, l := range m.detail {
+		for _, l := range msgs {
 			b.WriteString(clip(l, m.width) + "\n")
 		}
 	}
@@ -314,6 +336,15 @@ func (m *model) detailView(now time.Time) string {
 	b.WriteString(clip("esc back  a attach", m.width))
 	return b.String()
 }
+
+// lessFacts are the facts the details leave out, in turn, on a terminal
+// too short for all of them: those the row or another fact already says,
+// then those a person looks up least.
+var lessFacts = []string{"ppid", "state.via", "status", "via", "transcript", "host", "started", "name", "since", "limits", "agents"}
+
+// detailMinMessages is how many of the last messages the details keep on
+// a short terminal, before facts beyond lessFacts are cut.
+const detailMinMessages = 4
 
 func startedText(s int64, now time.Time) string {
 	if s <= 0 {

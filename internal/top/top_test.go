@@ -3,6 +3,7 @@ package top
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,36 @@ func TestLastLinesOutcomeFirst(t *testing.T) {
 	}
 	if got := lastLines("a\nb\nc\n", 1); got != "c" {
 		t.Errorf("lastLines(n=1) = %q, want c", got)
+	}
+}
+
+// TestDetailsFitHeight: the details of an agent with every fact and a
+// dozen messages fit 80x24 with its last messages kept, and show every
+// fact on a terminal tall enough.
+func TestDetailsFitHeight(t *testing.T) {
+	a := client.Agent{Harness: "claude", PID: 7, PPID: 6, Started: time.Now().Unix() - 60, State: "idle", Since: "2026-12-06T14:00:00Z",
+		StateVia: "registry", Status: "idle", Reach: "tmux", Tmux: "work:cl", Cwd: "/home/u/src/a", Session: "sess-1", Name: "n",
+		Model: "m", Via: "registry", Tokens: client.Tokens{"context": 10}, Transcript: "/active/claude/7/transcript", Title: "the title"}
+	var msgs []string
+	for i := range 12 {
+		msgs = append(msgs, "user: message "+strconv.Itoa(i))
+	}
+	for _, h := range []int{24, 50} {
+		m := testModel("-")
+		m.width, m.height = 80, h
+		m.put("-", a)
+		m.details, m.detailKey, m.detail = true, key{"-", "claude", 7}, msgs
+		v := stripANSI(m.View())
+		if n := strings.Count(v, "\n") + 1; n > h {
+			t.Errorf("%d rows: the details have %d lines:\n%s", h, n, v)
+		}
+		for _, want := range []string{"claude/7 — the title", "session     sess-1", "last messages", "user: message 11", "esc back"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%d rows: no %q in the details:\n%s", h, want, v)
+			}
+		}
+		if h == 50 && (!strings.Contains(v, "user: message 0") || !strings.Contains(v, "ppid")) {
+			t.Errorf("50 rows: a fact or a message left out:\n%s", v)
+		}
 	}
 }
