@@ -169,10 +169,15 @@ func transcriptTail(c *client.Client, path string, n int) []string {
 }
 
 // renderMessages renders the JSON lines of a transcript, whatever the
-// harness, as one line per message: its role, then its text; a tool call
-// as "tool NAME". It knows no harness: it looks for the keys every
-// harness's records share (role or type, text or content, name and
-// input or arguments). cut says the first line may be partial.
+// harness, as one line per message of the conversation: its role, then
+// its text; a tool call as "tool NAME". It knows no harness: it looks for
+// the keys every harness's records share (role or type, text or content,
+// name and input, arguments or args), and keeps only the records of a
+// conversation role (convRoles) or with a tool call, and none marked
+// isMeta: the harnesses' other records (attachments, system prompts,
+// request shapes, events that repeat a message) would push the
+// conversation out of the last n. cut says the first line may be
+// partial.
 func renderMessages(b []byte, cut bool, n int) []string {
 	lines := strings.Split(string(b), "\n")
 	if cut && len(lines) > 0 {
@@ -184,13 +189,20 @@ func renderMessages(b []byte, cut bool, n int) []string {
 		if json.Unmarshal([]byte(l), &v) != nil {
 			continue
 		}
+		if obj, ok := v.(map[string]any); ok && obj["isMeta"] == true {
+			continue
+		}
 		role := findString(v, "role", 3)
 		if role == "" {
 			role = findString(v, "type", 1)
 		}
+		tool := toolName(v, 0)
+		if !slices.Contains(convRoles, role) && tool == "" {
+			continue
+		}
 		var texts []string
 		collectText(v, &texts, 0)
-		if tool := toolName(v, 0); tool != "" {
+		if tool != "" {
 			texts = append(texts, "[tool "+tool+"]")
 		}
 		if len(texts) == 0 {
@@ -203,6 +215,10 @@ func renderMessages(b []byte, cut bool, n int) []string {
 	}
 	return out
 }
+
+// convRoles are the roles of a conversation's turns in the harnesses'
+// transcripts: the person's, and the model's by its several names.
+var convRoles = []string{"user", "assistant", "model", "gemini"}
 
 // findString is the first string value of key at most depth levels down.
 func findString(v any, key string, depth int) string {
@@ -250,7 +266,7 @@ func collectText(v any, out *[]string, depth int) {
 }
 
 // toolName is the name of a tool call in v: an object with a name and an
-// input or arguments.
+// input, arguments or args.
 func toolName(v any, depth int) string {
 	if depth > 6 {
 		return ""
@@ -262,6 +278,9 @@ func toolName(v any, depth int) string {
 				return name
 			}
 			if _, in := v["arguments"]; in {
+				return name
+			}
+			if _, in := v["args"]; in {
 				return name
 			}
 		}
