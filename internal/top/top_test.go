@@ -280,3 +280,37 @@ func TestDetailsFitHeight(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderTableKeepsNewerRows: a table read that went out before an
+// agent's row read, or its exit, lands after them: the row keeps what
+// its newer read said, and the exited agent stays gone.
+func TestOlderTableKeepsNewerRows(t *testing.T) {
+	m := testModel("-")
+	h := m.hosts["-"]
+	h.c = &client.Client{} // the commands below are never run
+	m.put("-", client.Agent{Harness: "claude", PID: 7, State: "idle"})
+	m.put("-", client.Agent{Harness: "pi", PID: 8, State: "idle"})
+	m.resort()
+	if m.readTable(h) == nil {
+		t.Fatal("no table read")
+	}
+	m.onNews(fleet.News{Host: "-", Line: "2026-12-01T21:40:03Z claude 7 working"})
+	m.onRow(rowMsg{key{"-", "claude", 7}, m.rowGen[key{"-", "claude", 7}], client.Agent{Harness: "claude", PID: 7, State: "working"}, nil})
+	m.onNews(fleet.News{Host: "-", Line: "2026-12-01T21:40:04Z pi 8 exit"})
+	m.onTable(tableMsg{"-", []client.Agent{{Harness: "claude", PID: 7, State: "idle"}, {Harness: "pi", PID: 8, State: "idle"}, {Harness: "codex", PID: 9, State: "idle"}}, nil})
+	if got := m.agents[key{"-", "claude", 7}].State; got != "working" {
+		t.Errorf("claude/7 is %q after an older table, want its newer row's working", got)
+	}
+	if _, ok := m.agents[key{"-", "pi", 8}]; ok {
+		t.Error("the exited pi/8 came back with an older table")
+	}
+	if _, ok := m.agents[key{"-", "codex", 9}]; !ok {
+		t.Error("the table's new agent codex/9 is missing")
+	}
+	// A table that went out after them is news for every row.
+	m.readTable(h)
+	m.onTable(tableMsg{"-", []client.Agent{{Harness: "claude", PID: 7, State: "idle"}}, nil})
+	if got := m.agents[key{"-", "claude", 7}].State; got != "idle" || len(m.agents) != 1 {
+		t.Errorf("after a newer table: claude/7 %q, %d agents; want idle, 1", got, len(m.agents))
+	}
+}
