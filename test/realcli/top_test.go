@@ -112,7 +112,8 @@ func topRowOf(screen string, pid int) string {
 // topAgent is one CLI of the tier in TestTop.
 type topAgent struct {
 	*agent
-	prompt string // the text typed into it
+	prompt string    // the text last typed into it
+	typed  time.Time // when
 }
 
 // TestTop drives `9harness top` in a real tmux at 80x24 and 200x50 over
@@ -153,9 +154,13 @@ func TestTop(t *testing.T) {
 		clis = append(clis, c.c)
 	}
 	d := w.startDaemon(clis, "--allow-move")
-	// Every CLI comes up side by side: launched all, then waited for.
+	// Every CLI comes up side by side: launched all, then waited for;
+	// launched in reverse harness order, so that the order by pid of the
+	// agents that are their pane's own process (opencode, pi) is not the
+	// order by harness.
 	agents := make([]*topAgent, len(tier))
-	for i, c := range tier {
+	for i := len(tier) - 1; i >= 0; i-- {
+		c := tier[i]
 		a := c.c.launch(w, c.session, w.cwd("tp-"+c.c.harness), nil, c.flags...)
 		agents[i] = &topAgent{agent: a, prompt: "say hello top " + c.c.harness}
 	}
@@ -170,7 +175,7 @@ func TestTop(t *testing.T) {
 			return a.pid != 0 && a.cli.isAgent(a.pid)
 		})
 		t.Logf("%s/%d up after %v", a.cli.harness, a.pid, time.Since(began).Round(time.Millisecond))
-		a.firstPrompt = a.prompt
+		a.firstPrompt, a.typed = a.prompt, time.Now()
 		w.typeLine(a.pane, a.prompt)
 	}
 	for _, i := range order {
@@ -219,7 +224,7 @@ func TestTop(t *testing.T) {
 	}
 
 	claude := agents[0]
-	topHeldTurn(t, w, claude, small, large)
+	topHeldTurn(t, w, d, claude, small, large)
 
 	// Each size attaches to one agent and moves another.
 	driveTop(t, w, small, smallBefore, agents, agents[2], agents[5], "tqw", "tpmoved80")
@@ -239,12 +244,12 @@ func answered(t *testing.T, w *world, a *topAgent) {
 		}
 		return false
 	}
-	start, retried := time.Now(), false
+	retried := false
 	w.waitFor(3*time.Minute, &a.pane, a.cli.harness+"'s prompt answered and written", func() bool {
 		// A TUI that showed its input line before it could take a
 		// prompt keeps the text: Enter once more.
 		if !asked(a.prompt) {
-			if !retried && time.Since(start) > 30*time.Second {
+			if !retried && time.Since(a.typed) > 30*time.Second {
 				retried = true
 				t.Logf("%s took no prompt in 30s; pressing Enter again. Screen:\n%s", a.cli.harness, w.screen(a.pane))
 				w.tmux(a.pane.label, "send-keys", "-t", "="+a.pane.session+":", "Enter")
@@ -264,12 +269,14 @@ func answered(t *testing.T, w *world, a *topAgent) {
 }
 
 // topHeldTurn types a prompt into a (a Claude) while the mock holds its
-// answer: both views show its row working; released, idle.
-func topHeldTurn(t *testing.T, w *world, a *topAgent, panes ...*topPane) {
+// answer: every view shows its row working; released, idle. The views
+// are watched side by side.
+func topHeldTurn(t *testing.T, w *world, d *daemon, a *topAgent, panes ...*topPane) {
 	t.Helper()
 	hold := w.mock.Hold(HoldWord)
 	defer hold.Release()
-	w.typeLine(a.pane, "keep working "+HoldWord)
+	a.prompt = "keep working " + HoldWord // the details show the newest
+	w.typeLine(a.pane, a.prompt)
 	w.waitFor(90*time.Second, &a.pane, "the mock to receive the held turn", func() bool {
 		select {
 		case <-hold.Arrived():
@@ -278,14 +285,39 @@ func topHeldTurn(t *testing.T, w *world, a *topAgent, panes ...*topPane) {
 			return false
 		}
 	})
-	for _, p := range panes {
-		p.await("the held agent's row working", func(s string) bool { return strings.Contains(topRowOf(s, a.pid), "working") })
+	all := func(what, state string) {
+		t.Helper()
+		rows := make([]string, len(panes))
+		deadline := time.Now().Add(90 * time.Second)
+		for done := 0; done < len(panes); time.Sleep(100 * time.Millisecond) {
+			done = 0
+			for i, p := range panes {
+				if rows[i] == "" {
+					if r := topRowOf(p.screen(), a.pid); strings.Contains(r, " "+state+" ") {
+						rows[i] = r
+					}
+				}
+				if rows[i] != "" {
+					done++
+				}
+			}
+			if done < len(panes) && time.Now().After(deadline) {
+				st, _, via := turnFacts(t, d, a.cli.harness, a.pid)
+				for i, p := range panes {
+					if rows[i] == "" {
+						t.Errorf("%s: no row %s within 90s (the tree says %q via %q):\n%s", p.name, what, st, via, p.screen())
+					}
+				}
+				t.FailNow()
+			}
+		}
+		for i, p := range panes {
+			t.Logf("%s %s: %s", p.name, what, rows[i])
+		}
 	}
+	all("working while the turn is held", "working")
 	hold.Release()
-	for _, p := range panes {
-		s := p.await("the agent's row idle after the answer", func(s string) bool { return strings.Contains(topRowOf(s, a.pid), "idle") })
-		t.Logf("%s after the held turn:\n%s", p.name, s)
-	}
+	all("idle after the answer", "idle")
 }
 
 // driveTop is everything else, in one pane: filter, sort, details,
@@ -335,6 +367,9 @@ func driveTop(t *testing.T, w *world, p *topPane, before string, agents []*topAg
 		t.Errorf("sort:pid: the rows are not in pid order:\n%s", s)
 	}
 	t.Logf("%s: by harness %v, by pid %v", p.name, harnesses(byHarness), harnesses(byPID))
+	if slices.Equal(byHarness, byPID) {
+		t.Errorf("%s: s did not change the order of the rows: %v", p.name, harnesses(byPID))
+	}
 	for range 5 {
 		p.keys("s")
 	}
@@ -348,16 +383,22 @@ func driveTop(t *testing.T, w *world, p *topPane, before string, agents []*topAg
 		p.await("the agent's row alone", func(s string) bool { o := ours(s); return len(o) == 1 && o[0] == a })
 		p.keys("Home", "Enter")
 		s := p.await(a.cli.harness+"'s details", screenHas("esc back"))
+		// The prompt is also the title of most: it must be among the
+		// last messages.
 		s, ok := p.wait(20*time.Second, func(s string) bool {
+			_, msgs, _ := strings.Cut(s, "\nlast messages\n")
 			return strings.Contains(s, a.cli.harness+"/"+strconv.Itoa(a.pid)) && strings.Contains(s, f.session) &&
-				(f.transcript == "" || strings.Contains(s, a.prompt))
+				(f.transcript == "" || strings.Contains(msgs, a.prompt))
 		})
 		if !ok {
 			t.Errorf("%s: the details of %s/%d lack its name, its session %q or (transcript %q) the prompt %q:\n%s",
 				p.name, a.cli.harness, a.pid, f.session, f.transcript, a.prompt, s)
 		}
-		if f.transcript == "" {
+		switch {
+		case f.transcript == "":
 			t.Logf("%s: %s writes no transcript file; its details:\n%s", p.name, a.cli.harness, s)
+		case a == agents[0] || a == agents[1]:
+			t.Logf("%s: %s's details:\n%s", p.name, a.cli.harness, s)
 		}
 		p.keys("Escape")
 		p.await("the table again", screenHas("q quit"))
