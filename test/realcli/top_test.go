@@ -223,12 +223,16 @@ func TestTop(t *testing.T) {
 		}
 	}
 
-	claude := agents[0]
-	topHeldTurn(t, w, d, claude, small, large)
+	of := func(h string) *topAgent {
+		i := slices.IndexFunc(agents, func(a *topAgent) bool { return a.cli.harness == h })
+		return agents[i]
+	}
+	topHeldTurn(t, w, d, of("claude"), small, large)
 
-	// Each size attaches to one agent and moves another.
-	driveTop(t, w, small, smallBefore, agents, agents[2], agents[5], "tqw", "tpmoved80")
-	driveTop(t, w, large, largeBefore, agents, agents[6], claude, "tge", "tpmoved200")
+	// Each size attaches to one agent and moves another, refused first
+	// into a session name another agent's pane has.
+	driveTop(t, w, small, smallBefore, agents, of("gemini"), of("pi"), of("qwen").pane.session, "tpmoved80")
+	driveTop(t, w, large, largeBefore, agents, of("qwen"), of("claude"), of("gemini").pane.session, "tpmoved200")
 	t.Logf("TestTop took %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -340,7 +344,7 @@ func driveTop(t *testing.T, w *world, p *topPane, before string, agents []*topAg
 	}
 
 	// Filter: one agent's directory keeps its row alone; esc clears.
-	only := agents[2]
+	only := agents[len(agents)/2]
 	p.filter("tp-" + only.cli.harness)
 	s := p.await("the filter to keep one row", func(s string) bool {
 		o := ours(s)
