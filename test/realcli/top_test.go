@@ -251,9 +251,10 @@ func answered(t *testing.T, w *world, a *topAgent) {
 	retried := false
 	w.waitFor(3*time.Minute, &a.pane, a.cli.harness+"'s prompt answered and written", func() bool {
 		// A TUI that showed its input line before it could take a
-		// prompt keeps the text: Enter once more.
+		// prompt keeps the text: Enter once more; not to one at work on
+		// it (opencode's and Kilo's "esc interrupt").
 		if !asked(a.prompt) {
-			if !retried && time.Since(a.typed) > 30*time.Second {
+			if !retried && time.Since(a.typed) > 30*time.Second && !strings.Contains(w.screen(a.pane), "esc interrupt") {
 				retried = true
 				t.Logf("%s took no prompt in 30s; pressing Enter again. Screen:\n%s", a.cli.harness, w.screen(a.pane))
 				w.tmux(a.pane.label, "send-keys", "-t", "="+a.pane.session+":", "Enter")
