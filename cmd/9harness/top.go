@@ -41,11 +41,13 @@ Keys:
                 cwd, title
   h             cycle the harness shown: each harness with agents, then all
   enter         the agent's details: every fact, its sub-agents and the
-                last messages of its transcript (text, control characters
+                last messages of its transcript (the user's and the
+                model's turns, a tool call as one line, control characters
                 shown as ?); esc goes back
   a             attach to its session: zmx attach, tmux attach on the
                 agent's own tmux server, through ssh -t for another host;
-                the view comes back when you detach
+                the view comes back when you detach (tmux's last line,
+                such as [detached], in its status line)
   m             move it into a new zmx session (tab: tmux) NAME, as
                 9harness move does; the daemon's refusal is shown
   y             copy the command that resumes its session, where the

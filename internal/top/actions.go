@@ -1,6 +1,7 @@
 package top
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,11 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-type attachedMsg struct{ err error }
+// attachedMsg is the end of an attach: its error, and what it said.
+type attachedMsg struct {
+	err error
+	out string
+}
 
 // attachArgv is the command that attaches to the agent's session: zmx
 // attach, tmux attach on the agent's own tmux server, through ssh -t for
@@ -77,7 +82,23 @@ func (m *model) attach(k key) tea.Cmd {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "TMUX=") })
-	return tea.ExecProcess(cmd, func(err error) tea.Msg { return attachedMsg{err} })
+	// A tmux client draws on the terminal it has as stdin; on stdout and
+	// stderr it writes only its last words ("[detached (from session
+	// S)]", "can't find session"), which would stay on the screen the
+	// view gives back at q: they go to the status line instead. Through
+	// ssh or zmx the output is the session itself.
+	var out *bytes.Buffer
+	if argv[0] == "tmux" {
+		out = &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+	}
+	return tea.ExecProcess(cmd, func(err error) tea.Msg {
+		m := attachedMsg{err: err}
+		if out != nil {
+			m.out = strings.TrimSpace(out.String())
+		}
+		return m
+	})
 }
 
 // copyResume copies the command that resumes the agent's session, as the
@@ -148,10 +169,15 @@ func transcriptTail(c *client.Client, path string, n int) []string {
 }
 
 // renderMessages renders the JSON lines of a transcript, whatever the
-// harness, as one line per message: its role, then its text; a tool call
-// as "tool NAME". It knows no harness: it looks for the keys every
-// harness's records share (role or type, text or content, name and
-// input or arguments). cut says the first line may be partial.
+// harness, as one line per message of the conversation: its role, then
+// its text; a tool call as "tool NAME". It knows no harness: it looks for
+// the keys every harness's records share (role or type, text or content,
+// name and input, arguments or args), and keeps only the records of a
+// conversation role (convRoles) or with a tool call, and none marked
+// isMeta: the harnesses' other records (attachments, system prompts,
+// request shapes, events that repeat a message) would push the
+// conversation out of the last n. cut says the first line may be
+// partial.
 func renderMessages(b []byte, cut bool, n int) []string {
 	lines := strings.Split(string(b), "\n")
 	if cut && len(lines) > 0 {
@@ -163,13 +189,20 @@ func renderMessages(b []byte, cut bool, n int) []string {
 		if json.Unmarshal([]byte(l), &v) != nil {
 			continue
 		}
+		if obj, ok := v.(map[string]any); ok && obj["isMeta"] == true {
+			continue
+		}
 		role := findString(v, "role", 3)
 		if role == "" {
 			role = findString(v, "type", 1)
 		}
+		tool := toolName(v, 0)
+		if !slices.Contains(convRoles, role) && tool == "" {
+			continue
+		}
 		var texts []string
 		collectText(v, &texts, 0)
-		if tool := toolName(v, 0); tool != "" {
+		if tool != "" {
 			texts = append(texts, "[tool "+tool+"]")
 		}
 		if len(texts) == 0 {
@@ -182,6 +215,10 @@ func renderMessages(b []byte, cut bool, n int) []string {
 	}
 	return out
 }
+
+// convRoles are the roles of a conversation's turns in the harnesses'
+// transcripts: the person's, and the model's by its several names.
+var convRoles = []string{"user", "assistant", "model", "gemini"}
 
 // findString is the first string value of key at most depth levels down.
 func findString(v any, key string, depth int) string {
@@ -229,7 +266,7 @@ func collectText(v any, out *[]string, depth int) {
 }
 
 // toolName is the name of a tool call in v: an object with a name and an
-// input or arguments.
+// input, arguments or args.
 func toolName(v any, depth int) string {
 	if depth > 6 {
 		return ""
@@ -241,6 +278,9 @@ func toolName(v any, depth int) string {
 				return name
 			}
 			if _, in := v["arguments"]; in {
+				return name
+			}
+			if _, in := v["args"]; in {
 				return name
 			}
 		}
@@ -260,7 +300,9 @@ func toolName(v any, depth int) string {
 }
 
 // detailView is one agent: its facts, its sub-agents, and the last
-// messages of its transcript.
+// messages of its transcript. It fits the terminal's height: when it
+// does not, the facts a person needs least (lessFacts) go first, then
+// the oldest messages, down to detailMinMessages.
 func (m *model) detailView(now time.Time) string {
 	k := m.detailKey
 	a, ok := m.agents[k]
@@ -277,15 +319,35 @@ func (m *model) detailView(now time.Time) string {
 		{"tokens", tokensText(a.Tokens)}, {"limits", fleet.LimitCell(a.Limits)}, {"transcript", a.Transcript},
 		{"agents", strings.Join(a.Agents, " ")},
 	}
-	for _, f := range facts {
-		if f[1] == "" || f[1] == "0" {
-			continue
+	facts = slices.DeleteFunc(facts, func(f [2]string) bool { return f[1] == "" || f[1] == "0" })
+	msgs := m.detail
+	// Lines besides the facts and messages: the title and a blank line,
+	// "the agent is gone", a blank line and the messages' heading, and
+	// a blank line, the status and the keys.
+	fixed := 2 + 3
+	if !ok {
+		fixed++
+	}
+	if len(msgs) > 0 {
+		fixed += 2
+	}
+	if room := m.height - fixed; m.height > 0 && len(facts)+len(msgs) > room {
+		keep := min(len(msgs), detailMinMessages)
+		for _, name := range lessFacts {
+			if len(facts)+keep <= room {
+				break
+			}
+			facts = slices.DeleteFunc(facts, func(f [2]string) bool { return f[0] == name })
 		}
+		facts = facts[:min(len(facts), max(room-keep, 0))]
+		msgs = msgs[len(msgs)-min(len(msgs), max(room-len(facts), keep)):]
+	}
+	for _, f := range facts {
 		b.WriteString(clip(fmt.Sprintf("%-11s %s", f[0], fleet.Printable(f[1])), m.width) + "\n")
 	}
-	if len(m.detail) > 0 {
+	if len(msgs) > 0 {
 		b.WriteString("\n" + styleHead.Render("last messages") + "\n")
-		for _, l := range m.detail {
+		for _, l := range msgs {
 			b.WriteString(clip(l, m.width) + "\n")
 		}
 	}
@@ -293,6 +355,15 @@ func (m *model) detailView(now time.Time) string {
 	b.WriteString(clip("esc back  a attach", m.width))
 	return b.String()
 }
+
+// lessFacts are the facts the details leave out, in turn, on a terminal
+// too short for all of them: those the row or another fact already says,
+// then those a person looks up least.
+var lessFacts = []string{"ppid", "state.via", "status", "via", "transcript", "host", "started", "name", "since", "limits", "agents"}
+
+// detailMinMessages is how many of the last messages the details keep on
+// a short terminal, before facts beyond lessFacts are cut.
+const detailMinMessages = 4
 
 func startedText(s int64, now time.Time) string {
 	if s <= 0 {

@@ -32,6 +32,7 @@ type hostState struct {
 	dirty    bool      // a change came while it was
 	dest     *client.SSH
 	answered bool // it has been up once
+	tableGen int  // the model's gen when its table read went out
 }
 
 // The sort orders s cycles through.
@@ -45,11 +46,15 @@ type model struct {
 	hosts     map[string]*hostState
 	hostOrder []string
 	agents    map[key]client.Agent
-	rowSeq    map[key]int // the newest row read of each agent
-	visible   []key
-	sel       key
-	cursor    int
-	offset    int
+	// gen counts the row reads and exits in the order they came; rowGen
+	// is each agent's newest. A table read that went out before an
+	// agent's newest row read or exit is older news for that agent.
+	gen     int
+	rowGen  map[key]int
+	visible []key
+	sel     key
+	cursor  int
+	offset  int
 
 	width, height int
 	sortKey       int
@@ -111,7 +116,7 @@ func newModel(cfg Config, news <-chan fleet.News) *model {
 		counts: &Counts{},
 		hosts:  map[string]*hostState{},
 		agents: map[key]client.Agent{},
-		rowSeq: map[key]int{},
+		rowGen: map[key]int{},
 		width:  80, height: 24,
 	}
 	for _, h := range cfg.Hosts {
@@ -170,10 +175,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case attachedMsg:
+		m.status = fleet.Printable(lastLines(msg.out, 1))
 		if msg.err != nil {
-			m.status = "attach: " + fleet.Printable(msg.err.Error())
-		} else {
-			m.status = ""
+			m.status = "attach: " + strings.TrimSuffix(fleet.Printable(msg.err.Error())+": "+m.status, ": ")
 		}
 		return m, nil
 	case copiedMsg:
@@ -221,7 +225,8 @@ func (m *model) onNews(n fleet.News) tea.Cmd {
 	}
 	k := key{n.Host, e.Harness, e.PID}
 	if e.Event == "exit" {
-		m.rowSeq[k]++ // a read still out is older news
+		m.gen++
+		m.rowGen[k] = m.gen // a read still out is older news
 		delete(m.agents, k)
 		m.resort()
 		return nil
@@ -251,7 +256,7 @@ func (m *model) readTable(h *hostState) tea.Cmd {
 		h.dirty = true
 		return nil
 	}
-	h.reading, h.dirty = true, false
+	h.reading, h.dirty, h.tableGen = true, false, m.gen
 	c, host, harnesses := h.c, h.name, m.cfg.Harnesses
 	m.counts.Tables.Add(1)
 	return func() tea.Msg {
@@ -264,13 +269,18 @@ func (m *model) onTable(t tableMsg) tea.Cmd {
 	h := m.hosts[t.host]
 	h.reading = false
 	if t.err == nil && h.up {
+		// An agent read or gone since the table went out keeps what its
+		// row says: the table is older news for it.
+		newer := func(k key) bool { return m.rowGen[k] > h.tableGen }
 		for k := range m.agents {
-			if k.host == t.host {
+			if k.host == t.host && !newer(k) {
 				delete(m.agents, k)
 			}
 		}
 		for _, a := range t.agents {
-			m.put(t.host, a)
+			if !newer(key{t.host, a.Harness, a.PID}) {
+				m.put(t.host, a)
+			}
 		}
 		m.resort()
 	}
@@ -296,8 +306,9 @@ func (m *model) pendingOn(host string) bool {
 }
 
 func (m *model) readRow(h *hostState, k key) tea.Cmd {
-	m.rowSeq[k]++
-	seq, c := m.rowSeq[k], h.c
+	m.gen++
+	m.rowGen[k] = m.gen
+	seq, c := m.gen, h.c
 	m.counts.Rows.Add(1)
 	return func() tea.Msg {
 		a, err := c.Agent(k.harness, k.pid)
@@ -306,7 +317,7 @@ func (m *model) readRow(h *hostState, k key) tea.Cmd {
 }
 
 func (m *model) onRow(r rowMsg) {
-	if r.seq != m.rowSeq[r.k] {
+	if r.seq != m.rowGen[r.k] {
 		return // a newer read is out
 	}
 	switch {
@@ -591,7 +602,9 @@ func agentName(k key) string {
 	return fleet.AgentName(fleet.Row{Host: k.host, Agent: client.Agent{Harness: k.harness, PID: k.pid}})
 }
 
-// lastLines is the last n non-empty lines of s, joined by " | ".
+// lastLines is the last n non-empty lines of s, the last first, joined
+// by " | ": a move's outcome is its last line, and a status line clipped
+// to a narrow terminal must still show it.
 func lastLines(s string, n int) string {
 	var out []string
 	for _, l := range strings.Split(s, "\n") {
@@ -602,6 +615,7 @@ func lastLines(s string, n int) string {
 	if len(out) > n {
 		out = out[len(out)-n:]
 	}
+	slices.Reverse(out)
 	return strings.Join(out, " | ")
 }
 

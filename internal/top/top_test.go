@@ -3,6 +3,7 @@ package top
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,6 +166,24 @@ not json
 	if got := renderMessages([]byte(lines), false, 1); len(got) != 1 || got[0] != want[2] {
 		t.Errorf("the last 1: %q", got)
 	}
+	// Only the conversation: no attachment, system prompt, meta user
+	// record, request shape or event that repeats a message; a tool
+	// call by args (Gemini CLI, Qwen Code) is one.
+	other := `{"type":"user","message":{"role":"user","content":"say hello"}}
+{"type":"attachment","attachment":{"type":"x","content":"You are powered by the model"}}
+{"type":"user","isMeta":true,"message":{"role":"user","content":"<system-reminder>today</system-reminder>"}}
+{"type":"api-request-shape","system":[{"type":"text","text":"You are Claude Code"}]}
+{"type":"system","content":"# Environment"}
+{"type":"event_msg","payload":{"type":"agent_message","message":"mock answer 1"}}
+{"type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text","text":"rules"}]}}
+{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"mock answer 1"}]}}
+{"type":"assistant","message":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{"command":"ls"}}}]}}
+{"type":"gemini","content":"mock answer 2"}
+`
+	want = []string{"user: say hello", "assistant: mock answer 1", "model: [tool run_shell_command]", "gemini: mock answer 2"}
+	if got := renderMessages([]byte(other), false, 10); !slices.Equal(got, want) {
+		t.Errorf("renderMessages of the other records:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestTmuxArgv(t *testing.T) {
@@ -216,5 +235,82 @@ func TestPendingReadAgain(t *testing.T) {
 	}
 	if _, cmd := m.Update(pendingMsg("b1")); cmd != nil {
 		t.Error("a late pendingMsg read a table with nothing pending")
+	}
+}
+
+// TestLastLinesOutcomeFirst: a move's status puts its last line, the
+// outcome, first, so a narrow terminal's clipped status line shows it.
+func TestLastLinesOutcomeFirst(t *testing.T) {
+	out := "\nattach with: tmux -L x attach -t s\nmoved pi/12 into tmux session s\n"
+	if got, want := lastLines(out, 2), "moved pi/12 into tmux session s | attach with: tmux -L x attach -t s"; got != want {
+		t.Errorf("lastLines = %q, want %q", got, want)
+	}
+	if got := lastLines("a\nb\nc\n", 1); got != "c" {
+		t.Errorf("lastLines(n=1) = %q, want c", got)
+	}
+}
+
+// TestDetailsFitHeight: the details of an agent with every fact and a
+// dozen messages fit 80x24 with its last messages kept, and show every
+// fact on a terminal tall enough.
+func TestDetailsFitHeight(t *testing.T) {
+	a := client.Agent{Harness: "claude", PID: 7, PPID: 6, Started: time.Now().Unix() - 60, State: "idle", Since: "2026-12-06T14:00:00Z",
+		StateVia: "registry", Status: "idle", Reach: "tmux", Tmux: "work:cl", Cwd: "/home/u/src/a", Session: "sess-1", Name: "n",
+		Model: "m", Via: "registry", Tokens: client.Tokens{"context": 10}, Transcript: "/active/claude/7/transcript", Title: "the title"}
+	var msgs []string
+	for i := range 12 {
+		msgs = append(msgs, "user: message "+strconv.Itoa(i))
+	}
+	for _, h := range []int{24, 50} {
+		m := testModel("-")
+		m.width, m.height = 80, h
+		m.put("-", a)
+		m.details, m.detailKey, m.detail = true, key{"-", "claude", 7}, msgs
+		v := stripANSI(m.View())
+		if n := strings.Count(v, "\n") + 1; n > h {
+			t.Errorf("%d rows: the details have %d lines:\n%s", h, n, v)
+		}
+		for _, want := range []string{"claude/7 — the title", "session     sess-1", "last messages", "user: message 11", "esc back"} {
+			if !strings.Contains(v, want) {
+				t.Errorf("%d rows: no %q in the details:\n%s", h, want, v)
+			}
+		}
+		if h == 50 && (!strings.Contains(v, "user: message 0") || !strings.Contains(v, "ppid")) {
+			t.Errorf("50 rows: a fact or a message left out:\n%s", v)
+		}
+	}
+}
+
+// TestOlderTableKeepsNewerRows: a table read that went out before an
+// agent's row read, or its exit, lands after them: the row keeps what
+// its newer read said, and the exited agent stays gone.
+func TestOlderTableKeepsNewerRows(t *testing.T) {
+	m := testModel("-")
+	h := m.hosts["-"]
+	h.c = &client.Client{} // the commands below are never run
+	m.put("-", client.Agent{Harness: "claude", PID: 7, State: "idle"})
+	m.put("-", client.Agent{Harness: "pi", PID: 8, State: "idle"})
+	m.resort()
+	if m.readTable(h) == nil {
+		t.Fatal("no table read")
+	}
+	m.onNews(fleet.News{Host: "-", Line: "2026-12-01T21:40:03Z claude 7 working"})
+	m.onRow(rowMsg{key{"-", "claude", 7}, m.rowGen[key{"-", "claude", 7}], client.Agent{Harness: "claude", PID: 7, State: "working"}, nil})
+	m.onNews(fleet.News{Host: "-", Line: "2026-12-01T21:40:04Z pi 8 exit"})
+	m.onTable(tableMsg{"-", []client.Agent{{Harness: "claude", PID: 7, State: "idle"}, {Harness: "pi", PID: 8, State: "idle"}, {Harness: "codex", PID: 9, State: "idle"}}, nil})
+	if got := m.agents[key{"-", "claude", 7}].State; got != "working" {
+		t.Errorf("claude/7 is %q after an older table, want its newer row's working", got)
+	}
+	if _, ok := m.agents[key{"-", "pi", 8}]; ok {
+		t.Error("the exited pi/8 came back with an older table")
+	}
+	if _, ok := m.agents[key{"-", "codex", 9}]; !ok {
+		t.Error("the table's new agent codex/9 is missing")
+	}
+	// A table that went out after them is news for every row.
+	m.readTable(h)
+	m.onTable(tableMsg{"-", []client.Agent{{Harness: "claude", PID: 7, State: "idle"}}, nil})
+	if got := m.agents[key{"-", "claude", 7}].State; got != "idle" || len(m.agents) != 1 {
+		t.Errorf("after a newer table: claude/7 %q, %d agents; want idle, 1", got, len(m.agents))
 	}
 }

@@ -76,6 +76,16 @@ func (c *cli) start(w *world, session, cwd string, flags ...string) *agent {
 // before the CLI's, which must exec it in place).
 func (c *cli) startArgv(w *world, session, cwd string, pre []string, flags ...string) *agent {
 	w.t.Helper()
+	a := c.launch(w, session, cwd, pre, flags...)
+	a.up(60 * time.Second)
+	return a
+}
+
+// launch starts c as startArgv does, without waiting for it: a test that
+// needs many agents launches them all, then waits for each (up), so they
+// come up side by side.
+func (c *cli) launch(w *world, session, cwd string, pre []string, flags ...string) *agent {
+	w.t.Helper()
 	binDir := c.binDir(w.t)
 	prefix := filepath.Dir(filepath.Dir(binDir))
 	path := binDir + ":" + install.pathFor(w.t)
@@ -88,6 +98,14 @@ func (c *cli) startArgv(w *world, session, cwd string, pre []string, flags ...st
 	}, c.configure(w, cwd)...)
 	a := &agent{w: w, cli: c, prefix: prefix, cwd: cwd, argv: flags}
 	a.pane = w.launch(session, cwd, env, append(append(pre, c.bin), flags...)...)
+	return a
+}
+
+// up waits for a launched agent's process, then, up to patience, for its
+// TUI to take input.
+func (a *agent) up(patience time.Duration) {
+	w, c := a.w, a.cli
+	w.t.Helper()
 	w.waitFor(60*time.Second, &a.pane, c.harness+"'s agent process", func() bool {
 		pp := w.panePID(a.pane)
 		if pp == 0 {
@@ -97,10 +115,9 @@ func (c *cli) startArgv(w *world, session, cwd string, pre []string, flags ...st
 		return a.pid != 0
 	})
 	ready := c.waitReady()
-	w.waitFor(60*time.Second, &a.pane, c.harness+"'s TUI to take input", func() bool {
+	w.waitFor(patience, &a.pane, c.harness+"'s TUI to take input", func() bool {
 		return ready(w.screen(a.pane))
 	})
-	return a
 }
 
 // waitReady is ready for one wait: a wait of its own holds its own settle
