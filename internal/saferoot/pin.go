@@ -3,6 +3,7 @@ package saferoot
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +22,10 @@ import (
 // the anchor on every operation; a held fd of the root itself would serve
 // a deleted directory forever.
 type Anchor struct {
+	// mu keeps fd open while a root opens from it: closed under a
+	// lookup, its number could name another file by the time of the
+	// openat.
+	mu   sync.RWMutex
 	fd   int
 	path string
 	mnt  mountKey
@@ -46,6 +51,8 @@ func (a *Anchor) Path() string { return a.path }
 
 // Close releases the anchor; its roots answer NotExist after.
 func (a *Anchor) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.fd < 0 {
 		return nil
 	}

@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -315,4 +317,54 @@ func TestPinMountPointAtStart(t *testing.T) {
 		write(t, base+"/home/.omp/f", "OUTSIDE-SECRET")
 		refuseAll(t, r, "f", errs.NotExist)
 	})
+}
+
+// TestAnchorCloseUnderReads: an anchor closed while its roots are read
+// (the daemon stopping with requests in flight) answers them NotExist or
+// the file, never a read through a descriptor number the close freed and
+// another open took (run with -race).
+func TestAnchorCloseUnderReads(t *testing.T) {
+	home := t.TempDir()
+	write(t, home+"/.dsh/f", "inside")
+	write(t, home+"/elsewhere/f", "OTHER")
+	a, err := OpenAnchor(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.Root(".dsh")
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var b []byte
+				f, err := r.Open("f")
+				if err == nil {
+					b, err = io.ReadAll(f)
+					f.Close()
+				}
+				if err == nil && string(b) != "inside" {
+					t.Errorf("read %q through a closed anchor", b)
+					return
+				}
+				// Opens that may take the freed number.
+				if f, err := os.Open(home + "/elsewhere"); err == nil {
+					f.Close()
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	a.Close()
+	time.Sleep(20 * time.Millisecond)
+	close(done)
+	wg.Wait()
+	refuseAll(t, r, "f", errs.NotExist)
 }

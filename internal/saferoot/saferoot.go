@@ -326,7 +326,10 @@ func (r *Root) openRoot() (int, error) {
 		return -1, unix.ENOENT
 	case r.anchor == nil:
 		return openat(unix.AT_FDCWD, r.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
-	case r.anchor.fd < 0:
+	}
+	r.anchor.mu.RLock()
+	defer r.anchor.mu.RUnlock()
+	if r.anchor.fd < 0 {
 		return -1, unix.ENOENT
 	}
 	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
