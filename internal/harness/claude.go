@@ -372,6 +372,14 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		projDir, tr = other, other+"/"+sid+".jsonl"
 		a.Via += " (transcript under another project dir)"
 	}
+	claudeTranscriptFacts(env, &a, projDir, sid, tr)
+	return a
+}
+
+// claudeTranscriptFacts gives a what its transcript tr (session sid, under
+// projDir) tells: title and model (or pending), turn, tokens and limits,
+// and its subagents.
+func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 	a.Transcript = tr
 	if claudeFactsNow(env, tr) {
 		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
@@ -382,9 +390,8 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 	} else {
 		a.Pending = append(a.Pending, "title", "model")
 	}
-	claudeFill(env, &a, tr, time.Now())
+	claudeFill(env, a, tr, time.Now())
 	a.Agents = claudeSubs(env.Root, env.Memo, projDir, sid)
-	return a
 }
 
 // claudeFactsNow says whether the resolve derives tr's title and model:
