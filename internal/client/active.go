@@ -266,16 +266,13 @@ func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]bool{}
-	for _, h := range harnesses {
-		if !slices.Contains(known, h) {
-			return nil, &UnknownHarnessError{Name: h, Known: known}
-		}
-		want[h] = true
+	want, err := wantHarnesses(known, harnesses)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Agent, 0, len(all))
 	for _, a := range all {
-		if want[a.Harness] {
+		if slices.Contains(want, a.Harness) {
 			out = append(out, a)
 		}
 	}
@@ -310,12 +307,7 @@ func (c *Client) Table() ([]Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Harness != out[j].Harness {
-			return out[i].Harness < out[j].Harness
-		}
-		return out[i].PID < out[j].PID
-	})
+	sortAgents(out)
 	return out, nil
 }
 
@@ -326,30 +318,11 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := known
-	if len(harnesses) > 0 {
-		have := map[string]bool{}
-		for _, h := range known {
-			have[h] = true
-		}
-		seen := map[string]bool{}
-		want = nil
-		for _, h := range harnesses {
-			if !have[h] {
-				return nil, &UnknownHarnessError{Name: h, Known: known}
-			}
-			if !seen[h] {
-				seen[h] = true
-				want = append(want, h)
-			}
-		}
-		sort.Strings(want)
+	want, err := wantHarnesses(known, harnesses)
+	if err != nil {
+		return nil, err
 	}
-	type key struct {
-		h   string
-		pid int
-	}
-	var keys []key
+	var keys []agentRef
 	for _, h := range want {
 		ents, err := c.ReadDir(ActiveRoot + "/" + h)
 		if err != nil {
@@ -363,9 +336,52 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 			if err != nil || pid <= 0 {
 				continue
 			}
-			keys = append(keys, key{h, pid})
+			keys = append(keys, agentRef{h, pid})
 		}
 	}
+	out, err := c.agentsOf(keys)
+	if err != nil {
+		return nil, err
+	}
+	sortAgents(out)
+	return out, nil
+}
+
+// wantHarnesses is the harnesses asked for, each once and sorted, or
+// every known one when none is; one the daemon does not know is an
+// *UnknownHarnessError.
+func wantHarnesses(known, asked []string) ([]string, error) {
+	if len(asked) == 0 {
+		return known, nil
+	}
+	have := map[string]bool{}
+	for _, h := range known {
+		have[h] = true
+	}
+	seen := map[string]bool{}
+	var want []string
+	for _, h := range asked {
+		if !have[h] {
+			return nil, &UnknownHarnessError{Name: h, Known: known}
+		}
+		if !seen[h] {
+			seen[h] = true
+			want = append(want, h)
+		}
+	}
+	sort.Strings(want)
+	return want, nil
+}
+
+// agentRef names one agent's directory.
+type agentRef struct {
+	h   string
+	pid int
+}
+
+// agentsOf reads the agents of keys, up to readers at once, in the order
+// of keys; one that is gone is left out.
+func (c *Client) agentsOf(keys []agentRef) ([]Agent, error) {
 	got := make([]*Agent, len(keys))
 	errc := make([]error, len(keys))
 	var wg sync.WaitGroup
@@ -394,13 +410,17 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 			out = append(out, *got[i])
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
+	return out, nil
+}
+
+// sortAgents sorts agents by harness, then pid.
+func sortAgents(out []Agent) {
+	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Harness != out[j].Harness {
 			return out[i].Harness < out[j].Harness
 		}
 		return out[i].PID < out[j].PID
 	})
-	return out, nil
 }
 
 // Agent reads one agent's directory: the files it lists, each read once.
