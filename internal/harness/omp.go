@@ -541,10 +541,7 @@ var ompSpec = Spec{
 	},
 	Env: []string{"OMP_CODING_AGENT_DIR"},
 	// omp's command line is pi's.
-	Keep: []keep{
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
+	Keep:    piKeep,
 	Flags:   piFlags,
 	Summed:  true,
 	Counter: func() counter { return &piTokens{} },

@@ -68,6 +68,13 @@ func init() { register(pi{}) }
 // Spec implements Harness.
 func (pi) Spec() Spec { return piSpec }
 
+// piKeep are the flags a resume of pi (or omp, whose command line is
+// pi's) keeps.
+var piKeep = []keep{
+	{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
+	{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+}
+
 var piSpec = Spec{
 	Name:    "pi",
 	Order:   40,
@@ -80,11 +87,8 @@ var piSpec = Spec{
 		{"models.json", "pi ~/.pi/agent/models.json: custom providers with apiKey"},
 		{"auth.json", "pi ~/.pi/agent/auth.json"},
 	},
-	Env: []string{"PI_CODING_AGENT_DIR"},
-	Keep: []keep{
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
+	Env:      []string{"PI_CODING_AGENT_DIR"},
+	Keep:     piKeep,
 	Flags:    piFlags,
 	Summed:   true,
 	Counter:  func() counter { return &piTokens{} },
