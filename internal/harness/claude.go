@@ -59,11 +59,10 @@ var (
 
 // Classify implements Harness.
 func (claude) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	var args []string
 	switch {
 	case strings.Contains(argv[0], "/claude/versions/") && claudeVersion.MatchString(b):
@@ -1050,24 +1049,12 @@ func claudeContext(r *saferoot.Root, rel string) contextTail {
 	if err != nil {
 		return contextTail{}
 	}
-	size := st.Size()
-	off := max(size-contextEnd, 0)
-	b := make([]byte, size-off)
-	n, _ := f.ReadAt(b, off)
-	b = b[:n]
-	if off > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			return contextTail{}
-		}
-		b = b[i+1:]
-	}
-	ls := lines(b)
+	ls := readTail(f, st.Size(), contextEnd)
 	var c claudeTokens
 	for i := len(ls) - 1; i >= 0 && c.newest == nil; i-- {
 		c.line(ls[i])
 	}
-	if c.newest == nil && off > 0 {
+	if c.newest == nil && st.Size() > contextEnd {
 		return contextTail{}
 	}
 	return contextTail{tokens: c.tokens(false), found: true}

@@ -62,17 +62,17 @@ func kiloWrapper(argv []string) bool {
 
 // Classify implements Harness.
 func (kilo) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
 	if kiloWrapper(argv) {
 		return Helper // its native child is the session
 	}
-	if !kiloNative(base(argv[0])) {
+	if !kiloNative(b) {
 		return None
 	}
-	if len(parent.Argv) > 0 && kiloNative(base(normArgv(parent.Argv)[0])) {
+	if _, pb := program(parent); kiloNative(pb) {
 		return Helper // spawned by a kilo
 	}
 	args := argv[1:]

@@ -63,11 +63,10 @@ func piKind(args []string) Kind {
 
 // Classify implements Harness.
 func (omp) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	switch {
 	case b == "omp":
 		return piKind(argv[1:])

@@ -80,17 +80,17 @@ func opencodeWrapper(argv []string) bool {
 
 // Classify implements Harness.
 func (opencode) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
 	if opencodeWrapper(argv) {
 		return Helper // its native child is the session
 	}
-	if !opencodeNative(base(argv[0])) {
+	if !opencodeNative(b) {
 		return None
 	}
-	if len(parent.Argv) > 0 && opencodeNative(base(normArgv(parent.Argv)[0])) {
+	if _, pb := program(parent); opencodeNative(pb) {
 		return Helper // spawned by an opencode
 	}
 	args := argv[1:]

@@ -31,11 +31,10 @@ func (pi) Name() string { return "pi" }
 
 // Classify implements Harness.
 func (pi) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	switch {
 	case b == "pi":
 		return piKind(argv[1:])
