@@ -97,20 +97,24 @@ func ParseTokens(s string) Tokens {
 
 // UnmarshalJSON takes the object ps --json writes, or the file's text,
 // which is how /active/table carries it.
-func (t *Tokens) UnmarshalJSON(b []byte) error {
+func (t *Tokens) UnmarshalJSON(b []byte) error { return unmarshalFact(b, t, ParseTokens) }
+
+// unmarshalFact decodes b into *dst: a JSON string is the fact's file
+// text, read by parse; anything else the object it stands for.
+func unmarshalFact[T ~map[string]V, V any](b []byte, dst *T, parse func(string) T) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*t = ParseTokens(s)
+		*dst = parse(s)
 		return nil
 	}
-	var m map[string]int64
+	var m map[string]V // not T, whose UnmarshalJSON this is
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
-	*t = m
+	*dst = m
 	return nil
 }
 
@@ -162,22 +166,7 @@ func ParseLimits(s string) Limits {
 
 // UnmarshalJSON takes the object ps --json writes, or the file's text,
 // which is how /active/table carries it.
-func (l *Limits) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*l = ParseLimits(s)
-		return nil
-	}
-	var m map[string]Limit
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	*l = m
-	return nil
-}
+func (l *Limits) UnmarshalJSON(b []byte) error { return unmarshalFact(b, l, ParseLimits) }
 
 // Tightest is the window with the largest share used (ties: the
 // shorter window), and false when there is none.
