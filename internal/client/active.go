@@ -251,11 +251,7 @@ func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 	if len(harnesses) == 0 {
 		return all, nil
 	}
-	known, err := c.Harnesses()
-	if err != nil {
-		return nil, err
-	}
-	want, err := wantHarnesses(known, harnesses)
+	want, err := c.wantHarnesses(harnesses)
 	if err != nil {
 		return nil, err
 	}
@@ -303,11 +299,7 @@ func (c *Client) Table() ([]Agent, error) {
 // AgentsWalk is Agents by reading every agent's directory, file by file:
 // what a daemon without /active/table offers.
 func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
-	known, err := c.Harnesses()
-	if err != nil {
-		return nil, err
-	}
-	want, err := wantHarnesses(known, harnesses)
+	want, err := c.wantHarnesses(harnesses)
 	if err != nil {
 		return nil, err
 	}
@@ -337,9 +329,13 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 }
 
 // wantHarnesses is the harnesses asked for, each once and sorted, or
-// every known one when none is; one the daemon does not know is an
+// every one under /active when none is; one that is not there is an
 // *UnknownHarnessError.
-func wantHarnesses(known, asked []string) ([]string, error) {
+func (c *Client) wantHarnesses(asked []string) ([]string, error) {
+	known, err := c.Harnesses()
+	if err != nil {
+		return nil, err
+	}
 	if len(asked) == 0 {
 		return known, nil
 	}
