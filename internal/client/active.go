@@ -97,20 +97,24 @@ func ParseTokens(s string) Tokens {
 
 // UnmarshalJSON takes the object ps --json writes, or the file's text,
 // which is how /active/table carries it.
-func (t *Tokens) UnmarshalJSON(b []byte) error {
+func (t *Tokens) UnmarshalJSON(b []byte) error { return unmarshalFact(b, t, ParseTokens) }
+
+// unmarshalFact decodes b into *dst: a JSON string is the fact's file
+// text, read by parse; anything else the object it stands for.
+func unmarshalFact[T ~map[string]V, V any](b []byte, dst *T, parse func(string) T) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*t = ParseTokens(s)
+		*dst = parse(s)
 		return nil
 	}
-	var m map[string]int64
+	var m map[string]V // not T, whose UnmarshalJSON this is
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
 	}
-	*t = m
+	*dst = m
 	return nil
 }
 
@@ -162,22 +166,7 @@ func ParseLimits(s string) Limits {
 
 // UnmarshalJSON takes the object ps --json writes, or the file's text,
 // which is how /active/table carries it.
-func (l *Limits) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*l = ParseLimits(s)
-		return nil
-	}
-	var m map[string]Limit
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	*l = m
-	return nil
-}
+func (l *Limits) UnmarshalJSON(b []byte) error { return unmarshalFact(b, l, ParseLimits) }
 
 // Tightest is the window with the largest share used (ties: the
 // shorter window), and false when there is none.
@@ -262,20 +251,13 @@ func (c *Client) Agents(harnesses ...string) ([]Agent, error) {
 	if len(harnesses) == 0 {
 		return all, nil
 	}
-	known, err := c.Harnesses()
+	want, err := c.wantHarnesses(harnesses)
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]bool{}
-	for _, h := range harnesses {
-		if !slices.Contains(known, h) {
-			return nil, &UnknownHarnessError{Name: h, Known: known}
-		}
-		want[h] = true
-	}
 	out := make([]Agent, 0, len(all))
 	for _, a := range all {
-		if want[a.Harness] {
+		if slices.Contains(want, a.Harness) {
 			out = append(out, a)
 		}
 	}
@@ -310,46 +292,18 @@ func (c *Client) Table() ([]Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Harness != out[j].Harness {
-			return out[i].Harness < out[j].Harness
-		}
-		return out[i].PID < out[j].PID
-	})
+	sortAgents(out)
 	return out, nil
 }
 
 // AgentsWalk is Agents by reading every agent's directory, file by file:
 // what a daemon without /active/table offers.
 func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
-	known, err := c.Harnesses()
+	want, err := c.wantHarnesses(harnesses)
 	if err != nil {
 		return nil, err
 	}
-	want := known
-	if len(harnesses) > 0 {
-		have := map[string]bool{}
-		for _, h := range known {
-			have[h] = true
-		}
-		seen := map[string]bool{}
-		want = nil
-		for _, h := range harnesses {
-			if !have[h] {
-				return nil, &UnknownHarnessError{Name: h, Known: known}
-			}
-			if !seen[h] {
-				seen[h] = true
-				want = append(want, h)
-			}
-		}
-		sort.Strings(want)
-	}
-	type key struct {
-		h   string
-		pid int
-	}
-	var keys []key
+	var keys []agentRef
 	for _, h := range want {
 		ents, err := c.ReadDir(ActiveRoot + "/" + h)
 		if err != nil {
@@ -363,9 +317,56 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 			if err != nil || pid <= 0 {
 				continue
 			}
-			keys = append(keys, key{h, pid})
+			keys = append(keys, agentRef{h, pid})
 		}
 	}
+	out, err := c.agentsOf(keys)
+	if err != nil {
+		return nil, err
+	}
+	sortAgents(out)
+	return out, nil
+}
+
+// wantHarnesses is the harnesses asked for, each once and sorted, or
+// every one under /active when none is; one that is not there is an
+// *UnknownHarnessError.
+func (c *Client) wantHarnesses(asked []string) ([]string, error) {
+	known, err := c.Harnesses()
+	if err != nil {
+		return nil, err
+	}
+	if len(asked) == 0 {
+		return known, nil
+	}
+	have := map[string]bool{}
+	for _, h := range known {
+		have[h] = true
+	}
+	seen := map[string]bool{}
+	var want []string
+	for _, h := range asked {
+		if !have[h] {
+			return nil, &UnknownHarnessError{Name: h, Known: known}
+		}
+		if !seen[h] {
+			seen[h] = true
+			want = append(want, h)
+		}
+	}
+	sort.Strings(want)
+	return want, nil
+}
+
+// agentRef names one agent's directory.
+type agentRef struct {
+	h   string
+	pid int
+}
+
+// agentsOf reads the agents of keys, up to readers at once, in the order
+// of keys; one that is gone is left out.
+func (c *Client) agentsOf(keys []agentRef) ([]Agent, error) {
 	got := make([]*Agent, len(keys))
 	errc := make([]error, len(keys))
 	var wg sync.WaitGroup
@@ -394,13 +395,17 @@ func (c *Client) AgentsWalk(harnesses ...string) ([]Agent, error) {
 			out = append(out, *got[i])
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
+	return out, nil
+}
+
+// sortAgents sorts agents by harness, then pid.
+func sortAgents(out []Agent) {
+	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Harness != out[j].Harness {
 			return out[i].Harness < out[j].Harness
 		}
 		return out[i].PID < out[j].PID
 	})
-	return out, nil
 }
 
 // Agent reads one agent's directory: the files it lists, each read once.

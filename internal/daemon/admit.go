@@ -281,21 +281,14 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 		c.Close()
 		return entry{}, false
 	}
-	if cr.UID == s.UID {
+	switch {
+	case cr.UID == s.UID:
 		if !s.sandboxed.is(cr.PID, s.clock()) {
 			return entry{}, true
 		}
 		// A process of the owner's uid last judged sandboxed: counted
 		// against the sandbox's bound now, judged in full after.
-		sl := slot{uid: cr.UID}
-		if ok, why := s.enter(sl); !ok {
-			s.refuseQuick(c, cr, why)
-			c.Close()
-			return entry{}, false
-		}
-		return entry{sl: sl, entered: true}, true
-	}
-	if s.PeerCreds == nil || !grants {
+	case s.PeerCreds == nil || !grants:
 		// Inside a user namespace (PeerCreds set) the kernel names every
 		// other user as one overflow uid: with no grant at all, every one
 		// of them is refused all the same.
@@ -306,8 +299,9 @@ func (s *Server) early(c net.Conn) (entry, bool) {
 			return entry{}, false
 		}
 	}
-	// A uid that may be served, or one only the proc helper can name
-	// (counted meanwhile under the overflow uid, all such peers together).
+	// The owner's uid in a sandbox, a uid that may be served, or one only
+	// the proc helper can name (counted meanwhile under the overflow uid,
+	// all such peers together).
 	sl := slot{uid: cr.UID}
 	if ok, why := s.enter(sl); !ok {
 		s.refuseQuick(c, cr, why)

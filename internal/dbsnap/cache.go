@@ -175,29 +175,35 @@ func (c *Cache) Open(root *saferoot.Root, rel string, opts ...Option) (*sql.DB, 
 		c.mu.Unlock()
 
 		s, err := c.take(e, root, rel, opts, deadline)
-
-		c.mu.Lock()
-		e.flight = nil
-		if err == nil {
-			s.refs = 1 + f.shares
-			if old := e.cur; old != nil {
-				if old.refs == 0 {
-					c.closeLocked(old)
-				} else {
-					e.old = old // nil until now: a flight begins only then
-				}
-			}
-			e.cur = s
-		}
-		f.s, f.err = s, err
-		close(f.done)
-		c.signalLocked()
-		c.mu.Unlock()
+		c.land(e, f, s, err)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s.db, c.release(s), nil
 	}
+}
+
+// land ends e's flight f with its outcome: snapshot s, now e's current one
+// and used by the request that took it and every one that shares f, or
+// err for all of them.
+func (c *Cache) land(e *entry, f *flight, s *snap, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.flight = nil
+	if err == nil {
+		s.refs = 1 + f.shares
+		if old := e.cur; old != nil {
+			if old.refs == 0 {
+				c.closeLocked(old)
+			} else {
+				e.old = old // nil until now: a flight begins only then
+			}
+		}
+		e.cur = s
+	}
+	f.s, f.err = s, err
+	close(f.done)
+	c.signalLocked()
 }
 
 // take takes a snapshot for e, charged to the budget. What does not fit

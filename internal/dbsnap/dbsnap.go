@@ -235,38 +235,15 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 	}
 
 	// The -wal, opened once: its header now, all of it after the main file.
-	// A -wal replaced by a link is NotExist here, the same as no -wal; the
-	// check below still catches a header that changed.
-	w, err := root.Open(rel + "-wal")
-	switch {
-	case err == nil:
-		defer w.Close()
-	case errs.Is(err, errs.NotExist):
-		w = nil
-	default:
+	w, hdr1, walSize, err := openWAL(root, rel, max-id1.size)
+	if err != nil {
 		return nil, err
 	}
-	var hdr1 []byte
-	var walSize int64
 	if w != nil {
-		wid, err := statID(w)
-		if err != nil {
-			return nil, errs.E(op, errs.IO, rel+"-wal", err)
-		}
-		walSize = wid.size
-		if id1.size+walSize > max {
-			return nil, errs.E(op, errs.Invalid, rel, errors.New("database and WAL larger than the bound"))
-		}
-		hdr1, err = readAll(w, walHeaderSize)
-		if err != nil {
-			return nil, errs.E(op, errs.IO, rel+"-wal", err)
-		}
+		defer w.Close()
 	}
-	if busy, err := journalBusy(root, rel); err != nil || busy {
-		if err != nil {
-			return nil, err
-		}
-		return nil, errChanged
+	if err := journalIdle(root, rel); err != nil {
+		return nil, err
 	}
 
 	if err := ch.Take(id1.size + 2*walSize); err != nil {
@@ -292,35 +269,8 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 		}
 	}
 
-	// Unchanged? The main file's identity and first page, the WAL's header,
-	// and no rollback journal in progress.
-	id2, err := statID(f)
-	if err != nil {
-		return nil, errs.E(op, errs.IO, rel, err)
-	}
-	if id1 != id2 || int64(len(main)) != id1.size {
-		return nil, errChanged
-	}
-	// The whole header, or its absence, must be the same: a WAL that was
-	// empty and now is not may have been restarted and checkpointed while
-	// the main file was read.
-	if w != nil && !bytes.Equal(hdr1, wal[:min(len(wal), walHeaderSize)]) {
-		return nil, errChanged
-	}
-	if len(main) >= headerSize {
-		head, err := readAll(f, headerSize)
-		if err != nil {
-			return nil, errs.E(op, errs.IO, rel, err)
-		}
-		if !bytes.Equal(head, main[:headerSize]) {
-			return nil, errChanged
-		}
-	}
-	if busy, err := journalBusy(root, rel); err != nil || busy {
-		if err != nil {
-			return nil, err
-		}
-		return nil, errChanged
+	if err := unchanged(root, rel, f, id1, main, w != nil, hdr1, wal); err != nil {
+		return nil, err
 	}
 	img, err := apply(main, wal, max)
 	if err != nil {
@@ -328,6 +278,67 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 	}
 	ch.Give(walSize) // the WAL's bytes are in the image now, or dropped
 	return img, nil
+}
+
+// openWAL opens rel's -wal, if there is one, and reads its size and
+// header: errs.Invalid when it is larger than room. A -wal replaced by a
+// link is NotExist here, the same as no -wal; unchanged still catches a
+// header that changed.
+func openWAL(root *saferoot.Root, rel string, room int64) (w *os.File, hdr []byte, size int64, err error) {
+	const op = "dbsnap.read"
+	w, err = root.Open(rel + "-wal")
+	if errs.Is(err, errs.NotExist) {
+		return nil, nil, 0, nil
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	id, err := statID(w)
+	if err != nil {
+		w.Close()
+		return nil, nil, 0, errs.E(op, errs.IO, rel+"-wal", err)
+	}
+	if id.size > room {
+		w.Close()
+		return nil, nil, 0, errs.E(op, errs.Invalid, rel, errors.New("database and WAL larger than the bound"))
+	}
+	hdr, err = readAll(w, walHeaderSize)
+	if err != nil {
+		w.Close()
+		return nil, nil, 0, errs.E(op, errs.IO, rel+"-wal", err)
+	}
+	return w, hdr, id.size, nil
+}
+
+// unchanged returns errChanged unless the files are as they were when
+// the read began: the main file f's identity (id1, and main all of it)
+// and first page, the WAL's header hdr1 (or its absence: hasWAL), and no
+// rollback journal in progress.
+func unchanged(root *saferoot.Root, rel string, f *os.File, id1 fileID, main []byte, hasWAL bool, hdr1, wal []byte) error {
+	const op = "dbsnap.read"
+	id2, err := statID(f)
+	if err != nil {
+		return errs.E(op, errs.IO, rel, err)
+	}
+	if id1 != id2 || int64(len(main)) != id1.size {
+		return errChanged
+	}
+	// The whole header, or its absence, must be the same: a WAL that was
+	// empty and now is not may have been restarted and checkpointed while
+	// the main file was read.
+	if hasWAL && !bytes.Equal(hdr1, wal[:min(len(wal), walHeaderSize)]) {
+		return errChanged
+	}
+	if len(main) >= headerSize {
+		head, err := readAll(f, headerSize)
+		if err != nil {
+			return errs.E(op, errs.IO, rel, err)
+		}
+		if !bytes.Equal(head, main[:headerSize]) {
+			return errChanged
+		}
+	}
+	return journalIdle(root, rel)
 }
 
 // readExactly reads the first n bytes of f into a buffer of capacity c,
@@ -344,23 +355,27 @@ func readExactly(f *os.File, n, c int64) ([]byte, error) {
 	return b, nil
 }
 
-// journalBusy reports whether a rollback journal holds a transaction in
-// progress: a -journal whose header is not zeroed (journal_mode DELETE
-// removes it, TRUNCATE empties it, PERSIST zeroes its header when idle).
-func journalBusy(root *saferoot.Root, rel string) (bool, error) {
+// journalIdle returns errChanged when a rollback journal holds a
+// transaction in progress: a -journal whose header is not zeroed
+// (journal_mode DELETE removes it, TRUNCATE empties it, PERSIST zeroes its
+// header when idle).
+func journalIdle(root *saferoot.Root, rel string) error {
 	j, err := root.Open(rel + "-journal")
 	if errs.Is(err, errs.NotExist) {
-		return false, nil
+		return nil
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer j.Close()
 	b, err := readAll(j, 8)
 	if err != nil {
-		return false, errs.E("dbsnap.journal", errs.IO, rel+"-journal", err)
+		return errs.E("dbsnap.journal", errs.IO, rel+"-journal", err)
 	}
-	return !allZero(b), nil
+	if !allZero(b) {
+		return errChanged
+	}
+	return nil
 }
 
 func allZero(b []byte) bool {

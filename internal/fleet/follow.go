@@ -94,36 +94,11 @@ func FollowHost(ctx context.Context, d *Dialer, h client.Host, timeout time.Dura
 			return false
 		}
 	}
-	if h.SSH != nil {
-		// A host whose network goes silent mid-stream is noticed by ssh's
-		// keepalives, after about three timeouts.
-		s := *h.SSH
-		secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
-		s.Options = append(slices.Clone(s.Options), "ServerAliveInterval="+secs, "ServerAliveCountMax=2")
-		h.SSH = &s
-	}
-	type session struct {
-		c   *client.Client
-		r   *client.Reader
-		err error
-	}
+	h = keepAlive(h, timeout)
 	backoff := MinBackoff
 	down := false
 	for {
-		attempt := make(chan session, 1)
-		go func() {
-			c, err := d.Dial(h, timeout)
-			if err != nil {
-				attempt <- session{err: HostError(err)}
-				return
-			}
-			r, err := OpenEvents(c)
-			if err != nil {
-				c.Close()
-				err = HostError(err)
-			}
-			attempt <- session{c: c, r: r, err: err}
-		}()
+		attempt := dialEvents(d, h, timeout)
 		// An attempt ctx gives up on ends aside; its session is closed.
 		abandon := func() {
 			go func() {
@@ -132,7 +107,7 @@ func FollowHost(ctx context.Context, d *Dialer, h client.Host, timeout time.Dura
 				}
 			}()
 		}
-		var s session
+		var s eventSession
 		timer := time.NewTimer(timeout)
 		select {
 		case s = <-attempt:
@@ -180,6 +155,46 @@ func FollowHost(ctx context.Context, d *Dialer, h client.Host, timeout time.Dura
 		}
 		backoff = min(2*backoff, MaxBackoff)
 	}
+}
+
+// keepAlive is h with ssh's keepalives on, so that a host whose network
+// goes silent mid-stream is noticed after about three timeouts.
+func keepAlive(h client.Host, timeout time.Duration) client.Host {
+	if h.SSH != nil {
+		s := *h.SSH
+		secs := strconv.Itoa(int((timeout + time.Second - 1) / time.Second))
+		s.Options = append(slices.Clone(s.Options), "ServerAliveInterval="+secs, "ServerAliveCountMax=2")
+		h.SSH = &s
+	}
+	return h
+}
+
+// eventSession is a session with its events stream open, or why there
+// is none.
+type eventSession struct {
+	c   *client.Client
+	r   *client.Reader
+	err error
+}
+
+// dialEvents dials h and opens its events stream in the background; the
+// outcome arrives on the channel.
+func dialEvents(d *Dialer, h client.Host, timeout time.Duration) <-chan eventSession {
+	attempt := make(chan eventSession, 1)
+	go func() {
+		c, err := d.Dial(h, timeout)
+		if err != nil {
+			attempt <- eventSession{err: HostError(err)}
+			return
+		}
+		r, err := OpenEvents(c)
+		if err != nil {
+			c.Close()
+			err = HostError(err)
+		}
+		attempt <- eventSession{c: c, r: r, err: err}
+	}()
+	return attempt
 }
 
 // streamHost says the host is up and passes on each line of its stream

@@ -298,13 +298,8 @@ func probe(c *client.Client, opts FleetOptions, lost <-chan error, stop <-chan s
 
 // add puts a host's tree in the directory under its name.
 func (r *fleetRoot) add(name string, c *client.Client, m *mount) (*fs.Inode, error) {
-	rootFid, err := c.Walk("/")
+	rootFid, q, err := walkRoot(c)
 	if err != nil {
-		return nil, err
-	}
-	q, _, err := rootFid.Stat()
-	if err != nil {
-		rootFid.Close()
 		return nil, err
 	}
 	r.mu.Lock()

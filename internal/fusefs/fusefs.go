@@ -43,19 +43,29 @@ type Options struct {
 	Debug bool
 }
 
+// walkRoot walks a fid to the root of c's tree, and gives it with its
+// qid; the caller closes it.
+func walkRoot(c *client.Client) (*client.File, client.QID, error) {
+	f, err := c.Walk("/")
+	if err != nil {
+		return nil, client.QID{}, err
+	}
+	q, _, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, client.QID{}, err
+	}
+	return f, q, nil
+}
+
 // Mount mounts the tree c is attached to on dir and serves it until
 // unmounted (the caller waits with the server's Wait, and unmounts with
 // its Unmount). As root the mount is made with mount(2); otherwise by
 // fusermount3 (or fusermount), which must be installed setuid and able to
 // open /dev/fuse. The mount is the caller's alone: no allow_other.
 func Mount(dir string, c *client.Client, opts Options) (*fuse.Server, error) {
-	rootFid, err := c.Walk("/")
+	rootFid, q, err := walkRoot(c)
 	if err != nil {
-		return nil, err
-	}
-	q, _, err := rootFid.Stat()
-	if err != nil {
-		rootFid.Close()
 		return nil, err
 	}
 	m := &mount{onLost: opts.OnLost}

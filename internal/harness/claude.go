@@ -67,11 +67,10 @@ var (
 
 // Classify implements Harness.
 func (claude) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	var args []string
 	switch {
 	case strings.Contains(argv[0], "/claude/versions/") && claudeVersion.MatchString(b):
@@ -383,6 +382,14 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 		projDir, tr = other, other+"/"+sid+".jsonl"
 		a.Via += " (transcript under another project dir)"
 	}
+	claudeTranscriptFacts(env, &a, projDir, sid, tr)
+	return a
+}
+
+// claudeTranscriptFacts gives a what its transcript tr (session sid, under
+// projDir) tells: title and model (or pending), turn, tokens and limits,
+// and its subagents.
+func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 	a.Transcript = tr
 	if claudeFactsNow(env, tr) {
 		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
@@ -393,9 +400,8 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 	} else {
 		a.Pending = append(a.Pending, "title", "model")
 	}
-	claudeFill(env, &a, tr, time.Now())
+	claudeFill(env, a, tr, time.Now())
 	a.Agents = claudeSubs(env.Root, env.Memo, projDir, sid)
-	return a
 }
 
 // claudeFactsNow says whether the resolve derives tr's title and model:
@@ -1058,24 +1064,12 @@ func claudeContext(r *saferoot.Root, rel string) contextTail {
 	if err != nil {
 		return contextTail{}
 	}
-	size := st.Size()
-	off := max(size-contextEnd, 0)
-	b := make([]byte, size-off)
-	n, _ := f.ReadAt(b, off)
-	b = b[:n]
-	if off > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			return contextTail{}
-		}
-		b = b[i+1:]
-	}
-	ls := lines(b)
+	ls := readTail(f, st.Size(), contextEnd)
 	var c claudeTokens
 	for i := len(ls) - 1; i >= 0 && c.newest == nil; i-- {
 		c.line(ls[i])
 	}
-	if c.newest == nil && off > 0 {
+	if c.newest == nil && st.Size() > contextEnd {
 		return contextTail{}
 	}
 	return contextTail{tokens: c.tokens(false), found: true}

@@ -93,17 +93,17 @@ func codexWrapper(argv []string) ([]string, bool) {
 
 // Classify implements Harness.
 func (codex) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
 	if _, ok := codexWrapper(argv); ok {
 		return Helper // its native child is the session
 	}
-	if !codexNative(base(argv[0])) {
+	if !codexNative(b) {
 		return None
 	}
-	if len(parent.Argv) > 0 && codexNative(base(normArgv(parent.Argv)[0])) {
+	if _, pb := program(parent); codexNative(pb) {
 		return Helper // spawned by a codex
 	}
 	args := argv[1:]
@@ -576,24 +576,12 @@ func codexResumeID(argv []string) string {
 		return ""
 	}
 	args := argv[1:]
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return ""
-		case strings.HasPrefix(a, "-") && len(a) > 1:
-			if !strings.Contains(a, "=") && codexFlags.value[a] {
-				i++
-			}
-		case a != "resume":
-			return "" // another subcommand, or a prompt
-		default:
-			id := codexFlags.positional(args[i+1:])
-			if isUUID(id) {
-				return id
-			}
-			return ""
-		}
+	i := codexFlags.positionalAt(args)
+	if i < 0 || args[i] != "resume" {
+		return "" // another subcommand, or a prompt
+	}
+	if id := codexFlags.positional(args[i+1:]); isUUID(id) {
+		return id
 	}
 	return ""
 }

@@ -43,11 +43,10 @@ var (
 
 // Classify implements Harness.
 func (dsh) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	var args []string
 	switch {
 	case b == "dsh":

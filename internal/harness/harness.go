@@ -511,6 +511,16 @@ func normArgv(argv []string) []string {
 	return argv
 }
 
+// program is p's command line as the harnesses read it (normArgv) and
+// the base name of its program, argv[0]; argv is nil when p has none.
+func program(p proc.Proc) (argv []string, b string) {
+	if len(p.Argv) == 0 {
+		return nil, ""
+	}
+	argv = normArgv(p.Argv)
+	return argv, base(argv[0])
+}
+
 func isNode(b string) bool { return b == "node" || b == "nodejs" || strings.HasPrefix(b, "node-") }
 
 func isPython(b string) bool { return strings.HasPrefix(b, "python") }
@@ -557,11 +567,19 @@ func set(words ...string) map[string]bool {
 // option's value: a subcommand or a prompt. Anything after "--" is a prompt,
 // never a subcommand, so it returns "" there.
 func (f flags) positional(args []string) string {
+	if i := f.positionalAt(args); i >= 0 {
+		return args[i]
+	}
+	return ""
+}
+
+// positionalAt is the index of positional's argument in args, or -1.
+func (f flags) positionalAt(args []string) int {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return ""
+			return -1
 		case strings.HasPrefix(a, "-") && len(a) > 1:
 			if strings.Contains(a, "=") {
 				continue
@@ -572,10 +590,10 @@ func (f flags) positional(args []string) string {
 				i++
 			}
 		default:
-			return a
+			return i
 		}
 	}
-	return ""
+	return -1
 }
 
 // hasFlag reports whether args hold one of names, alone or as name=value.

@@ -62,17 +62,17 @@ func kiloWrapper(argv []string) bool {
 
 // Classify implements Harness.
 func (kilo) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
 	if kiloWrapper(argv) {
 		return Helper // its native child is the session
 	}
-	if !kiloNative(base(argv[0])) {
+	if !kiloNative(b) {
 		return None
 	}
-	if len(parent.Argv) > 0 && kiloNative(base(normArgv(parent.Argv)[0])) {
+	if _, pb := program(parent); kiloNative(pb) {
 		return Helper // spawned by a kilo
 	}
 	args := argv[1:]
@@ -91,12 +91,7 @@ func (kilo) Classify(p, parent proc.Proc) Kind {
 func (kilo) Resolve(env Env, p proc.Proc) Agent { return ocResolve("kilo", env, p) }
 
 // Resume implements Harness: kilo --session <id>, in the session's cwd.
-func (kilo) Resume(a Agent, env Env) ([]string, error) {
-	if !strings.HasPrefix(a.Session, "ses_") || !safeArg(a.Session) {
-		return nil, unresolved("kilo", a)
-	}
-	return []string{"kilo", "--session", a.Session}, nil
-}
+func (kilo) Resume(a Agent, env Env) ([]string, error) { return ocResume("kilo", a) }
 
 func init() { register(kilo{}) }
 
@@ -107,21 +102,12 @@ var kiloSpec = Spec{
 	Name:  "kilo",
 	Order: 100,
 	// It follows the XDG base directories, as opencode does.
-	Root: func(home, xdgDataHome string) string {
-		if filepath.IsAbs(xdgDataHome) {
-			return filepath.Join(xdgDataHome, "kilo")
-		}
-		return home + "/.local/share/kilo"
-	},
+	Root: xdgDataRoot("kilo"),
 	// Only the JSON sessions of the storage/ tree it inherited from
 	// opencode (its sessions are in kilo.db, which the credential table
 	// hides with the account's tokens). Never the root whole: auth.json,
 	// snapshot/ copies of the projects' files, log/.
-	Mirrors: []Mirror{
-		{At: "storage/session", Rel: "storage/session"},
-		{At: "storage/message", Rel: "storage/message"},
-		{At: "storage/part", Rel: "storage/part"},
-	},
+	Mirrors:    ocMirrors,
 	CopyStores: []string{"snapshot"},
 	Credentials: []Credential{
 		{"auth.json", "kilo ~/.local/share/kilo/auth.json"},

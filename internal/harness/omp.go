@@ -63,11 +63,10 @@ func piKind(args []string) Kind {
 
 // Classify implements Harness.
 func (omp) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	switch {
 	case b == "omp":
 		return piKind(argv[1:])
@@ -541,10 +540,7 @@ var ompSpec = Spec{
 	},
 	Env: []string{"OMP_CODING_AGENT_DIR"},
 	// omp's command line is pi's.
-	Keep: []keep{
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
+	Keep:    piKeep,
 	Flags:   piFlags,
 	Summed:  true,
 	Counter: func() counter { return &piTokens{} },

@@ -80,17 +80,17 @@ func opencodeWrapper(argv []string) bool {
 
 // Classify implements Harness.
 func (opencode) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
 	if opencodeWrapper(argv) {
 		return Helper // its native child is the session
 	}
-	if !opencodeNative(base(argv[0])) {
+	if !opencodeNative(b) {
 		return None
 	}
-	if len(parent.Argv) > 0 && opencodeNative(base(normArgv(parent.Argv)[0])) {
+	if _, pb := program(parent); opencodeNative(pb) {
 		return Helper // spawned by an opencode
 	}
 	args := argv[1:]
@@ -387,11 +387,15 @@ func peersOf(harness string, env Env, self proc.Proc, cwd string) []ocProc {
 
 // Resume implements Harness: opencode --session <id>, in the session's
 // cwd. An ambiguous or unresolved agent is refused: its session is absent.
-func (opencode) Resume(a Agent, env Env) ([]string, error) {
+func (opencode) Resume(a Agent, env Env) ([]string, error) { return ocResume("opencode", a) }
+
+// ocResume is the resume of a of harness name (opencode, or a harness
+// built on it): name --session <id>.
+func ocResume(name string, a Agent) ([]string, error) {
 	if !strings.HasPrefix(a.Session, "ses_") || !safeArg(a.Session) {
-		return nil, unresolved("opencode", a)
+		return nil, unresolved(name, a)
 	}
-	return []string{"opencode", "--session", a.Session}, nil
+	return []string{name, "--session", a.Session}, nil
 }
 
 func init() { register(opencode{}) }
@@ -399,28 +403,36 @@ func init() { register(opencode{}) }
 // Spec implements Harness.
 func (opencode) Spec() Spec { return opencodeSpec }
 
+// xdgDataRoot is the Root of a harness that follows the XDG base
+// directories: $XDG_DATA_HOME/name when that is absolute, else
+// ~/.local/share/name.
+func xdgDataRoot(name string) func(home, xdgDataHome string) string {
+	return func(home, xdgDataHome string) string {
+		if filepath.IsAbs(xdgDataHome) {
+			return filepath.Join(xdgDataHome, name)
+		}
+		return home + "/.local/share/" + name
+	}
+}
+
+// ocMirrors are the mirrors of opencode's root, and of a harness that
+// kept its storage: only the JSON sessions, messages and parts of the
+// pre-1.2 storage/ tree. Never the root whole (auth.json, snapshot/ git
+// copies of the projects' files, storage/session_share/ share secrets).
+var ocMirrors = []Mirror{
+	{At: "storage/session", Rel: "storage/session"},
+	{At: "storage/message", Rel: "storage/message"},
+	{At: "storage/part", Rel: "storage/part"},
+}
+
 var opencodeSpec = Spec{
 	Name:  "opencode",
 	Order: 80,
-	// It follows the XDG base directories: $XDG_DATA_HOME/opencode when
-	// that is absolute, else ~/.local/share/opencode.
-	Root: func(home, xdgDataHome string) string {
-		if filepath.IsAbs(xdgDataHome) {
-			return filepath.Join(xdgDataHome, "opencode")
-		}
-		return home + "/.local/share/opencode"
-	},
-	// Only the JSON sessions and messages of its pre-1.2 storage/ tree.
+	Root:  xdgDataRoot("opencode"),
 	// Its sessions now live in opencode.db, which also holds the
 	// account's tokens: the credential table hides it, and /active
-	// serves only what is derived from it. Never the root whole
-	// (auth.json, snapshot/ git copies of the projects' files,
-	// storage/session_share/ share secrets).
-	Mirrors: []Mirror{
-		{At: "storage/session", Rel: "storage/session"},
-		{At: "storage/message", Rel: "storage/message"},
-		{At: "storage/part", Rel: "storage/part"},
-	},
+	// serves only what is derived from it.
+	Mirrors: ocMirrors,
 	// snapshot/: git copies of the projects' files.
 	CopyStores: []string{"snapshot"},
 	Credentials: []Credential{

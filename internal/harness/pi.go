@@ -31,11 +31,10 @@ func (pi) Name() string { return "pi" }
 
 // Classify implements Harness.
 func (pi) Classify(p, parent proc.Proc) Kind {
-	if len(p.Argv) == 0 {
+	argv, b := program(p)
+	if argv == nil {
 		return None
 	}
-	argv := normArgv(p.Argv)
-	b := base(argv[0])
 	switch {
 	case b == "pi":
 		return piKind(argv[1:])
@@ -68,6 +67,13 @@ func init() { register(pi{}) }
 // Spec implements Harness.
 func (pi) Spec() Spec { return piSpec }
 
+// piKeep are the flags a resume of pi (or omp, whose command line is
+// pi's) keeps.
+var piKeep = []keep{
+	{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
+	{names: []string{"--model"}, emit: "--model", value: true, max: 256},
+}
+
 var piSpec = Spec{
 	Name:    "pi",
 	Order:   40,
@@ -80,11 +86,8 @@ var piSpec = Spec{
 		{"models.json", "pi ~/.pi/agent/models.json: custom providers with apiKey"},
 		{"auth.json", "pi ~/.pi/agent/auth.json"},
 	},
-	Env: []string{"PI_CODING_AGENT_DIR"},
-	Keep: []keep{
-		{names: []string{"--provider"}, emit: "--provider", value: true, max: 256},
-		{names: []string{"--model"}, emit: "--model", value: true, max: 256},
-	},
+	Env:      []string{"PI_CODING_AGENT_DIR"},
+	Keep:     piKeep,
 	Flags:    piFlags,
 	Summed:   true,
 	Counter:  func() counter { return &piTokens{} },

@@ -361,11 +361,7 @@ func zdecode(w *zwork, ch *budget.Hold, b []byte, keepHead, keepTail int) zresul
 		return zresult{cut: true}
 	}
 	defer ch.Give(zDecoderBytes)
-	d, err := zstd.NewReader(bytes.NewReader(b),
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(zMaxWindow),
-		zstd.WithDecoderMaxMemory(zMaxWindow))
+	d, err := zReader(b)
 	if err != nil {
 		return zresult{cut: true}
 	}
@@ -426,16 +422,22 @@ func upToLine(b []byte, end int64) []byte {
 	return b[:bytes.LastIndexByte(b, '\n')+1]
 }
 
+// zReader is a decoder of the zstd frames in b, on one goroutine and
+// with its window and memory bounded by zMaxWindow.
+func zReader(b []byte) (*zstd.Decoder, error) {
+	return zstd.NewReader(bytes.NewReader(b),
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(zMaxWindow),
+		zstd.WithDecoderMaxMemory(zMaxWindow))
+}
+
 // unzstd decodes every zstd frame in b (skippable frames skipped), keeping
 // at most max bytes of output, whatever they are. A torn or corrupt frame
 // ends the output where it broke: what came before it is kept. For the
 // first bytes of a log (max small): the decode stops at max.
 func unzstd(b []byte, max int64) []byte {
-	d, err := zstd.NewReader(bytes.NewReader(b),
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(zMaxWindow),
-		zstd.WithDecoderMaxMemory(zMaxWindow))
+	d, err := zReader(b)
 	if err != nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -102,14 +103,6 @@ func keptFlags(harness string, args []string) (out, kept, dropped []string) {
 	list := keeps[harness]
 	known := valueFlags[harness]
 	bytes, values := 0, 0
-	note := func(names *[]string, n string) {
-		for _, x := range *names {
-			if x == n {
-				return
-			}
-		}
-		*names = append(*names, n)
-	}
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "--" {
@@ -145,23 +138,13 @@ func keptFlags(harness string, args []string) (out, kept, dropped []string) {
 			continue
 		}
 		var vals []string
-		switch {
-		case inline:
+		if inline {
 			vals = []string{val}
-		case i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
-			i++
-			vals = []string{args[i]}
-		default:
+		} else if vals, i = flagValues(args, i, k.many); vals == nil {
 			// No value, or the next word is an option: the harness
 			// would not have taken it as this flag's value either.
 			note(&dropped, k.emit)
 			continue
-		}
-		if k.many && !inline {
-			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				i++
-				vals = append(vals, args[i])
-			}
 		}
 		good := true
 		size := 0
@@ -181,6 +164,30 @@ func keptFlags(harness string, args []string) (out, kept, dropped []string) {
 		note(&kept, k.emit)
 	}
 	return out, kept, dropped
+}
+
+// flagValues is the values of the flag at args[i] whose value is not
+// inline: the next word unless it is an option (none, nil, then), and
+// with many the words after it up to the next option. It returns the
+// index of the last word it took.
+func flagValues(args []string, i int, many bool) ([]string, int) {
+	if i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
+		return nil, i
+	}
+	i++
+	vals := []string{args[i]}
+	for many && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+		i++
+		vals = append(vals, args[i])
+	}
+	return vals, i
+}
+
+// note adds n to names unless it is there.
+func note(names *[]string, n string) {
+	if !slices.Contains(*names, n) {
+		*names = append(*names, n)
+	}
 }
 
 func findKeep(list []keep, name string) *keep {

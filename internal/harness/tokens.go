@@ -110,7 +110,7 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 	size := st.Size()
 	if size > scanMax {
 		c := newCounter(a.Harness)
-		tail := readTail(f, size)
+		tail := readTail(f, size, stateTail)
 		for i := len(tail) - 1; i >= 0 && !c.tokens(false).Known(); i-- {
 			c.line(tail[i])
 		}
@@ -441,11 +441,14 @@ func scanFile(r *saferoot.Root, rel string) scanned {
 	if err != nil {
 		return scanned{}
 	}
-	return scanned{tail: readTail(f, st.Size()), mtime: st.ModTime()}
+	return scanned{tail: readTail(f, st.Size(), stateTail), mtime: st.ModTime()}
 }
 
-func readTail(f *os.File, size int64) [][]byte {
-	off := max(size-stateTail, 0)
+// readTail is the lines of the last window bytes of f, which is size
+// bytes long; when the window begins after the file's start, its first
+// line, cut, is dropped.
+func readTail(f *os.File, size, window int64) [][]byte {
+	off := max(size-window, 0)
 	b := make([]byte, size-off)
 	n, _ := f.ReadAt(b, off)
 	b = b[:n]

@@ -304,10 +304,22 @@ func indexStar(s string) int {
 // whether anything was taken. It never returns an empty rest. It runs for
 // every name listed, so it looks at the last byte before anything else.
 func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
-	n := len(f)
-	if n < 2 {
+	if len(f) < 2 {
 		return f, false, false, false
 	}
+	if rest, vim, tmp, ok := stripEnding(f); ok {
+		return rest, vim, tmp, true
+	}
+	if rest, ok := stripVarying(f, afterTmp); ok {
+		return rest, false, false, true
+	}
+	return f, false, false, false
+}
+
+// stripEnding is strip of the decorations that are a fixed ending, told
+// apart by the last byte of f (at least 2 bytes long).
+func stripEnding(f []byte) (rest []byte, vim, tmp, ok bool) {
+	n := len(f)
 	has := func(suf string) bool { return n > len(suf) && string(f[n-len(suf):]) == suf }
 	switch c := f[n-1]; c {
 	case '.', ' ':
@@ -316,7 +328,7 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 			i--
 		}
 		if i == 0 {
-			return f, false, false, false
+			return f, false, false, false // dots and spaces only: nor does stripVarying take any
 		}
 		return f[:i], false, false, true
 	case '#':
@@ -381,6 +393,13 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 			return f[:n-4], false, false, true
 		}
 	}
+	return f, false, false, false
+}
+
+// stripVarying is strip of the decorations whose text varies: a number
+// (or after ".tmp" an id), a temporary copy's tail, emacs's lock prefix.
+func stripVarying(f []byte, afterTmp bool) ([]byte, bool) {
+	n := len(f)
 	// ".<digits>", or after ".tmp" any ".<id>".
 	if c := f[n-1]; isDigit(c) || afterTmp && isIDByte(c) {
 		i := n
@@ -388,22 +407,22 @@ func strip(f []byte, afterTmp bool) (rest []byte, vim, tmp, ok bool) {
 			i--
 		}
 		if i > 1 && f[i-1] == '.' {
-			return f[:i-1], false, false, true
+			return f[:i-1], true
 		}
 	}
 	// A temporary copy: name.tmp.<anything>, name.tmp-<anything>.
 	if bytes.Contains(f[1:], tmpDot) {
 		for i := n - 5; i > 0; i-- {
 			if f[i] == '.' && string(f[i+1:i+4]) == "tmp" && (f[i+4] == '.' || f[i+4] == '-') {
-				return f[:i], false, false, true
+				return f[:i], true
 			}
 		}
 	}
 	// emacs's lock file, .#name.
 	if n > 2 && f[0] == '.' && f[1] == '#' {
-		return f[2:], false, false, true
+		return f[2:], true
 	}
-	return f, false, false, false
+	return f, false
 }
 
 var tmpDot = []byte(".tmp")

@@ -52,53 +52,8 @@ func New(cfg Config) Dir {
 		now = time.Now
 	}
 	start := cfg.Start
-	root := func(name string) *saferoot.Root { return cfg.Roots[name] }
-	for _, sp := range specs {
-		if r := root(sp.Name); r != nil {
-			if len(sp.SlugDirs) > 0 {
-				r.SetSlugDirs(sp.SlugDirs...)
-			}
-			if len(sp.CopyStores) > 0 {
-				r.SetCopyStores(sp.CopyStores...)
-			}
-		}
-	}
-
-	// at is a child that mirrors rel under a harness root.
-	at := func(name, harness, rel string, w want) Child {
-		return Child{Name: name, Make: func() (Node, error) {
-			r := root(harness)
-			if r == nil {
-				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
-			}
-			return mirrorAs(r, rel, w, cfg.Grantee)
-		}}
-	}
-	// whole is a harness directory the owner sees whole and a grantee
-	// through its allowlist.
-	whole := func(name, harness, rel string) Child {
-		if !cfg.Grantee {
-			return at(name, harness, rel, wantDir)
-		}
-		return Child{Name: name, Make: func() (Node, error) {
-			r := root(harness)
-			if r == nil {
-				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
-			}
-			return newAllowDir(r, rel, granteeAllow(harness))
-		}}
-	}
-	// dir is a static directory that exists only while the harness root does.
-	dir := func(name, harness string, children ...Child) Child {
-		d := NewStatic("/"+name, start, children...)
-		return Child{Name: name, Make: func() (Node, error) {
-			if r := root(harness); r == nil || !r.Exists() {
-				return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
-			}
-			return d, nil
-		}}
-	}
-	fixed := func(n Node) func() (Node, error) { return func() (Node, error) { return n, nil } }
+	l := layout{cfg: cfg}
+	l.tellRoots()
 
 	pid := NewGen("/pid", func() time.Time { return start }, func() []byte {
 		return []byte(strconv.Itoa(cfg.PID) + "\n")
@@ -109,7 +64,7 @@ func New(cfg Config) Dir {
 	var skillDirs []Child
 	for _, sp := range specs {
 		if sp.Skills != "" {
-			skillDirs = append(skillDirs, at(sp.Name, sp.Name, sp.Skills, wantDir))
+			skillDirs = append(skillDirs, l.mirror(sp.Name, sp.Name, sp.Skills, wantDir))
 		}
 	}
 	skills := NewStatic("/skills", start, skillDirs...)
@@ -130,45 +85,108 @@ func New(cfg Config) Dir {
 		Child{Name: "pid", Make: fixed(pid)},
 		Child{Name: "uptime", Make: fixed(uptime)},
 	)
-	// mirrors makes the children of the directory prefix (a path beneath
-	// /NAME/, "" for /NAME/ itself) from the harness's mirrors beneath it:
-	// a mirror whose At is the next component, or a static directory of
-	// the deeper ones, in the order the spec lists them.
-	var mirrors func(sp harness.Spec, prefix string) []Child
-	mirrors = func(sp harness.Spec, prefix string) []Child {
-		var out []Child
-		seen := map[string]bool{}
-		for _, m := range sp.Mirrors {
-			rest, ok := strings.CutPrefix(m.At, prefix)
-			if !ok || rest == "" {
-				continue
-			}
-			first, _, deeper := strings.Cut(rest, "/")
-			if seen[first] {
-				continue
-			}
-			seen[first] = true
-			if !deeper {
-				w := wantDir
-				if m.File {
-					w = wantFile
-				}
-				out = append(out, at(first, sp.Name, m.Rel, w))
-				continue
-			}
-			d := NewStatic("/"+sp.Name+"/"+prefix+first, start, mirrors(sp, prefix+first+"/")...)
-			out = append(out, Child{Name: first, Make: fixed(d)})
-		}
-		return out
-	}
 	for _, sp := range specs {
 		if len(sp.Mirrors) == 1 && sp.Mirrors[0].At == "" {
-			children = append(children, whole(sp.Name, sp.Name, sp.Mirrors[0].Rel))
+			children = append(children, l.whole(sp.Name, sp.Name, sp.Mirrors[0].Rel))
 			continue
 		}
-		children = append(children, dir(sp.Name, sp.Name, mirrors(sp, "")...))
+		children = append(children, l.harnessDir(sp.Name, sp.Name, l.mirrors(sp, "")...))
 	}
 	return NewStatic("/", start, append(children, Child{Name: "skills", Make: fixed(skills)})...)
+}
+
+// fixed makes a child's Make that always gives n.
+func fixed(n Node) func() (Node, error) { return func() (Node, error) { return n, nil } }
+
+// layout makes the children of New's tree that stand for harness roots,
+// each looking its root up when it is walked.
+type layout struct{ cfg Config }
+
+func (l layout) root(name string) *saferoot.Root { return l.cfg.Roots[name] }
+
+// tellRoots tells each root where its working-directory slugs are
+// (Spec.SlugDirs) and where it keeps copies of project files
+// (Spec.CopyStores).
+func (l layout) tellRoots() {
+	for _, sp := range specs {
+		if r := l.root(sp.Name); r != nil {
+			if len(sp.SlugDirs) > 0 {
+				r.SetSlugDirs(sp.SlugDirs...)
+			}
+			if len(sp.CopyStores) > 0 {
+				r.SetCopyStores(sp.CopyStores...)
+			}
+		}
+	}
+}
+
+// mirror is a child that mirrors rel under a harness root.
+func (l layout) mirror(name, harness, rel string, w want) Child {
+	return Child{Name: name, Make: func() (Node, error) {
+		r := l.root(harness)
+		if r == nil {
+			return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+		}
+		return mirrorAs(r, rel, w, l.cfg.Grantee)
+	}}
+}
+
+// whole is a harness directory the owner sees whole and a grantee
+// through its allowlist.
+func (l layout) whole(name, harness, rel string) Child {
+	if !l.cfg.Grantee {
+		return l.mirror(name, harness, rel, wantDir)
+	}
+	return Child{Name: name, Make: func() (Node, error) {
+		r := l.root(harness)
+		if r == nil {
+			return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+		}
+		return newAllowDir(r, rel, granteeAllow(harness))
+	}}
+}
+
+// harnessDir is a static directory that exists only while the harness
+// root does.
+func (l layout) harnessDir(name, harness string, children ...Child) Child {
+	d := NewStatic("/"+name, l.cfg.Start, children...)
+	return Child{Name: name, Make: func() (Node, error) {
+		if r := l.root(harness); r == nil || !r.Exists() {
+			return nil, errs.E("tree.Lookup", errs.NotExist, "/"+name, nil)
+		}
+		return d, nil
+	}}
+}
+
+// mirrors makes the children of the directory prefix (a path beneath
+// /NAME/, "" for /NAME/ itself) from the harness's mirrors beneath it:
+// a mirror whose At is the next component, or a static directory of
+// the deeper ones, in the order the spec lists them.
+func (l layout) mirrors(sp harness.Spec, prefix string) []Child {
+	var out []Child
+	seen := map[string]bool{}
+	for _, m := range sp.Mirrors {
+		rest, ok := strings.CutPrefix(m.At, prefix)
+		if !ok || rest == "" {
+			continue
+		}
+		first, _, deeper := strings.Cut(rest, "/")
+		if seen[first] {
+			continue
+		}
+		seen[first] = true
+		if !deeper {
+			w := wantDir
+			if m.File {
+				w = wantFile
+			}
+			out = append(out, l.mirror(first, sp.Name, m.Rel, w))
+			continue
+		}
+		d := NewStatic("/"+sp.Name+"/"+prefix+first, l.cfg.Start, l.mirrors(sp, prefix+first+"/")...)
+		out = append(out, Child{Name: first, Make: fixed(d)})
+	}
+	return out
 }
 
 // DefaultRoots returns each harness's default root under home

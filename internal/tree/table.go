@@ -290,35 +290,12 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 			// agent at once, and no column shows it.
 			continue
 		}
-		always := f.name == "zmx" || f.name == "tmux"
-		v, ok := "", d.shows(f)
-		switch {
-		case ok && f.name == "reach":
-			v = d.reach(a, r.terms)
-			ok = v != ""
-		case ok && f.name == "ppid" && d.p.PPID > 0:
-			// From this read's scan, which resolveWith has just checked
-			// is still this process: no second read of its stat.
-			v = strconv.Itoa(d.p.PPID)
-		case ok:
-			v, ok = f.value(d, a)
-		}
-		switch {
-		case !ok && !always:
+		v, shown, partial := d.cell(f, a, r, env)
+		if !shown {
 			continue
-		case ok && f.name == "tmux":
-			v = r.tmux(d, a)
-		case ok && f.name == "tokens" && harness.Summed(a.Harness):
-			// The transcript's stat, shared with its other facts. Sums
-			// that need the whole file read are pending, and counted
-			// after the read for the next one.
-			t, complete := harness.CountNow(env, a)
-			v = t.String()
-			if !complete {
-				pending = append(pending, f.name)
-			}
-		case ok && f.read != nil:
-			v = f.read(d, a)
+		}
+		if partial {
+			pending = append(pending, f.name)
 		}
 		out.WriteString(`,`)
 		jsonString(out, f.name)
@@ -351,6 +328,40 @@ func (d *agentDir) row(out *bytes.Buffer, a harness.Agent, r *tableRead, env har
 		out.Write(b)
 	}
 	out.WriteString("}\n")
+}
+
+// cell is f's value in d's row, from facts a resolved against env;
+// shown reports whether the row carries f at all (zmx and tmux always,
+// empty when unknown), and partial that the value (the token sums) is
+// only what could be counted without reading the whole transcript.
+func (d *agentDir) cell(f field, a harness.Agent, r *tableRead, env harness.Env) (v string, shown, partial bool) {
+	v, ok := "", d.shows(f)
+	switch {
+	case ok && f.name == "reach":
+		v = d.reach(a, r.terms)
+		ok = v != ""
+	case ok && f.name == "ppid" && d.p.PPID > 0:
+		// From this read's scan, which resolveWith has just checked
+		// is still this process: no second read of its stat.
+		v = strconv.Itoa(d.p.PPID)
+	case ok:
+		v, ok = f.value(d, a)
+	}
+	switch {
+	case !ok:
+		return v, f.name == "zmx" || f.name == "tmux", false
+	case f.name == "tmux":
+		return r.tmux(d, a), true, false
+	case f.name == "tokens" && harness.Summed(a.Harness):
+		// The transcript's stat, shared with its other facts. Sums
+		// that need the whole file read are pending, and counted
+		// after the read for the next one.
+		t, complete := harness.CountNow(env, a)
+		return t.String(), true, !complete
+	case f.read != nil:
+		return f.read(d, a), true, false
+	}
+	return v, true, false
 }
 
 func jsonString(out *bytes.Buffer, s string) {
