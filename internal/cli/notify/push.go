@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const notifyHelp = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
        9harness [--ssh DEST]... notify --all | --hosts FILE [--config FILE]
 
 Deliver "an agent needs you" wherever you are: follow the daemon's
@@ -95,7 +95,7 @@ const (
 	pushMaxBackoff = time.Minute
 )
 
-func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		confFile string
 		test     bool

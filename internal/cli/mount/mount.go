@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"bufio"
@@ -23,8 +23,8 @@ import (
 	"github.com/9harness/9harness/internal/fusefs"
 )
 
-// mountHelp is the help of both mount and umount.
-const mountHelp = `usage: 9harness [-s SOCKET] mount [-f] DIR
+// Help is the help of both mount and umount.
+const Help = `usage: 9harness [-s SOCKET] mount [-f] DIR
        9harness [--ssh DEST]... mount [-f] [--all] [--hosts FILE] [--timeout D] DIR
        9harness umount DIR
 
@@ -73,8 +73,8 @@ Options:
   -h, --help        this text
 `
 
-// umountHelp is umount's own, for umount --help.
-const umountHelp = `usage: 9harness umount DIR
+// UmountHelp is umount's own, for umount --help.
+const UmountHelp = `usage: 9harness umount DIR
 
 Unmount the 9harness mount on DIR (a 9harness mount only: another file
 system there is refused): umount(2) as root, else fusermount3 -u DIR. A
@@ -89,8 +89,8 @@ Options:
 // pipe until then, so its errors (and fusermount3's) reach the caller.
 const notifyEnv = "NINEHARNESS_MOUNT_NOTIFY_FD"
 
-// runMount is `9harness mount [-f] DIR`.
-func runMount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is `9harness mount [-f] DIR`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fl := g.FlagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
@@ -98,7 +98,7 @@ func runMount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fl.BoolVar(&ff.All, "all", false, "")
 	fl.StringVar(&ff.Hosts, "hosts", "", "")
 	fl.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
@@ -334,8 +334,8 @@ func runFusermount(args ...string) error {
 	return nil
 }
 
-// runUmount is `9harness umount DIR`.
-func runUmount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// RunUmount is `9harness umount DIR`.
+func RunUmount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	ops, status, ok := g.ParseFlags(g.FlagSet("umount"), args, true, stdout, stderr)
 	if !ok {
 		return status

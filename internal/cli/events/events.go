@@ -1,4 +1,4 @@
-package main
+package events
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const eventsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
        9harness [--ssh DEST]... events --all | --hosts FILE [--harness NAME]... [--json]
 
 Print each change of the live agents as it happens, one line each, from
@@ -56,7 +56,7 @@ the connection is lost, with one line on standard error; 2 for a usage
 error; 3 (with several hosts) when interrupted after a host had failed.
 `
 
-func runEvents(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		harnesses []string
 		asJSON    bool

@@ -1,4 +1,4 @@
-package main
+package wait
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const waitHelp = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
            [--all-of] [-q] [--harness NAME]... [AGENT...]
        9harness [--ssh DEST]... wait --all | --hosts FILE [--state STATE]...
            [--timeout D] [-q] [--harness NAME]...
@@ -125,22 +125,6 @@ func parseTarget(s string) (waitTarget, error) {
 	return waitTarget{h, pid}, nil
 }
 
-// parseTimeout reads a Go duration or a number of seconds.
-func parseTimeout(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || f != f || f > 1e9 {
-			return 0, fmt.Errorf("bad duration %q: want 90s, 5m, 1h30m or seconds", s)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("bad duration %q: negative", s)
-	}
-	return d, nil
-}
-
 // waitSpec is what a wait waits for.
 type waitSpec struct {
 	states  []string
@@ -235,7 +219,7 @@ func waitLine(a client.Agent) string {
 	return s
 }
 
-func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		spec      waitSpec
 		timeout   time.Duration
@@ -256,7 +240,7 @@ func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		timeout = d
 		return err
 	})

@@ -1,4 +1,4 @@
-package main
+package move
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const moveHelp = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
        9harness move [--tmux] [--hosts FILE] HOST:HARNESS/PID NAME
 
 Move a running agent into a new terminal session that you can attach to
@@ -65,7 +65,7 @@ Examples:
   9harness move build1:claude/345104 overnight
 `
 
-func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("move")
 	useTmux := fs.Bool("tmux", false, "")
 	hostsFile := fs.String("hosts", "", "")
