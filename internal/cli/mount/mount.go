@@ -262,34 +262,55 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
 		return cli.ExitError
 	}
+	return serve(srv, dir, sock, notify, lost, 0, stdout, stderr)
+}
+
+// served is a mounted tree as serve needs it: Wait returns once the
+// kernel has let go of it.
+type served interface {
+	Wait()
+	Unmount() error
+}
+
+// serve says the tree is mounted (to the process that waits for a
+// background mount, or on stdout), and serves it until it is unmounted from
+// outside (9harness umount, fusermount3 -u), SIGINT, SIGTERM or SIGHUP
+// comes, or lost says the daemon is gone (a nil lost: never). Then it
+// unmounts dir, lazily when the mount is busy, and goes on serving the
+// busy mount up to linger while its users let go. what is what was
+// mounted, as the line says it.
+func serve(m served, dir, what string, notify *os.File, lost <-chan error, linger time.Duration, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-
+	go func() { m.Wait(); close(done) }()
 	if notify != nil {
 		detach(notify)
 	} else {
-		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
+		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
 	}
 
-	status := 0
+	status := cli.ExitOK
 	select {
-	case <-done: // unmounted from outside: 9harness umount, fusermount3 -u
+	case <-done:
 		return cli.ExitOK
 	case <-sigs:
 	case err := <-lost:
-		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", sock, err, dir)
-		status = 1
+		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", what, err, dir)
+		status = cli.ExitError
 	}
-	if err := srv.Unmount(); err != nil {
+	if err := m.Unmount(); err != nil {
 		// Busy: detach it now; whoever still uses it gets ENOTCONN
 		// once this process is gone.
 		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
 		if err := detachMount(dir); err != nil {
 			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
 			return cli.ExitError
+		}
+		select {
+		case <-done:
+		case <-time.After(linger):
 		}
 	}
 	return status
