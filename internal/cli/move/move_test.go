@@ -1,8 +1,11 @@
 package move
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/9harness/9harness/internal/cli"
 
 	daemonmove "github.com/9harness/9harness/internal/move"
 )
@@ -37,6 +40,29 @@ func TestCheckSessionName(t *testing.T) {
 			if got := checkSessionName(n, host) == nil; got != daemonOK {
 				t.Errorf("%s name %q: client ok %v, daemon ok %v", host, n, got, daemonOK)
 			}
+		}
+	}
+}
+
+// TestParseRequest: the operands as a move, and each bad one a usage
+// error of one line.
+func TestParseRequest(t *testing.T) {
+	g := cli.NewGlobals("dev", nil)
+	var errb bytes.Buffer
+	r, code := parseRequest(g, []string{"build1:claude/345104", "rescued"}, true, &errb)
+	want := request{hostName: "build1", agent: "claude/345104", file: "/active/claude/345104/tmux", host: "tmux", name: "rescued", attach: "tmux attach -t rescued"}
+	if r == nil || *r != want || code != cli.ExitOK {
+		t.Errorf("got %+v (%d), want %+v", r, code, want)
+	}
+	for _, tc := range []struct {
+		ops  []string
+		tmux bool
+	}{{[]string{"claude/1"}, false}, {[]string{"claude", "x"}, false}, {[]string{"claude/0", "x"}, false},
+		{[]string{"claude/1", "-x"}, false}, {[]string{"claude/1", "a.b"}, true}} {
+		errb.Reset()
+		r, code := parseRequest(g, tc.ops, tc.tmux, &errb)
+		if r != nil || code != cli.ExitUsage || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%q (tmux %v): %+v, exit %d, stderr %q", tc.ops, tc.tmux, r, code, errb.String())
 		}
 	}
 }
