@@ -38,23 +38,22 @@ func runFleetWait(ctx context.Context, g *cli.Globals, ff fleet.Flags, hostsChan
 	}
 	fctx, cancel := context.WithCancel(look)
 	defer cancel()
-	news := fleet.Follow(fctx, g.Dialer(), hosts, ff.Timeout)
-
-	fw := newFleetWaiter(hosts, harnesses)
+	tables := cli.NewFleetTables(fctx, g, hosts, ff.Timeout, harnesses)
+	fw := fleetWaiter{}
+	for _, h := range hosts {
+		fw[h.Name] = &hostState{}
+	}
 	done := ctx.Done()
 	if once {
 		done = nil // the look ends when every host was looked at
 	}
 	states := strings.Join(spec.states, " or ")
 	for {
-		select {
-		case <-done:
+		t, ok := tables.Next(done)
+		if !ok {
 			return fw.timedOut(states, stderr)
-		case n := <-news:
-			fw.news(n, stderr)
-		case r := <-fw.reads:
-			fw.got(r)
 		}
+		fw.take(t, stderr)
 		matched, allSeen := fw.matches(hosts, spec.states)
 		if len(matched) > 0 {
 			return printFleetMatches(matched, quiet, stdout, stderr)
@@ -65,78 +64,27 @@ func runFleetWait(ctx context.Context, g *cli.Globals, ff fleet.Flags, hostsChan
 	}
 }
 
-// fleetWaiter is what wait --all knows of each host: its connection and
-// its last table.
-type fleetWaiter struct {
-	harnesses []string
-	reads     chan hostRead
-	state     map[string]*hostState
-}
-
-// hostRead is one read of a host's table.
-type hostRead struct {
-	host   string
-	agents []client.Agent
-	err    error
-}
+// fleetWaiter is what wait --all knows of each host, by name.
+type fleetWaiter map[string]*hostState
 
 // hostState is a host of wait --all.
 type hostState struct {
-	c       *client.Client
-	agents  []client.Agent
-	seen    bool // a table was read, or the host failed: it was looked at
-	down    bool
-	reading bool // a read is out
-	dirty   bool // a change came while it was
+	agents []client.Agent
+	seen   bool // a table was read, or the host failed: it was looked at
+	down   bool
 }
 
-func newFleetWaiter(hosts []client.Host, harnesses []string) *fleetWaiter {
-	fw := &fleetWaiter{harnesses: harnesses, reads: make(chan hostRead, len(hosts)), state: map[string]*hostState{}}
-	for _, h := range hosts {
-		fw.state[h.Name] = &hostState{}
-	}
-	return fw
-}
-
-// read reads host's table in the background, once at a time: a change
-// that comes while a read is out asks for another after it.
-func (fw *fleetWaiter) read(host string, st *hostState) {
-	if st.reading {
-		st.dirty = true
-		return
-	}
-	st.reading, st.dirty = true, false
-	go func(c *client.Client) {
-		a, err := c.Agents(fw.harnesses...)
-		fw.reads <- hostRead{host, a, err}
-	}(st.c)
-}
-
-// news takes a host's news: down (one line), up, or a change.
-func (fw *fleetWaiter) news(n fleet.News, stderr io.Writer) {
-	st := fw.state[n.Host]
+// take takes a host's news: down (one line), back, or its table.
+func (fw fleetWaiter) take(t cli.HostTable, stderr io.Writer) {
+	st := fw[t.Host]
 	switch {
-	case n.Err != nil:
-		fmt.Fprintf(stderr, "9harness wait: %s: %s\n", fleet.Printable(n.Host), fleet.Printable(n.Err.Error()))
-		st.c, st.agents, st.down, st.seen = nil, nil, true, true
-	case n.C != nil:
-		st.c, st.down = n.C, false
-		fw.read(n.Host, st)
-	case st.c != nil:
-		fw.read(n.Host, st)
-	}
-}
-
-// got takes a table that was read.
-func (fw *fleetWaiter) got(r hostRead) {
-	st := fw.state[r.host]
-	st.reading = false
-	if r.err == nil && !st.down {
-		st.agents, st.seen = r.agents, true
-	}
-	// A failed read is the stream's end too: followHost reports it.
-	if st.dirty && st.c != nil {
-		fw.read(r.host, st)
+	case t.Err != nil:
+		fmt.Fprintf(stderr, "9harness wait: %s: %s\n", fleet.Printable(t.Host), fleet.Printable(t.Err.Error()))
+		st.agents, st.down, st.seen = nil, true, true
+	case t.Back:
+		st.down = false
+	default:
+		st.agents, st.seen = t.Agents, true
 	}
 }
 
@@ -148,10 +96,10 @@ type fleetMatch struct {
 
 // matches is every agent in one of states on the hosts' last tables, and
 // whether every host was looked at.
-func (fw *fleetWaiter) matches(hosts []client.Host, states []string) (matched []fleetMatch, allSeen bool) {
+func (fw fleetWaiter) matches(hosts []client.Host, states []string) (matched []fleetMatch, allSeen bool) {
 	allSeen = true
 	for _, h := range hosts {
-		st := fw.state[h.Name]
+		st := fw[h.Name]
 		allSeen = allSeen && st.seen
 		for _, a := range st.agents {
 			if slices.Contains(states, a.State) {
@@ -164,8 +112,8 @@ func (fw *fleetWaiter) matches(hosts []client.Host, states []string) (matched []
 
 // timedOut is the end of a wait that found no agent in states: partial
 // when a host was down.
-func (fw *fleetWaiter) timedOut(states string, stderr io.Writer) int {
-	for _, st := range fw.state {
+func (fw fleetWaiter) timedOut(states string, stderr io.Writer) int {
+	for _, st := range fw {
 		if st.down {
 			fmt.Fprintf(stderr, "9harness wait: timed out: no agent %s on the hosts that answered\n", states)
 			return cli.ExitPartial
