@@ -1,3 +1,6 @@
+// Package mount is `9harness mount` and `9harness umount`: the tree of
+// one daemon, or one directory per host of a fleet, mounted through FUSE
+// and served in the foreground or by a background process.
 package mount
 
 import (
@@ -19,7 +22,6 @@ import (
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
-	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
 )
 
@@ -94,9 +96,7 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fl := g.FlagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fl.BoolVar(&ff.All, "all", false, "")
-	fl.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fl)
 	fl.Func("timeout", "", func(v string) error {
 		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
@@ -107,7 +107,7 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if ff.All || fl.Changed("hosts") || len(g.SSHDests) > 0 {
-		return runFleetMount(g, ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
+		return runFleetMount(g, *ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
 	}
 	if fl.Changed("timeout") {
 		fmt.Fprintln(stderr, "9harness mount: --timeout is for --all, --hosts or --ssh")

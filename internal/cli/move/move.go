@@ -1,3 +1,7 @@
+// Package move is `9harness move`: the client side of a move, the write
+// of a session's name into an agent's zmx or tmux file, with the line
+// that attaches to the new session and the daemon's reason when it
+// refuses or fails.
 package move
 
 import (
@@ -15,6 +19,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
+// Help is the text of `9harness move --help`.
 const Help = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
        9harness move [--tmux] [--hosts FILE] HOST:HARNESS/PID NAME
 

@@ -1,3 +1,7 @@
+// Package notify is `9harness notify`: it follows one host or several,
+// and delivers each transition the config chooses (an agent starts
+// waiting, goes idle or exits) to ntfy, a webhook, the desktop or a
+// command, once each, keeping what it delivered in a state file.
 package notify
 
 import (
@@ -16,6 +20,7 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
+// Help is the text of `9harness notify --help`.
 const Help = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
        9harness [--ssh DEST]... notify --all | --hosts FILE [--config FILE]
 
@@ -95,6 +100,7 @@ const (
 	pushMaxBackoff = time.Minute
 )
 
+// Run is `9harness notify`.
 func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		confFile string
@@ -103,15 +109,12 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("notify")
 	fs.StringVar(&confFile, "config", "", "")
 	fs.BoolVar(&test, "test", false, "")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "9harness notify: unexpected operand %q (try '9harness notify --help')\n", rest[0])
+	if !cli.NoOperands("notify", rest, stderr) {
 		return cli.ExitUsage
 	}
 	if confFile == "" {
@@ -127,7 +130,7 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	var hosts []client.Host
 	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 0 {
-		if hosts, status = cli.FleetHosts(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
+		if hosts, status = cli.FleetHosts(g, *ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {

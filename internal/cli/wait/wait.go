@@ -1,3 +1,5 @@
+// Package wait is `9harness wait`: it waits until an agent of this
+// machine, of one host or of several is in a turn state, and prints it.
 package wait
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// Help is the text of `9harness wait --help`.
 const Help = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
            [--all-of] [-q] [--harness NAME]... [AGENT...]
        9harness [--ssh DEST]... wait --all | --hosts FILE [--state STATE]...
@@ -226,7 +229,7 @@ type options struct {
 	timeout   time.Duration
 	quiet     bool
 	harnesses []string
-	ff        fleet.Flags
+	ff        *fleet.Flags
 }
 
 // flagSet is wait's flags, each set into o.
@@ -251,17 +254,8 @@ func (o *options) flagSet(g *cli.Globals) *pflag.FlagSet {
 	})
 	fs.BoolVar(&o.spec.allOf, "all-of", false, "")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "")
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				o.harnesses = append(o.harnesses, h)
-			}
-		}
-		return nil
-	})
-	o.ff = fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&o.ff.All, "all", false, "")
-	fs.StringVar(&o.ff.Hosts, "hosts", "", "")
+	cli.AddHarnessFlag(fs, &o.harnesses)
+	o.ff = cli.AddFleetFlags(fs)
 	return fs
 }
 
@@ -303,7 +297,7 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	once := fs.Changed("timeout") && o.timeout == 0
 	if fleetMode {
-		return runFleetWait(ctx, g, o.ff, fs.Changed("hosts"), o.spec, o.harnesses, once, o.quiet, stdout, stderr)
+		return runFleetWait(ctx, g, *o.ff, fs.Changed("hosts"), o.spec, o.harnesses, once, o.quiet, stdout, stderr)
 	}
 	c, status := g.Connect(stderr)
 	if c == nil {
