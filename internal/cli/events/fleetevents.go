@@ -25,7 +25,7 @@ type fleetEvent struct {
 // with its host's name (- for this machine). A host that fails is one
 // line on standard error, and is dialled again, with a backoff, until it
 // answers ("back" on standard error then); the other hosts' lines go on
-// meanwhile. Interrupted, it exits 0, or exitPartial when a host failed
+// meanwhile. Interrupted, it exits 0, or cli.ExitPartial when a host failed
 // on the way (its lines of that time are missing).
 func runFleetEvents(g *cli.Globals, ff fleet.Flags, hostsChanged bool, harnesses []string, asJSON bool, stdout, stderr io.Writer) int {
 	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)

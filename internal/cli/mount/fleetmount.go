@@ -170,7 +170,7 @@ func fleetMountArgs(g *cli.Globals, ff fleet.Flags, hostsChanged bool, dir strin
 	return append(args, dir), nil
 }
 
-// dialFleetHost reaches one host of a fleet mount as dialHost does, and
+// dialFleetHost reaches one host of a fleet mount as fleet.Dialer does, and
 // keeps its transport, whose close the mount uses to hang up on a host
 // that stopped answering.
 func dialFleetHost(g *cli.Globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {

@@ -21,7 +21,7 @@ func fleetWaitLine(host string, a client.Agent) string {
 // runFleetWait is wait over several machines, for any agent of any of
 // them: each host's table is read when it comes up, and again after each
 // line of its events. It returns 0, printing every agent in the state
-// then, host first; on ctx's end (--timeout) exitTimeout, or exitPartial
+// then, host first; on ctx's end (--timeout) cli.ExitTimeout, or cli.ExitPartial
 // when a host was down then (the answer is not the whole fleet's). A host
 // that fails is one line on standard error, and is dialled again as
 // events --all does; once says to look at every host once (--timeout 0).
