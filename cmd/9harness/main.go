@@ -19,6 +19,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/9harness/9harness/internal/cli"
+	"github.com/9harness/9harness/internal/cli/events"
+	"github.com/9harness/9harness/internal/cli/mount"
+	"github.com/9harness/9harness/internal/cli/move"
+	"github.com/9harness/9harness/internal/cli/notify"
+	"github.com/9harness/9harness/internal/cli/wait"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/sockpath"
@@ -223,7 +228,7 @@ func main() {
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
+	"ps": psHelp, "top": topHelp, "wait": wait.Help, "events": events.Help, "notify": notify.Help, "move": move.Help, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mount.Help, "umount": mount.UmountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -261,19 +266,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "top":
 		return runTop(g, rest, stdout, stderr)
 	case "wait":
-		return runWait(g, rest, stdout, stderr)
+		return wait.Run(g, rest, stdout, stderr)
 	case "events":
-		return runEvents(g, rest, stdout, stderr)
+		return events.Run(g, rest, stdout, stderr)
 	case "notify":
-		return runNotify(g, rest, stdout, stderr)
+		return notify.Run(g, rest, stdout, stderr)
 	case "move":
-		return runMove(g, rest, stdout, stderr)
+		return move.Run(g, rest, stdout, stderr)
 	case "ls", "cat", "stat":
 		return runRead(g, cmd, rest, stdout, stderr)
 	case "mount":
-		return runMount(g, rest, stdout, stderr)
+		return mount.Run(g, rest, stdout, stderr)
 	case "umount":
-		return runUmount(g, rest, stdout, stderr)
+		return mount.RunUmount(g, rest, stdout, stderr)
 	case "relay":
 		return relay(g, rest, stdin, stdout, stderr)
 	case "version":
