@@ -208,9 +208,10 @@ func pushRun(ctx context.Context, g *cli.Globals, cfg *pushConfig, store *pushSt
 	}
 	say("following %d host(s) for %d target(s); %s", len(hosts), len(cfg.targets), strings.Join(cfg.on, ", "))
 	d := startDeliveries(ctx, store, cfg.targets, say)
-	// The deliveries under way finish (each is bounded); the next ones
-	// wait for the next run.
-	defer d.wg.Wait()
+	// However the run ends (a signal, the state file failing), the
+	// deliveries under way finish (each is bounded); the next ones wait
+	// for the next run.
+	defer d.stop()
 
 	tables := cli.NewFleetTables(ctx, g, hosts, timeout, nil)
 	for {
@@ -237,14 +238,23 @@ func pushRun(ctx context.Context, g *cli.Globals, cfg *pushConfig, store *pushSt
 
 // deliveries are the targets' delivery loops.
 type deliveries struct {
-	wg    sync.WaitGroup
-	kicks []chan struct{}
+	wg     sync.WaitGroup
+	kicks  []chan struct{}
+	cancel context.CancelFunc
+}
+
+// stop ends the delivery loops, letting an attempt under way finish, and
+// waits for them.
+func (d *deliveries) stop() {
+	d.cancel()
+	d.wg.Wait()
 }
 
 // startDeliveries starts a deliverLoop per target, which first delivers
 // what a previous run left pending.
 func startDeliveries(ctx context.Context, store *pushStore, targets []*pushTarget, say func(string, ...any)) *deliveries {
-	d := &deliveries{kicks: make([]chan struct{}, len(targets))}
+	ctx, cancel := context.WithCancel(ctx)
+	d := &deliveries{kicks: make([]chan struct{}, len(targets)), cancel: cancel}
 	for i, target := range targets {
 		d.kicks[i] = make(chan struct{}, 1)
 		d.kicks[i] <- struct{}{}

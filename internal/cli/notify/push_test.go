@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -311,5 +312,24 @@ func TestPushMessage(t *testing.T) {
 	m := tr.ntfy(&pushTarget{topic: "t"})
 	if m.Priority != 4 || m.Topic != "t" {
 		t.Errorf("ntfy %+v", m)
+	}
+}
+
+// TestDeliveriesStop: the delivery loops end when the run does, even
+// while the run's context lives on (notify returning on a state-file
+// error must not wait for a signal).
+func TestDeliveriesStop(t *testing.T) {
+	s, err := openPushStore(filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []*pushTarget{{kind: "webhook", name: "a"}, {kind: "ntfy", name: "b"}}
+	d := startDeliveries(context.Background(), s, targets, func(string, ...any) {})
+	stopped := make(chan struct{})
+	go func() { d.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery loops still run 10 s after stop")
 	}
 }
