@@ -226,7 +226,10 @@ func Run(ctx context.Context, cfg Config) error {
 	pool := pools.shared
 	relaunches := &harness.Relaunches{} // one record: the mover notes its relaunches, /active reads them
 	dbs := &dbsnap.Cache{Budget: pool}  // one snapshot per database, shared by every harness's Env
-	counts := &harness.Counts{}         // the tokens read whole from each unchanged transcript
+	// The tokens read whole from each unchanged transcript, and the
+	// derivations a read of many agents leaves for later: work shared
+	// by all peers, with a ceiling of its own within it.
+	counts := &harness.Counts{Budget: pool.Child("token counts and derivations queued for later", DefaultCountsBytes), Logf: cfg.Logf}
 	for name, r := range roots {
 		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts, Budget: pool}
 	}
