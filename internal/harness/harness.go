@@ -98,7 +98,7 @@ type Env struct {
 
 	zw *zwork // what this resolve may still decode; set by Resolve
 	// yield, if not nil, is called between pieces of a long derivation
-	// (every countYieldLines lines of a whole-file count): the Later
+	// (every countYieldBytes of a whole-file count): the Later
 	// worker's Env waits there while reads are in progress.
 	yield func()
 }

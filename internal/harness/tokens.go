@@ -143,7 +143,8 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 	if env.yield != nil {
 		n := 0
 		line = func(b []byte) {
-			if n++; n%countYieldLines == 0 {
+			if n += len(b); n >= countYieldBytes {
+				n = 0
 				env.yield()
 			}
 			c.line(b)
@@ -269,11 +270,11 @@ const (
 	workCost  = 64<<10 + scanLine + maxOpenIDBytes + maxOpenIDs*idCost
 )
 
-// countYieldLines is how many lines a derivation of the Later worker
-// counts between two checks for reads in progress (about a millisecond
-// of work), and yieldMax the longest it waits at one check: reads that
-// never stop delay the derivations, never starve them.
-const countYieldLines = 256
+// countYieldBytes is how much a derivation of the Later worker counts
+// between two checks for reads in progress (about a millisecond of
+// work), and yieldMax the longest it waits at one check: reads that never
+// stop delay the derivations, never starve them.
+const countYieldBytes = 256 << 10
 
 var yieldMax = 250 * time.Millisecond
 
