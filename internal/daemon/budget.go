@@ -19,6 +19,7 @@ import (
 //	│   └── connection (--max-bytes-per-uid each), ...
 //	└── all but the owner's reserve (DefaultOwnerBytes) of the daemon's
 //	    ├── work shared by all peers (database snapshots, decoded tails)
+//	    │   └── token counts and derivations queued for later (DefaultCountsBytes)
 //	    └── other uids
 //	        ├── uid N, or uid N sandboxed (--max-bytes-per-uid each)
 //	        │   └── connection, ...
@@ -43,6 +44,14 @@ const (
 	// DefaultOwnerBytes is what other subjects together may never take
 	// of the daemon's ceiling (at most half of it).
 	DefaultOwnerBytes = 64 << 20
+	// DefaultCountsBytes is the ceiling of the token counts kept and of
+	// the derivations queued for later (harness.Counts), within the work
+	// shared by all peers. A count of a long session keeps about 200 KiB
+	// to read on from (its last 1,024 message ids, a fingerprint), so
+	// this keeps about 150 of them whole; the counts past it keep their
+	// totals alone (half a KiB each), and a file of theirs that grows is
+	// counted afresh.
+	DefaultCountsBytes = 32 << 20
 )
 
 // subjectKey names a subject's pool: its uid, and whether it is the

@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg Config) error {
 	bytes, pools := bytePools(cfg)
 	// Work shared by all peers (database snapshots, decoded logs) is
 	// charged below the daemon's pool, outside the owner's reserve.
-	envs := sharedEnvs(roots, procs, pools.shared)
+	envs := sharedEnvs(roots, procs, pools.shared, cfg.Logf)
 	// Host binaries (tmux, zmx) come from the daemon's own configuration,
 	// never from an agent's environment (rule 7).
 	hostPath := cfg.HostPath
@@ -286,11 +286,14 @@ func pinRoots(cfg Config, pins *saferoot.Pinner) map[string]*saferoot.Root {
 // share, charged to pool: one record of the mover's relaunches (which
 // /active reads), one snapshot per database, the token counts read whole
 // from each unchanged transcript.
-func sharedEnvs(roots map[string]*saferoot.Root, procs *proc.Table, pool *budget.Pool) map[string]harness.Env {
+func sharedEnvs(roots map[string]*saferoot.Root, procs *proc.Table, pool *budget.Pool, logf Logf) map[string]harness.Env {
 	home, _ := os.UserHomeDir()
 	relaunches := &harness.Relaunches{}
 	dbs := &dbsnap.Cache{Budget: pool}
-	counts := &harness.Counts{}
+	// The tokens read whole from each unchanged transcript, and the
+	// derivations a read of many agents leaves for later: work shared by
+	// all peers, with a ceiling of its own within it.
+	counts := &harness.Counts{Budget: pool.Child("token counts and derivations queued for later", DefaultCountsBytes), Logf: logf}
 	envs := make(map[string]harness.Env, len(roots))
 	for name, r := range roots {
 		envs[name] = harness.Env{Procs: procs, Root: r, Home: home, TmpDir: os.TempDir(), PIDDomain: pidDomain(), Relaunches: relaunches, DBs: dbs, Counts: counts, Budget: pool}

@@ -97,6 +97,10 @@ type Env struct {
 	Defer *Defer
 
 	zw *zwork // what this resolve may still decode; set by Resolve
+	// yield, if not nil, is called between pieces of a long derivation
+	// (every countYieldBytes of a whole-file count): the Later
+	// worker's Env waits there while reads are in progress.
+	yield func()
 }
 
 // Relaunches records, for each process 9harness itself started to resume

@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -127,7 +129,7 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 		return e.t.clone(), true
 	}
 	c, from := newCounter(a.Harness), int64(0)
-	grew := cached && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp)
+	grew := cached && e.c != nil && size > e.size && e.end <= size && bytes.Equal(fingerprint(f, e.end), e.fp)
 	if grew {
 		c, from = e.c, e.end // it grew: read on from there
 	}
@@ -137,7 +139,18 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 		}
 		return a.Tokens, false
 	}
-	end := scanLines(f, from, size, c.line)
+	line := c.line
+	if env.yield != nil {
+		n := 0
+		line = func(b []byte) {
+			if n += len(b); n >= countYieldBytes {
+				n = 0
+				env.yield()
+			}
+			c.line(b)
+		}
+	}
+	end := scanLines(f, from, size, line)
 	t := c.tokens(true)
 	if keyed {
 		env.Counts.put(key, countEntry{size: size, mtime: st.ModTime(), t: t.clone(), end: end, fp: fingerprint(f, end), c: c})
@@ -212,7 +225,23 @@ func fingerprint(f *os.File, off int64) []byte {
 // concurrent requests share the work instead of each scanning the file.
 //
 // Later queues derivations for a worker of its own, one agent at a time.
+//
+// What it holds is bounded in bytes as well as in entries (rule 10): with
+// a Budget, every count kept is charged while kept (its running state:
+// the ids a count reads on with, and the fingerprint), every derivation
+// Later queues while queued, and the derivation the worker runs while it
+// runs. A count whose state does not fit is kept without it (its totals
+// alone: an unchanged file still gives its count, a grown one is counted
+// afresh); a derivation that does not fit is dropped (its facts stay
+// pending; a later read queues it again), and named in Logf, once until
+// the queue next empties.
 type Counts struct {
+	// Budget, if not nil, is the pool charged with what Counts holds: a
+	// ceiling of its own below the work shared by all peers.
+	Budget *budget.Pool
+	// Logf, if not nil, names work dropped for Budget.
+	Logf func(format string, args ...any)
+
 	mu    sync.Mutex
 	m     map[countKey]countEntry
 	order []countKey
@@ -222,6 +251,77 @@ type Counts struct {
 	queued  map[string]bool // their harness and transcript
 	working bool            // the worker runs
 	idle    chan struct{}   // closed when the queue empties, for Settled
+
+	// readers counts the reads of many agents in progress (Reading);
+	// resume is closed when the last ends. The worker waits meanwhile.
+	readers atomic.Int32
+	resume  chan struct{} // under mu
+
+	logged bool // a drop was logged since the queue last emptied; under mu
+}
+
+// The bytes Counts charges beside those it measures: entryCost for one
+// count kept (its key, totals and map slot) or queued derivation (the
+// agent it copies, the Env, its place in the queue), and workCost for
+// the derivation the worker runs (the scan's buffer, a long line being
+// joined, the running count's ids at their bound).
+const (
+	entryCost = 512
+	workCost  = 64<<10 + scanLine + maxOpenIDBytes + maxOpenIDs*idCost
+)
+
+// countYieldBytes is how much a derivation of the Later worker counts
+// between two checks for reads in progress (about a millisecond of
+// work), and yieldMax the longest it waits at one check: reads that never
+// stop delay the derivations, never starve them.
+const countYieldBytes = 256 << 10
+
+var yieldMax = 250 * time.Millisecond
+
+// Reading notes a read of many agents (the table) in progress until done
+// is called. The worker that derives what such reads leave pending (Later)
+// waits while any runs, so it never competes with a reader for the CPUs:
+// the read is what a user waits for, the derivation is for a later one.
+func (c *Counts) Reading() (done func()) {
+	if c == nil {
+		return func() {}
+	}
+	c.mu.Lock()
+	if c.readers.Add(1) == 1 {
+		c.resume = make(chan struct{})
+	}
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if c.readers.Add(-1) == 0 {
+				close(c.resume)
+			}
+			c.mu.Unlock()
+		})
+	}
+}
+
+// yield waits while a read is in progress (Reading), for at most
+// yieldMax.
+func (c *Counts) yield() {
+	if c.readers.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	ch := c.resume
+	busy := c.readers.Load() > 0
+	c.mu.Unlock()
+	if !busy {
+		return
+	}
+	t := time.NewTimer(yieldMax)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
 }
 
 // laterCount is one derivation Later queued: the Env to derive against
@@ -232,6 +332,31 @@ type laterCount struct {
 	files *FileCache
 	p     proc.Proc
 	a     Agent
+	cost  int64 // charged to Budget while queued
+}
+
+// laterCost is what l holds: the agent's strings (its argv is the
+// agent's to make long) beside entryCost.
+func laterCost(l laterCount) int64 {
+	n := int64(entryCost + 2*(len(l.a.Harness)+len(l.a.Transcript)) + len(l.p.Comm))
+	for _, a := range l.p.Argv {
+		n += int64(len(a)) + 16
+	}
+	for _, f := range l.a.Pending {
+		n += int64(len(f)) + 16
+	}
+	return n
+}
+
+// dropped names in the log work that did not fit Budget, once until the
+// queue next empties (a peer that keeps causing it is named once, not
+// once per read); under mu.
+func (c *Counts) dropped(what string, err error) {
+	if c.logged || c.Logf == nil {
+		return
+	}
+	c.logged = true
+	c.Logf("token counts: %s (logged once until the queue of derivations empties): %v", what, err)
 }
 
 // Later derives in the background what a read of many agents left
@@ -254,13 +379,23 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	if c.queued[k] || len(c.later) >= maxCounts {
 		return
 	}
+	// Only what Count reads of the agent is kept.
+	l := laterCount{env: env, files: files, p: p,
+		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}}
+	l.cost = laterCost(l)
+	need := l.cost
+	if !c.working {
+		need += workCost // the worker's, charged until it ends
+	}
+	if err := c.Budget.Charge(need); err != nil {
+		c.dropped("dropped the derivation of "+a.Harness+" transcript "+strconv.Quote(a.Transcript)+" queued for later", err)
+		return
+	}
 	if c.queued == nil {
 		c.queued = map[string]bool{}
 	}
 	c.queued[k] = true
-	// Only what Count reads of the agent is kept.
-	c.later = append(c.later, laterCount{env: env, files: files, p: p,
-		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}})
+	c.later = append(c.later, l)
 	if !c.working {
 		c.working = true
 		c.idle = make(chan struct{})
@@ -275,6 +410,8 @@ func (c *Counts) work() {
 		if len(c.later) == 0 {
 			c.working = false
 			c.later = nil
+			c.logged = false
+			c.Budget.Release(workCost)
 			close(c.idle)
 			c.mu.Unlock()
 			return
@@ -282,18 +419,28 @@ func (c *Counts) work() {
 		l := c.later[0]
 		c.later = c.later[1:]
 		c.mu.Unlock()
-		a := l.a
-		if slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) && l.files != nil {
-			env := l.env
-			env.Memo = NewMemoCache(l.files)
-			a = ByName(l.a.Harness).Resolve(env, l.p)
-			env.Memo.Release()
-		}
-		Count(l.env, a)
+		c.derive(l)
 		c.mu.Lock()
 		delete(c.queued, l.a.Harness+"\x00"+l.a.Transcript)
+		c.Budget.Release(l.cost)
 		c.mu.Unlock()
 	}
+}
+
+// derive is the worker's derivation of l: the facts it names, then the
+// tokens' sums, waiting while reads are in progress (Reading).
+func (c *Counts) derive(l laterCount) {
+	a := l.a
+	l.env.yield = c.yield
+	c.yield()
+	if slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) && l.files != nil {
+		env := l.env
+		env.Memo = NewMemoCache(l.files)
+		a = ByName(l.a.Harness).Resolve(env, l.p)
+		env.Memo.Release()
+		c.yield()
+	}
+	Count(l.env, a)
 }
 
 // Settled is closed once no derivation Later queued is waiting or running.
@@ -321,9 +468,10 @@ type countEntry struct {
 	size  int64
 	mtime time.Time
 	t     Tokens
-	end   int64  // the offset just after the last line counted
-	fp    []byte // fingerprint(end) when counted
-	c     counter
+	end   int64   // the offset just after the last line counted
+	fp    []byte  // fingerprint(end) when counted
+	c     counter // nil: kept without its running state (Budget)
+	cost  int64   // charged to Budget while kept
 }
 
 // maxCounts bounds the cache: more transcripts than live agents. A
@@ -367,6 +515,8 @@ func (c *Counts) take(k countKey, ok, wait bool) (e countEntry, hit, got bool) {
 	e, hit = c.m[k]
 	if hit {
 		delete(c.m, k)
+		c.Budget.Release(e.cost)
+		e.cost = 0
 	}
 	return e, hit, true
 }
@@ -393,10 +543,28 @@ func (c *Counts) put(k countKey, e countEntry) {
 	if c.m == nil {
 		c.m = map[countKey]countEntry{}
 	}
+	if old, ok := c.m[k]; ok {
+		c.Budget.Release(old.cost)
+	}
 	c.order = slices.DeleteFunc(c.order, func(o countKey) bool { return o == k })
+	// Kept whole if it fits; else its totals alone, which are what an
+	// unchanged file gives; else not at all.
+	e.cost = 0
+	if e.c != nil {
+		e.cost = counterHeld(e.c) + int64(len(e.fp))
+	}
+	if e.cost == 0 || c.Budget.Charge(e.cost) != nil {
+		e.c, e.fp, e.cost = nil, nil, entryCost
+		if err := c.Budget.Charge(e.cost); err != nil {
+			delete(c.m, k)
+			c.dropped("kept no count of a transcript", err)
+			return
+		}
+	}
 	c.order = append(c.order, k)
 	c.m[k] = e
 	for len(c.order) > maxCounts {
+		c.Budget.Release(c.m[c.order[0]].cost)
 		delete(c.m, c.order[0])
 		c.order = c.order[1:]
 	}
@@ -508,12 +676,23 @@ type lastByID[U any, P interface {
 	*U
 	add(U)
 }] struct {
-	m     map[string]U
-	order []string // ids, first seen first
-	done  U
+	m       map[string]U
+	order   []string // ids, first seen first
+	done    U
+	idBytes int // the bytes of the ids in order
 }
 
-const maxOpenIDs = 1024
+// maxOpenIDs and maxOpenIDBytes bound the ids kept: a harness's ids are
+// a few dozen bytes (Claude's "msg_01…"), so the count bounds them, but an
+// id is what a transcript says, up to a line's length, and the bytes
+// bound a transcript of long ones. idCost is what one id kept costs
+// beside its bytes (its map slot and value, its place in order), an
+// estimate on the high side.
+const (
+	maxOpenIDs     = 1024
+	maxOpenIDBytes = 64 << 10
+	idCost         = 160
+)
 
 func (l *lastByID[U, P]) put(id string, u U) {
 	if l.m == nil {
@@ -521,14 +700,34 @@ func (l *lastByID[U, P]) put(id string, u U) {
 	}
 	if _, ok := l.m[id]; !ok {
 		l.order = append(l.order, id)
+		l.idBytes += len(id)
 	}
 	l.m[id] = u
-	if len(l.order) > maxOpenIDs {
+	for len(l.order) > maxOpenIDs || l.idBytes > maxOpenIDBytes && len(l.order) > 1 {
 		old := l.order[0]
 		P(&l.done).add(l.m[old])
 		delete(l.m, old)
 		l.order = l.order[1:]
+		l.idBytes -= len(old)
 	}
+}
+
+// held is what l keeps, about.
+func (l *lastByID[U, P]) held() int64 {
+	return int64(l.idBytes) + int64(len(l.order))*idCost
+}
+
+// The counters that keep ids say what they hold (counterHeld).
+func (c *claudeTokens) held() int64 { return c.byID.held() }
+func (c *geminiTokens) held() int64 { return c.byID.held() }
+func (c *qwenTokens) held() int64   { return c.byID.held() }
+
+// counterHeld is what a running count c holds: its ids, or a few numbers.
+func counterHeld(c counter) int64 {
+	if h, ok := c.(interface{ held() int64 }); ok {
+		return h.held() + entryCost
+	}
+	return entryCost
 }
 
 // sum is done plus the value of every id kept.

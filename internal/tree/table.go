@@ -70,6 +70,11 @@ func (t *tableFile) Open() (Handle, error) {
 
 // table derives /active/table's content now.
 func (a *active) table() ([]byte, error) {
+	// The derivations earlier reads left pending wait while this one
+	// runs (harness.Counts.Reading): it has the CPUs to itself.
+	for _, c := range a.counts() {
+		defer c.Reading()()
+	}
 	all, err := a.scanAgents()
 	if err != nil {
 		return nil, err
@@ -132,6 +137,18 @@ func (a *active) table() ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// counts are the harnesses' token counts (one, the daemon's, shared by
+// every Env).
+func (a *active) counts() []*harness.Counts {
+	var cs []*harness.Counts
+	for _, env := range a.cfg.Envs {
+		if env.Counts != nil && !slices.Contains(cs, env.Counts) {
+			cs = append(cs, env.Counts)
+		}
+	}
+	return cs
 }
 
 // runBufsKept bounds the run buffers kept between table reads, and
