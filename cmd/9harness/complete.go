@@ -4,15 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/9harness/9harness/internal/cli"
+	"github.com/9harness/9harness/internal/cli/ps"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -79,7 +78,7 @@ func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	case "hosts":
 		list = func() ([]string, error) { return sshHosts(), nil }
 	case "sort":
-		list = func() ([]string, error) { return slices.Sorted(maps.Keys(psSortKeys)), nil }
+		list = func() ([]string, error) { return ps.SortKeys(), nil }
 	case "agents", "harnesses", "paths":
 		list = func() ([]string, error) {
 			if _, st := g.Check(io.Discard); st != cli.ExitOK {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/9harness/9harness/internal/cli"
+	"github.com/9harness/9harness/internal/cli/ps"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/sockpath"
@@ -223,7 +224,7 @@ func main() {
 
 // helps is each command's full help, for COMMAND --help and help COMMAND.
 var helps = map[string]string{
-	"ps": psHelp, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
+	"ps": ps.Help, "top": topHelp, "wait": waitHelp, "events": eventsHelp, "notify": notifyHelp, "move": moveHelp, "ls": lsHelp, "cat": catHelp, "stat": statHelp, "relay": relayHelp, "mount": mountHelp, "umount": umountHelp, "version": versionHelp,
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -257,7 +258,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g.Cmd = cmd
 	switch cmd {
 	case "ps":
-		return runPs(g, rest, stdout, stderr)
+		return ps.Run(g, rest, stdout, stderr)
 	case "top":
 		return runTop(g, rest, stdout, stderr)
 	case "wait":

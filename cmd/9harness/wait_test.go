@@ -143,34 +143,6 @@ func TestWaiter(t *testing.T) {
 	}
 }
 
-// TestWaitNotices: each wait is announced once: not again while the agent
-// stays waiting for the same thing, again when it waits anew.
-func TestWaitNotices(t *testing.T) {
-	var n waitNotices
-	steps := []struct {
-		table []client.Agent
-		want  []string
-	}{
-		{[]client.Agent{agent("claude", 1, 1, "waiting", "approve Bash"), agent("codex", 2, 2, "working", "")}, []string{"claude/1"}}, // already waiting at the start
-		{[]client.Agent{agent("claude", 1, 1, "waiting", "approve Bash"), agent("codex", 2, 2, "working", "")}, nil},
-		{[]client.Agent{agent("claude", 1, 1, "waiting", "approve Bash"), agent("codex", 2, 2, "waiting", "")}, []string{"codex/2"}},
-		{[]client.Agent{agent("claude", 1, 1, "waiting", "approve Edit"), agent("codex", 2, 2, "waiting", "")}, []string{"claude/1"}},
-		{[]client.Agent{agent("claude", 1, 1, "working", ""), agent("codex", 2, 2, "waiting", "")}, nil},
-		{[]client.Agent{agent("claude", 1, 1, "idle", ""), agent("codex", 2, 2, "", "")}, nil},
-		{[]client.Agent{agent("claude", 1, 1, "waiting", "approve Edit"), agent("codex", 2, 2, "waiting", "")}, []string{"claude/1", "codex/2"}},
-		{[]client.Agent{agent("claude", 1, 5, "waiting", "approve Edit")}, []string{"claude/1"}}, // a reused pid is another agent
-	}
-	for i, s := range steps {
-		var got []string
-		for _, a := range n.changes(s.table) {
-			got = append(got, a.Harness+"/"+strconv.Itoa(a.PID))
-		}
-		if !slices.Equal(got, s.want) {
-			t.Errorf("step %d: announced %q, want %q", i, got, s.want)
-		}
-	}
-}
-
 // TestNotifyCmdEnv: the agent's facts, printable, and no HARNESS_
 // variable of the caller's own.
 func TestNotifyCmdEnv(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package ps
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"reflect"
@@ -20,9 +21,11 @@ import (
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	"github.com/spf13/pflag"
 )
 
-const psHelp = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
+// Help is ps --help.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] ps [-qrv] [--json | --format TEMPLATE]
            [--sort KEY] [--no-header] [--no-trunc] [--detached]
            [--watch [--notify CMD]] [--harness NAME]...
            [--all] [--hosts FILE] [--timeout D]
@@ -270,25 +273,49 @@ func (o psOptions) period() time.Duration {
 	return o.interval
 }
 
-func runPs(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is 9harness ps: the live agents of this machine, of the --ssh host,
+// or of several (--all, --hosts, more than one --ssh).
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var o psOptions
+	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
+	fs := psFlags(g, &o, &ff)
+	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
+	if !ok {
+		return status
+	}
+	term, _ := stdout.(*os.File)
+	if term != nil && !cli.IsTerminal(term) {
+		term = nil
+	}
+	fleetMode := ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
+	if msg := o.usageError(fs, rest, term != nil, fleetMode, ff.Timeout); msg != "" {
+		fmt.Fprintln(stderr, "9harness ps: "+msg)
+		return cli.ExitUsage
+	}
+	if fleetMode {
+		return runFleetPs(g, o, ff, fs.Changed("hosts"), term, stdout, stderr)
+	}
+	return runLocalPs(g, o, term, stdout, stderr)
+}
+
+// psFlags is ps's FlagSet, filling o and ff.
+func psFlags(g *cli.Globals, o *psOptions, ff *fleet.Flags) *pflag.FlagSet {
 	fs := g.FlagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
 	o.interval = defaultInterval
 	fs.FuncP("interval", "n", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		if err == nil && d < minInterval {
 			err = fmt.Errorf("%s is below the %v minimum", v, minInterval)
 		}
 		o.interval = d
 		return err
 	})
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
 	fs.BoolVar(&ff.All, "all", false, "")
 	fs.StringVar(&ff.Hosts, "hosts", "", "")
 	fs.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
@@ -317,13 +344,15 @@ func runPs(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("format", "", o.setFormat)
-	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
-	if !ok {
-		return status
-	}
+	return fs
+}
+
+// usageError is what is wrong with ps's command line once parsed ("" if
+// nothing): an operand, outputs that exclude each other, a flag without
+// the one it serves.
+func (o psOptions) usageError(fs *pflag.FlagSet, rest []string, onTerm, fleetMode bool, timeout time.Duration) string {
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "9harness ps: unexpected argument %q (try '9harness ps --help')\n", rest[0])
-		return cli.ExitUsage
+		return fmt.Sprintf("unexpected argument %q (try '9harness ps --help')", rest[0])
 	}
 	var outputs []string
 	for _, f := range []string{"json", "format", "quiet"} {
@@ -331,46 +360,29 @@ func runPs(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 			outputs = append(outputs, "--"+f)
 		}
 	}
-	if len(outputs) > 1 {
-		fmt.Fprintf(stderr, "9harness ps: %s do not go together\n", strings.Join(outputs, " and "))
-		return cli.ExitUsage
+	switch {
+	case len(outputs) > 1:
+		return strings.Join(outputs, " and ") + " do not go together"
+	case fs.Changed("interval") && !o.watch:
+		return "-n/--interval is --watch's period"
+	case o.watch && len(outputs) > 0:
+		return "--watch draws the table; " + outputs[0] + " does not go with it"
+	case fs.Changed("notify") && !o.watch:
+		return "--notify runs with --watch"
+	case fs.Changed("notify") && strings.TrimSpace(o.notify) == "":
+		return "--notify needs a command"
+	case o.watch && !onTerm && o.notify == "":
+		return "--watch redraws a terminal, and standard output is not one"
+	case fs.Changed("timeout") && (!fleetMode || timeout <= 0):
+		return "--timeout is a positive duration for --all, --hosts or several --ssh"
+	case fleetMode && o.notify != "":
+		return "--notify watches one machine, not --all, --hosts or several --ssh"
 	}
-	if fs.Changed("interval") && !o.watch {
-		fmt.Fprintln(stderr, "9harness ps: -n/--interval is --watch's period")
-		return cli.ExitUsage
-	}
-	if o.watch && len(outputs) > 0 {
-		fmt.Fprintf(stderr, "9harness ps: --watch draws the table; %s does not go with it\n", outputs[0])
-		return cli.ExitUsage
-	}
-	if fs.Changed("notify") && !o.watch {
-		fmt.Fprintln(stderr, "9harness ps: --notify runs with --watch")
-		return cli.ExitUsage
-	}
-	if fs.Changed("notify") && strings.TrimSpace(o.notify) == "" {
-		fmt.Fprintln(stderr, "9harness ps: --notify needs a command")
-		return cli.ExitUsage
-	}
-	term, _ := stdout.(*os.File)
-	if term != nil && !cli.IsTerminal(term) {
-		term = nil
-	}
-	if o.watch && term == nil && o.notify == "" {
-		fmt.Fprintln(stderr, "9harness ps: --watch redraws a terminal, and standard output is not one")
-		return cli.ExitUsage
-	}
-	fleetMode := ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
-	if fs.Changed("timeout") && (!fleetMode || ff.Timeout <= 0) {
-		fmt.Fprintln(stderr, "9harness ps: --timeout is a positive duration for --all, --hosts or several --ssh")
-		return cli.ExitUsage
-	}
-	if fleetMode && o.notify != "" {
-		fmt.Fprintln(stderr, "9harness ps: --notify watches one machine, not --all, --hosts or several --ssh")
-		return cli.ExitUsage
-	}
-	if fleetMode {
-		return runFleetPs(g, o, ff, fs.Changed("hosts"), term, stdout, stderr)
-	}
+	return ""
+}
+
+// runLocalPs is ps of one machine: this one, or the --ssh host.
+func runLocalPs(g *cli.Globals, o psOptions, term *os.File, stdout, stderr io.Writer) int {
 	home := ""
 	if !g.Remote() {
 		home = os.Getenv("HOME")
@@ -1152,3 +1164,6 @@ func awaitFrame[T any](done <-chan T, sigs <-chan os.Signal, term io.Writer) (T,
 		return <-done, true
 	}
 }
+
+// SortKeys is --sort's keys, sorted, for the shell completions.
+func SortKeys() []string { return slices.Sorted(maps.Keys(psSortKeys)) }
