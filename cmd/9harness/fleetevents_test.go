@@ -11,7 +11,6 @@ import (
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
-	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 // TestFleetEventJSON: a fleet's --json line is the one-host line with
@@ -42,7 +41,7 @@ func TestFleetEventJSON(t *testing.T) {
 // once, and then retried quietly (with a backoff) until ctx ends, when
 // followHost returns.
 func TestFollowHostDownOnce(t *testing.T) {
-	g := cli.NewGlobals(buildversion.String(version), helps)
+	g := cli.NewGlobals("test", nil)
 	g.Sock = filepath.Join(t.TempDir(), "nobody.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	news := make(chan fleet.News, 16)
