@@ -71,14 +71,9 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 		fmt.Fprintln(stderr, "9harness ps: --aname is for ls, cat and stat on a local socket")
 		return cli.ExitUsage
 	}
-	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-		return cli.ExitUsage
-	}
-	if len(hosts) == 0 {
-		fmt.Fprintln(stderr, "9harness ps: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return cli.ExitUsage
+	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
+	if hosts == nil {
+		return status
 	}
 	home := os.Getenv("HOME")
 	f := fleet.New(g.Dialer(), hosts, ff.Timeout)
@@ -101,7 +96,7 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 	for i, r := range rows {
 		agents[i] = r.Agent
 	}
-	status := psListing{
+	status = psListing{
 		agents: agents,
 		json:   rows,
 		name:   func(i int) string { return fleet.AgentName(rows[i]) },
@@ -151,19 +146,10 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 		}
 		lines = append(lines, "")
 		sortFleet(a.rows, o.sortKey, o.reverse)
-		lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
-		if o.noTrunc {
-			lay.width = 0
-		}
-		lines = append(lines, fleetTable(a.rows, now, home, lay)...)
+		lines = append(lines, fleetTable(a.rows, now, home, o.layout(cols))...)
 		drawFrame(term, lines, now, cols, rows)
-		select {
-		case s := <-sigs:
-			if s != syscall.SIGWINCH {
-				io.WriteString(term, "\r"+clearLine+showCursor)
-				return cli.ExitOK
-			}
-		case <-time.After(o.period()):
+		if !untilNext(sigs, term, time.After(o.period())) {
+			return cli.ExitOK
 		}
 	}
 }

@@ -1102,24 +1102,14 @@ func watchPs(g *cli.Globals, c *client.Client, o psOptions, home string, term *o
 		} else {
 			r.agents = o.keep(r.agents)
 			sortAgents(r.agents, o.sortKey, o.reverse)
-			lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
-			if o.noTrunc {
-				lay.width = 0 // each line is still cut at the edge below
-			}
-			lines = append(lines, psTable(r.agents, now, home, lay)...)
+			lines = append(lines, psTable(r.agents, now, home, o.layout(cols))...)
 		}
 		drawFrame(term, lines, now, cols, rows)
-
-		select {
-		case s := <-sigs:
-			if s != syscall.SIGWINCH {
-				io.WriteString(term, "\r"+clearLine+showCursor)
-				if c != nil {
-					c.Close()
-				}
-				return 0
+		if !untilNext(sigs, term, tick.C) {
+			if c != nil {
+				c.Close()
 			}
-		case <-tick.C:
+			return 0
 		}
 		if c == nil {
 			c, dialErr = g.Dial()
@@ -1157,7 +1147,7 @@ func awaitFrame[T any](done <-chan T, sigs <-chan os.Signal, term io.Writer) (T,
 		return v, true
 	case s := <-sigs:
 		if s != syscall.SIGWINCH {
-			io.WriteString(term, "\r"+clearLine+showCursor)
+			endWatch(term)
 			var zero T
 			return zero, false
 		}
@@ -1167,3 +1157,33 @@ func awaitFrame[T any](done <-chan T, sigs <-chan os.Signal, term io.Writer) (T,
 
 // SortKeys is --sort's keys, sorted, for the shell completions.
 func SortKeys() []string { return slices.Sorted(maps.Keys(psSortKeys)) }
+
+// layout is the table's layout on a terminal cols wide: with --no-trunc,
+// no column is cut (each line still is, at the edge, by drawFrame).
+func (o psOptions) layout(cols int) psLayout {
+	lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
+	if o.noTrunc {
+		lay.width = 0
+	}
+	return lay
+}
+
+// untilNext waits for the next frame's time, redrawing at once on a
+// resize; false when a signal ends the watch (the cursor is back then).
+func untilNext(sigs <-chan os.Signal, term io.Writer, next <-chan time.Time) bool {
+	select {
+	case s := <-sigs:
+		if s != syscall.SIGWINCH {
+			endWatch(term)
+			return false
+		}
+	case <-next:
+	}
+	return true
+}
+
+// endWatch leaves the terminal as a shell wants it: the cursor at the
+// start of a clear line, shown.
+func endWatch(term io.Writer) {
+	io.WriteString(term, "\r"+clearLine+showCursor)
+}
