@@ -12,6 +12,7 @@ import (
 	"github.com/9harness/9harness/internal/cli/ps"
 	"github.com/9harness/9harness/internal/cli/read"
 	"github.com/9harness/9harness/internal/cli/relay"
+	"github.com/9harness/9harness/internal/cli/topcmd"
 	buildversion "github.com/9harness/9harness/internal/version"
 )
 
@@ -145,7 +146,7 @@ func main() {
 // dispatcher's own.
 var commands = []cli.Command{
 	{Name: "ps", Help: ps.Help, Run: cli.NoStdin(ps.Run)},
-	{Name: "top", Help: topHelp, Run: cli.NoStdin(runTop)},
+	{Name: "top", Help: topcmd.Help, Run: cli.NoStdin(topcmd.Run)},
 	{Name: "wait", Help: waitHelp, Run: cli.NoStdin(runWait)},
 	{Name: "events", Help: eventsHelp, Run: cli.NoStdin(runEvents)},
 	{Name: "notify", Help: notifyHelp, Run: cli.NoStdin(runNotify)},
