@@ -2,8 +2,10 @@ package ps
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -75,12 +77,22 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 	if hosts == nil {
 		return status
 	}
+	if ff.All && !hostsChanged {
+		noHostsFile(stderr)
+	}
 	home := os.Getenv("HOME")
 	f := fleet.New(g.Dialer(), hosts, ff.Timeout)
 	if o.watch {
 		return watchFleet(f, o, home, term)
 	}
+	var p *progress
+	if term != nil && len(hosts) > 1 {
+		p = startProgress(f, hosts, ff.Timeout, o, home, term)
+	}
 	rows, failed := f.Query(o.harnesses)
+	if p != nil {
+		p.stop()
+	}
 	rows = o.keepRows(rows)
 	// The sessions end after the output is written: each waits for its
 	// ssh to exit, which the reader need not wait for.
@@ -152,4 +164,18 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 			return cli.ExitOK
 		}
 	}
+}
+
+// noHostsFile says so when --all has no hosts file to read: --all is then
+// this machine (and any --ssh DEST) only, which is easy to mistake for a
+// fleet with nobody on it.
+func noHostsFile(stderr io.Writer) {
+	file := client.HostsFile()
+	if _, err := os.Stat(file); file != "" && !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if file == "" {
+		file = "(no $XDG_CONFIG_HOME or $HOME)"
+	}
+	fmt.Fprintf(stderr, "9harness ps: --all: no hosts file %s, so only this machine and any --ssh DEST\n", fleet.Printable(file))
 }
