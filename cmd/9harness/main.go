@@ -9,10 +9,15 @@ import (
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/cli/complete"
+	"github.com/9harness/9harness/internal/cli/events"
+	"github.com/9harness/9harness/internal/cli/mount"
+	"github.com/9harness/9harness/internal/cli/move"
+	"github.com/9harness/9harness/internal/cli/notify"
 	"github.com/9harness/9harness/internal/cli/ps"
 	"github.com/9harness/9harness/internal/cli/read"
 	"github.com/9harness/9harness/internal/cli/relay"
 	"github.com/9harness/9harness/internal/cli/topcmd"
+	"github.com/9harness/9harness/internal/cli/wait"
 	buildversion "github.com/9harness/9harness/internal/version"
 )
 
@@ -147,15 +152,15 @@ func main() {
 var commands = []cli.Command{
 	{Name: "ps", Help: ps.Help, Run: cli.NoStdin(ps.Run)},
 	{Name: "top", Help: topcmd.Help, Run: cli.NoStdin(topcmd.Run)},
-	{Name: "wait", Help: waitHelp, Run: cli.NoStdin(runWait)},
-	{Name: "events", Help: eventsHelp, Run: cli.NoStdin(runEvents)},
-	{Name: "notify", Help: notifyHelp, Run: cli.NoStdin(runNotify)},
-	{Name: "move", Help: moveHelp, Run: cli.NoStdin(runMove)},
+	{Name: "wait", Help: wait.Help, Run: cli.NoStdin(wait.Run)},
+	{Name: "events", Help: events.Help, Run: cli.NoStdin(events.Run)},
+	{Name: "notify", Help: notify.Help, Run: cli.NoStdin(notify.Run)},
+	{Name: "move", Help: move.Help, Run: cli.NoStdin(move.Run)},
 	{Name: "ls", Help: read.LsHelp, Run: cli.NoStdin(read.Run)},
 	{Name: "cat", Help: read.CatHelp, Run: cli.NoStdin(read.Run)},
 	{Name: "stat", Help: read.StatHelp, Run: cli.NoStdin(read.Run)},
-	{Name: "mount", Help: mountHelp, Run: cli.NoStdin(runMount)},
-	{Name: "umount", Help: umountHelp, Run: cli.NoStdin(runUmount)},
+	{Name: "mount", Help: mount.Help, Run: cli.NoStdin(mount.Run)},
+	{Name: "umount", Help: mount.UmountHelp, Run: cli.NoStdin(mount.RunUmount)},
 	{Name: "relay", Help: relay.Help, Run: relay.Run},
 	// For the shell completions; not in the help.
 	{Name: "__complete", Run: func(g *cli.Globals, args []string, _ io.Reader, stdout, stderr io.Writer) int {

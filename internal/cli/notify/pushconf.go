@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"bufio"
@@ -177,6 +177,31 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 		t.name = "command " + rest
 		return t, nil
 	}
+	kv, err := targetWords(kind, words)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.setEndpoint(kv); err != nil {
+		return nil, err
+	}
+	if v := kv["name"]; v != "" {
+		t.name = v
+	}
+	switch {
+	case kv["token-file"] != "":
+		t.token, err = readTokenFile(expandHome(kv["token-file"]))
+	case kv["token-credential"] != "":
+		t.token, err = readCredential(kv["token-credential"])
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// targetWords reads a target's KEY=VALUE words: each key one its kind
+// takes, once.
+func targetWords(kind string, words []string) (map[string]string, error) {
 	allowed := map[string][]string{
 		"ntfy":    {"url", "topic", "priority", "token-file", "token-credential", "name"},
 		"webhook": {"url", "token-file", "token-credential", "name"},
@@ -202,7 +227,13 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 	if kv["token-file"] != "" && kv["token-credential"] != "" {
 		return nil, errors.New("token-file= and token-credential= are one or the other")
 	}
-	switch kind {
+	return kv, nil
+}
+
+// setEndpoint sets where t delivers (its URL, ntfy's topic and priority)
+// and its default name, from its words.
+func (t *pushTarget) setEndpoint(kv map[string]string) error {
+	switch t.kind {
 	case "ntfy":
 		t.url = kv["url"]
 		if t.url == "" {
@@ -210,12 +241,12 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 		}
 		t.topic = kv["topic"]
 		if t.topic == "" {
-			return nil, errors.New("target ntfy needs topic=NAME")
+			return errors.New("target ntfy needs topic=NAME")
 		}
 		if p := kv["priority"]; p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 5 {
-				return nil, fmt.Errorf("priority=%s: want 1 to 5", fleet.Printable(p))
+				return fmt.Errorf("priority=%s: want 1 to 5", fleet.Printable(p))
 			}
 			t.priority = n
 		}
@@ -223,7 +254,7 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 	case "webhook":
 		t.url = kv["url"]
 		if t.url == "" {
-			return nil, errors.New("target webhook needs url=URL")
+			return errors.New("target webhook needs url=URL")
 		}
 		t.name = t.url
 	case "desktop":
@@ -232,26 +263,13 @@ func parsePushTarget(kind, line string, words []string) (*pushTarget, error) {
 	if t.url != "" {
 		u, err := url.Parse(t.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("url=%s: want an http:// or https:// URL", fleet.Printable(t.url))
+			return fmt.Errorf("url=%s: want an http:// or https:// URL", fleet.Printable(t.url))
 		}
 		if u.User != nil {
-			return nil, errors.New("url= holds a user or password: put the token in token-file= or token-credential=")
+			return errors.New("url= holds a user or password: put the token in token-file= or token-credential=")
 		}
 	}
-	if v := kv["name"]; v != "" {
-		t.name = v
-	}
-	var err error
-	switch {
-	case kv["token-file"] != "":
-		t.token, err = readTokenFile(expandHome(kv["token-file"]))
-	case kv["token-credential"] != "":
-		t.token, err = readCredential(kv["token-credential"])
-	}
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
+	return nil
 }
 
 // expandHome turns a leading ~/ into the home directory.

@@ -1,4 +1,8 @@
-package main
+// Package notify is `9harness notify`: it follows one host or several,
+// and delivers each transition the config chooses (an agent starts
+// waiting, goes idle or exits) to ntfy, a webhook, the desktop or a
+// command, once each, keeping what it delivered in a state file.
+package notify
 
 import (
 	"context"
@@ -16,7 +20,8 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const notifyHelp = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
+// Help is the text of `9harness notify --help`.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] notify [--config FILE] [--test]
        9harness [--ssh DEST]... notify --all | --hosts FILE [--config FILE]
 
 Deliver "an agent needs you" wherever you are: follow the daemon's
@@ -95,7 +100,8 @@ const (
 	pushMaxBackoff = time.Minute
 )
 
-func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is `9harness notify`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		confFile string
 		test     bool
@@ -103,15 +109,12 @@ func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("notify")
 	fs.StringVar(&confFile, "config", "", "")
 	fs.BoolVar(&test, "test", false, "")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "9harness notify: unexpected operand %q (try '9harness notify --help')\n", rest[0])
+	if !cli.NoOperands("notify", rest, stderr) {
 		return cli.ExitUsage
 	}
 	if confFile == "" {
@@ -127,7 +130,7 @@ func runNotify(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	}
 	var hosts []client.Host
 	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 0 {
-		if hosts, status = cli.FleetHosts(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
+		if hosts, status = cli.FleetHosts(g, *ff, fs.Changed("hosts"), stderr); hosts == nil {
 			return status
 		}
 	} else {
@@ -184,11 +187,10 @@ func pushTest(g *cli.Globals, cfg *pushConfig, stdout, stderr io.Writer) int {
 }
 
 // pushRun follows the hosts and delivers until ctx ends. Each host's
-// table is read when it comes up and after each line of its events (a
-// read at a time, one more if lines came meanwhile), compared with the
-// agents kept from the last read, and what changed is queued in the state
-// file before any target is tried; one goroutine per target delivers its
-// queue in order.
+// table is read when it comes up and after each line of its events
+// (cli.FleetTables), compared with the agents kept from the last read,
+// and what changed is queued in the state file before any target is
+// tried; one goroutine per target delivers its queue in order.
 func pushRun(ctx context.Context, g *cli.Globals, cfg *pushConfig, store *pushStore, hosts []client.Host, timeout time.Duration, stderr io.Writer) int {
 	var names []string
 	for _, t := range cfg.targets {
@@ -205,101 +207,64 @@ func pushRun(ctx context.Context, g *cli.Globals, cfg *pushConfig, store *pushSt
 		fmt.Fprintf(stderr, "9harness notify: "+format+"\n", a...)
 	}
 	say("following %d host(s) for %d target(s); %s", len(hosts), len(cfg.targets), strings.Join(cfg.on, ", "))
-
-	var wg sync.WaitGroup
-	kicks := make([]chan struct{}, len(cfg.targets))
-	for i, target := range cfg.targets {
-		kicks[i] = make(chan struct{}, 1)
-		kicks[i] <- struct{}{} // what a previous run left pending
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deliverLoop(ctx, store, target, kicks[i], say)
-		}()
-	}
-	kick := func() {
-		for _, k := range kicks {
-			select {
-			case k <- struct{}{}:
-			default:
-			}
-		}
-	}
-
-	news := fleet.Follow(ctx, g.Dialer(), hosts, timeout)
-	type read struct {
-		host   string
-		agents []client.Agent
-		at     time.Time
-		err    error
-	}
-	reads := make(chan read, len(hosts))
-	type hostState struct {
-		c       *client.Client
-		reading bool
-		dirty   bool
-		down    bool
-	}
-	state := map[string]*hostState{}
-	for _, h := range hosts {
-		state[h.Name] = &hostState{}
-	}
-	startRead := func(host string, st *hostState) {
-		if st.reading {
-			st.dirty = true
-			return
-		}
-		st.reading, st.dirty = true, false
-		go func(c *client.Client) {
-			a, err := c.Agents()
-			reads <- read{host, a, time.Now(), err}
-		}(st.c)
-	}
-	status := cli.ExitOK
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case n := <-news:
-			st := state[n.Host]
-			switch {
-			case n.Err != nil:
-				say("%s: %v", fleet.Printable(n.Host), n.Err)
-				st.c, st.down = nil, true
-			case n.C != nil:
-				if st.down {
-					say("%s: back", fleet.Printable(n.Host))
-				}
-				st.c, st.down = n.C, false
-				startRead(n.Host, st)
-			case st.c != nil:
-				startRead(n.Host, st)
-			}
-		case r := <-reads:
-			st := state[r.host]
-			st.reading = false
-			// A failed read is the stream's end too: follow reports it.
-			if r.err == nil && !st.down {
-				ts, err := store.observe(r.host, shownHost(g, r.host), r.agents, cfg, names, r.at)
-				if err != nil {
-					say("%s: %v", store.path, err)
-					status = cli.ExitError
-					break loop
-				}
-				if len(ts) > 0 {
-					kick()
-				}
-			}
-			if st.dirty && st.c != nil {
-				startRead(r.host, st)
-			}
-		}
-	}
+	d := startDeliveries(ctx, store, cfg.targets, say)
 	// The deliveries under way finish (each is bounded); the next ones
 	// wait for the next run.
-	wg.Wait()
-	return status
+	defer d.wg.Wait()
+
+	tables := cli.NewFleetTables(ctx, g, hosts, timeout, nil)
+	for {
+		t, ok := tables.Next(ctx.Done())
+		switch {
+		case !ok:
+			return cli.ExitOK
+		case t.Err != nil:
+			say("%s: %v", fleet.Printable(t.Host), t.Err)
+		case t.Back:
+			say("%s: back", fleet.Printable(t.Host))
+		default:
+			ts, err := store.observe(t.Host, shownHost(g, t.Host), t.Agents, cfg, names, t.At)
+			if err != nil {
+				say("%s: %v", store.path, err)
+				return cli.ExitError
+			}
+			if len(ts) > 0 {
+				d.kick()
+			}
+		}
+	}
+}
+
+// deliveries are the targets' delivery loops.
+type deliveries struct {
+	wg    sync.WaitGroup
+	kicks []chan struct{}
+}
+
+// startDeliveries starts a deliverLoop per target, which first delivers
+// what a previous run left pending.
+func startDeliveries(ctx context.Context, store *pushStore, targets []*pushTarget, say func(string, ...any)) *deliveries {
+	d := &deliveries{kicks: make([]chan struct{}, len(targets))}
+	for i, target := range targets {
+		d.kicks[i] = make(chan struct{}, 1)
+		d.kicks[i] <- struct{}{}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			deliverLoop(ctx, store, target, d.kicks[i], say)
+		}()
+	}
+	return d
+}
+
+// kick tells every target its queue has grown.
+func (d *deliveries) kick() {
+	for _, k := range d.kicks {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // deliverLoop delivers the target's queue, oldest first, until ctx ends;

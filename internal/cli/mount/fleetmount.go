@@ -1,15 +1,12 @@
-package main
+package mount
 
 import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/9harness/9harness/internal/cli"
@@ -40,27 +37,9 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 		fmt.Fprintln(stderr, "9harness mount: expected one directory: 9harness mount --all DIR (try '9harness mount --help')")
 		return cli.ExitUsage
 	}
-	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return cli.ExitUsage
-	}
-	if len(hosts) == 0 {
-		fmt.Fprintln(stderr, "9harness mount: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return cli.ExitUsage
-	}
-	names := map[string]bool{}
-	for _, h := range hosts {
-		name := mountName(h)
-		switch {
-		case name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
-			fmt.Fprintf(stderr, "9harness mount: %q cannot be a directory's name\n", name)
-			return cli.ExitUsage
-		case names[name]:
-			fmt.Fprintf(stderr, "9harness mount: two hosts are named %q (this machine is %q)\n", name, localMountName)
-			return cli.ExitUsage
-		}
-		names[name] = true
+	hosts, status := mountHosts(g, ff, hostsChanged, stderr)
+	if hosts == nil {
+		return status
 	}
 	dir, err := filepath.Abs(ops[0])
 	if err != nil {
@@ -82,18 +61,23 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 		}
 		return mountBackground(args, what, dir, stdout, stderr)
 	}
+	return mountFleetForeground(g, hosts, ff.Timeout, dir, what, debug, stdout, stderr)
+}
 
+// mountFleetForeground mounts one directory per host on dir and serves
+// it until the mount is gone.
+func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Duration, dir, what string, debug bool, stdout, stderr io.Writer) int {
 	notify := notifyFile()
 	var fhosts []fusefs.Host
 	for _, h := range hosts {
 		fhosts = append(fhosts, fusefs.Host{
 			Name: mountName(h),
-			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, ff.Timeout) },
+			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, timeout) },
 		})
 	}
 	opts := fusefs.FleetOptions{
 		Source:  "fleet",
-		Timeout: ff.Timeout,
+		Timeout: timeout,
 		Debug:   debug,
 	}
 	if notify == nil {
@@ -109,34 +93,38 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 		return cli.ExitError
 	}
 	defer f.Close()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	go func() { f.Wait(); close(done) }()
-	if notify != nil {
-		detach(notify)
-	} else {
-		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
+	// The server stops once the kernel lets go of a busy mount: its hosts'
+	// connections are closed after that.
+	return serve(f, dir, what, notify, nil, 5*time.Second, stdout, stderr)
+}
+
+// mountHosts is a fleet mount's hosts, each named so that it can be a
+// directory, no two alike; a problem (no host either) is a usage error,
+// printed, and nil with the status.
+func mountHosts(g *cli.Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
+	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
+		return nil, cli.ExitUsage
 	}
-	select {
-	case <-done:
-		return cli.ExitOK
-	case <-sigs:
+	if len(hosts) == 0 {
+		fmt.Fprintln(stderr, "9harness mount: no hosts: the hosts file lists none, and no --ssh DEST was given")
+		return nil, cli.ExitUsage
 	}
-	if err := f.Unmount(); err != nil {
-		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
-		if err := detachMount(dir); err != nil {
-			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
-			return cli.ExitError
+	names := map[string]bool{}
+	for _, h := range hosts {
+		name := mountName(h)
+		switch {
+		case name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
+			fmt.Fprintf(stderr, "9harness mount: %q cannot be a directory's name\n", name)
+			return nil, cli.ExitUsage
+		case names[name]:
+			fmt.Fprintf(stderr, "9harness mount: two hosts are named %q (this machine is %q)\n", name, localMountName)
+			return nil, cli.ExitUsage
 		}
-		// The server stops once the kernel lets go.
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-		}
+		names[name] = true
 	}
-	return cli.ExitOK
+	return hosts, cli.ExitOK
 }
 
 // mountName is a host's directory: its name as written, or
@@ -182,7 +170,7 @@ func fleetMountArgs(g *cli.Globals, ff fleet.Flags, hostsChanged bool, dir strin
 	return append(args, dir), nil
 }
 
-// dialFleetHost reaches one host of a fleet mount as dialHost does, and
+// dialFleetHost reaches one host of a fleet mount as fleet.Dialer does, and
 // keeps its transport, whose close the mount uses to hang up on a host
 // that stopped answering.
 func dialFleetHost(g *cli.Globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {

@@ -1,4 +1,4 @@
-package main
+package events
 
 import (
 	"context"
@@ -39,9 +39,9 @@ func TestFleetEventJSON(t *testing.T) {
 
 // TestFollowHostDownOnce: a host that cannot be reached is reported down
 // once, and then retried quietly (with a backoff) until ctx ends, when
-// followHost returns.
+// fleet.FollowHost returns.
 func TestFollowHostDownOnce(t *testing.T) {
-	g := cli.NewGlobals("test", nil)
+	g := cli.NewGlobals("dev", nil)
 	g.Sock = filepath.Join(t.TempDir(), "nobody.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	news := make(chan fleet.News, 16)
@@ -69,6 +69,6 @@ func TestFollowHostDownOnce(t *testing.T) {
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):
-		t.Fatal("followHost still running 5 s after its context ended")
+		t.Fatal("FollowHost still running 5 s after its context ended")
 	}
 }

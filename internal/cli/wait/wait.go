@@ -1,4 +1,6 @@
-package main
+// Package wait is `9harness wait`: it waits until an agent of this
+// machine, of one host or of several is in a turn state, and prints it.
+package wait
 
 import (
 	"context"
@@ -13,9 +15,11 @@ import (
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	"github.com/spf13/pflag"
 )
 
-const waitHelp = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
+// Help is the text of `9harness wait --help`.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] wait [--state STATE]... [--timeout D]
            [--all-of] [-q] [--harness NAME]... [AGENT...]
        9harness [--ssh DEST]... wait --all | --hosts FILE [--state STATE]...
            [--timeout D] [-q] [--harness NAME]...
@@ -125,22 +129,6 @@ func parseTarget(s string) (waitTarget, error) {
 	return waitTarget{h, pid}, nil
 }
 
-// parseTimeout reads a Go duration or a number of seconds.
-func parseTimeout(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || f != f || f > 1e9 {
-			return 0, fmt.Errorf("bad duration %q: want 90s, 5m, 1h30m or seconds", s)
-		}
-		d = time.Duration(f * float64(time.Second))
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("bad duration %q: negative", s)
-	}
-	return d, nil
-}
-
 // waitSpec is what a wait waits for.
 type waitSpec struct {
 	states  []string
@@ -235,13 +223,17 @@ func waitLine(a client.Agent) string {
 	return s
 }
 
-func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
-	var (
-		spec      waitSpec
-		timeout   time.Duration
-		quiet     bool
-		harnesses []string
-	)
+// options are wait's flags.
+type options struct {
+	spec      waitSpec
+	timeout   time.Duration
+	quiet     bool
+	harnesses []string
+	ff        *fleet.Flags
+}
+
+// flagSet is wait's flags, each set into o.
+func (o *options) flagSet(g *cli.Globals) *pflag.FlagSet {
 	fs := g.FlagSet("wait")
 	fs.Func("state", "", func(v string) error {
 		for _, s := range strings.Split(v, ",") {
@@ -249,35 +241,33 @@ func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 			if !slices.Contains(waitStates, s) {
 				return fmt.Errorf("no state %q (waiting, idle, working)", s)
 			}
-			if !slices.Contains(spec.states, s) {
-				spec.states = append(spec.states, s)
+			if !slices.Contains(o.spec.states, s) {
+				o.spec.states = append(o.spec.states, s)
 			}
 		}
 		return nil
 	})
 	fs.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
-		timeout = d
+		d, err := cli.ParseTimeout(v)
+		o.timeout = d
 		return err
 	})
-	fs.BoolVar(&spec.allOf, "all-of", false, "")
-	fs.BoolVarP(&quiet, "quiet", "q", false, "")
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				harnesses = append(harnesses, h)
-			}
-		}
-		return nil
-	})
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	fs.BoolVar(&o.spec.allOf, "all-of", false, "")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "")
+	cli.AddHarnessFlag(fs, &o.harnesses)
+	o.ff = cli.AddFleetFlags(fs)
+	return fs
+}
+
+// Run is `9harness wait`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := o.flagSet(g)
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	fleetMode := ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
+	fleetMode := o.ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1
 	if fleetMode && len(rest) > 0 {
 		fmt.Fprintln(stderr, "9harness wait: --all, --hosts and several --ssh wait for any agent, and take no AGENTs (try '9harness wait --help')")
 		return cli.ExitUsage
@@ -288,34 +278,34 @@ func runWait(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "9harness wait: %v (try '9harness wait --help')\n", err)
 			return cli.ExitUsage
 		}
-		if !slices.Contains(spec.targets, t) {
-			spec.targets = append(spec.targets, t)
+		if !slices.Contains(o.spec.targets, t) {
+			o.spec.targets = append(o.spec.targets, t)
 		}
 	}
-	if spec.allOf && len(spec.targets) == 0 {
+	if o.spec.allOf && len(o.spec.targets) == 0 {
 		fmt.Fprintln(stderr, "9harness wait: --all-of needs AGENTs (try '9harness wait --help')")
 		return cli.ExitUsage
 	}
-	if len(spec.states) == 0 {
-		spec.states = []string{"waiting", "idle"}
+	if len(o.spec.states) == 0 {
+		o.spec.states = []string{"waiting", "idle"}
 	}
 	ctx := context.Background()
 	if fs.Changed("timeout") {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	once := fs.Changed("timeout") && timeout == 0
+	once := fs.Changed("timeout") && o.timeout == 0
 	if fleetMode {
-		return runFleetWait(ctx, g, ff, fs.Changed("hosts"), spec, harnesses, once, quiet, stdout, stderr)
+		return runFleetWait(ctx, g, *o.ff, fs.Changed("hosts"), o.spec, o.harnesses, once, o.quiet, stdout, stderr)
 	}
 	c, status := g.Connect(stderr)
 	if c == nil {
 		return status
 	}
-	w := cli.NewEventWatch(g, c, harnesses)
+	w := cli.NewEventWatch(g, c, o.harnesses)
 	defer w.Close()
-	return waitFor(ctx, w, spec, once, quiet, stdout, stderr)
+	return waitFor(ctx, w, o.spec, once, o.quiet, stdout, stderr)
 }
 
 // waitFor is wait's loop over the tables the watch gives; once says to

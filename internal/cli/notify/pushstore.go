@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"bytes"
@@ -230,41 +230,9 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 		}
 		k := cli.KeyOf(a)
 		p, had := byKey[k]
-		n := seenAgent{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: a.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
-		if n.Since == "" {
-			// The harness does not say: the state began when first seen,
-			// and a wait for something else is another wait (as ps
-			// --notify counts them).
-			n.Since = stamp
-			if had && p.State == a.State && (a.State != "waiting" || p.Waiting == a.Waiting) {
-				n.Since = p.Since
-			}
-		}
-		switch {
-		case a.State == "idle" || a.State == "":
-		case had && p.TurnStart != "" && p.State != "idle":
-			n.TurnStart = p.TurnStart
-		case had:
-			n.TurnStart = n.Since
-		default:
-			// First seen mid-turn: the turn is at least this old.
-			n.TurnStart = n.Since
-		}
-		t := transition{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: n.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
-		switch a.State {
-		case "waiting":
-			if !had || p.State != "waiting" || p.Since != n.Since {
-				emit(t)
-			}
-		case "idle":
-			if had && p.State != "idle" && p.TurnStart != "" {
-				began, err1 := time.Parse(time.RFC3339, p.TurnStart)
-				ended, err2 := time.Parse(time.RFC3339, n.Since)
-				if err1 == nil && err2 == nil && ended.Sub(began) >= cfg.idleAfter {
-					t.Worked = int64(ended.Sub(began) / time.Second)
-					emit(t)
-				}
-			}
+		n := keep(a, p, had, stamp)
+		if t, ok := change(a, n, p, had, cfg.idleAfter); ok {
+			emit(t)
 		}
 		next = append(next, n)
 	}
@@ -276,8 +244,63 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 		}
 	}
 	s.st.Hosts[host] = next
-	// Forget what is delivered and can no longer recur: its agent is gone
-	// (an exit is delivered once), or it is a day old.
+	s.forgetGone(host, live)
+	s.bound(now)
+	return out, s.save()
+}
+
+// keep is what the state file keeps of agent a, seen before as p if had:
+// since when it is in its state, and when its present turn began.
+func keep(a client.Agent, p seenAgent, had bool, stamp string) seenAgent {
+	n := seenAgent{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: a.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
+	if n.Since == "" {
+		// The harness does not say: the state began when first seen,
+		// and a wait for something else is another wait (as ps
+		// --notify counts them).
+		n.Since = stamp
+		if had && p.State == a.State && (a.State != "waiting" || p.Waiting == a.Waiting) {
+			n.Since = p.Since
+		}
+	}
+	switch {
+	case a.State == "idle" || a.State == "":
+	case had && p.TurnStart != "" && p.State != "idle":
+		n.TurnStart = p.TurnStart
+	case had:
+		n.TurnStart = n.Since
+	default:
+		// First seen mid-turn: the turn is at least this old.
+		n.TurnStart = n.Since
+	}
+	return n
+}
+
+// change is the transition agent a made since it was p (if had), now
+// kept as n: it started waiting, or went idle after a turn of at least
+// idleAfter; false for none.
+func change(a client.Agent, n, p seenAgent, had bool, idleAfter time.Duration) (transition, bool) {
+	t := transition{Harness: a.Harness, PID: a.PID, Started: a.Started, State: a.State, Since: n.Since, Waiting: a.Waiting, Cwd: a.Cwd, Title: a.Title}
+	switch a.State {
+	case "waiting":
+		if !had || p.State != "waiting" || p.Since != n.Since {
+			return t, true
+		}
+	case "idle":
+		if had && p.State != "idle" && p.TurnStart != "" {
+			began, err1 := time.Parse(time.RFC3339, p.TurnStart)
+			ended, err2 := time.Parse(time.RFC3339, n.Since)
+			if err1 == nil && err2 == nil && ended.Sub(began) >= idleAfter {
+				t.Worked = int64(ended.Sub(began) / time.Second)
+				return t, true
+			}
+		}
+	}
+	return transition{}, false
+}
+
+// forgetGone forgets host's records that are delivered and can no longer
+// recur: their agent is not live (an exit is delivered once).
+func (s *pushStore) forgetGone(host string, live map[cli.AgentKey]bool) {
 	for id, r := range s.st.Records {
 		if r.T.Host != host || len(r.Pending) > 0 {
 			continue
@@ -286,8 +309,6 @@ func (s *pushStore) observe(host, shown string, agents []client.Agent, cfg *push
 			delete(s.st.Records, id)
 		}
 	}
-	s.bound(now)
-	return out, s.save()
 }
 
 // bound drops what is too old, and the oldest beyond maxRecords.

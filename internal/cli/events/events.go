@@ -1,4 +1,7 @@
-package main
+// Package events is `9harness events`: each change of the live agents
+// as it happens, from one daemon's /active/events or from every host's
+// at once.
+package events
 
 import (
 	"bufio"
@@ -7,13 +10,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const eventsHelp = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
+// Help is the text of `9harness events --help`.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] events [--harness NAME]... [--json]
        9harness [--ssh DEST]... events --all | --hosts FILE [--harness NAME]... [--json]
 
 Print each change of the live agents as it happens, one line each, from
@@ -56,34 +59,25 @@ the connection is lost, with one line on standard error; 2 for a usage
 error; 3 (with several hosts) when interrupted after a host had failed.
 `
 
-func runEvents(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is `9harness events`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var (
 		harnesses []string
 		asJSON    bool
 	)
 	fs := g.FlagSet("events")
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				harnesses = append(harnesses, h)
-			}
-		}
-		return nil
-	})
+	cli.AddHarnessFlag(fs, &harnesses)
 	fs.BoolVar(&asJSON, "json", false, "")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
 	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "9harness events: unexpected operand %q (try '9harness events --help')\n", rest[0])
+	if !cli.NoOperands("events", rest, stderr) {
 		return cli.ExitUsage
 	}
 	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1 {
-		return runFleetEvents(g, ff, fs.Changed("hosts"), harnesses, asJSON, stdout, stderr)
+		return runFleetEvents(g, *ff, fs.Changed("hosts"), harnesses, asJSON, stdout, stderr)
 	}
 	c, status := g.Connect(stderr)
 	if c == nil {

@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// ParseTimeout reads a duration flag (--timeout, ps's -n): Go's form (90s,
-// 5m, 1h30m) or a bare number of seconds, as timeout(1) takes; never
-// negative.
+// ParseTimeout reads a Go duration or a number of seconds, as the
+// commands' --timeout and --interval take them.
 func ParseTimeout(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {

@@ -1,9 +1,10 @@
-package main
+package wait
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,30 +42,6 @@ func TestParseTarget(t *testing.T) {
 		got, err := parseTarget(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("parseTarget(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
-func TestParseTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"90s", 90 * time.Second, true},
-		{"1h30m", 90 * time.Minute, true},
-		{"30", 30 * time.Second, true},
-		{"0.5", 500 * time.Millisecond, true},
-		{"0", 0, true},
-		{"-1s", 0, false},
-		{"-3", 0, false},
-		{"NaN", 0, false},
-		{"5 minutes", 0, false},
-		{"", 0, false},
-	} {
-		got, err := parseTimeout(tc.in)
-		if (err == nil) != tc.ok || tc.ok && got != tc.want {
-			t.Errorf("parseTimeout(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }
@@ -140,19 +117,6 @@ func TestWaiter(t *testing.T) {
 	err := w.first([]client.Agent{cl("idle")})
 	if err == nil || err.Error() != "no live agent codex/10, 30" {
 		t.Errorf("missing AGENTs: %v", err)
-	}
-}
-
-// TestNotifyCmdEnv: the agent's facts, printable, and no HARNESS_
-// variable of the caller's own.
-func TestNotifyCmdEnv(t *testing.T) {
-	a := client.Agent{Harness: "claude", PID: 42, State: "waiting", Waiting: "approve Bash", Cwd: "/src/x",
-		Title: "$(touch /tmp/p) \x1b]0;x\x07\nnext"}
-	env := cli.NotifyCmdEnv([]string{"PATH=/bin", "HARNESS_TITLE=stale", "HARNESS_X=1", "HOME=/h"}, a, "box")
-	want := []string{"PATH=/bin", "HOME=/h", "HARNESS_NAME=claude", "HARNESS_PID=42", "HARNESS_STATE=waiting",
-		"HARNESS_WAITING=approve Bash", "HARNESS_CWD=/src/x", "HARNESS_TITLE=$(touch /tmp/p) ?]0;x? next", "HARNESS_HOST=box"}
-	if !slices.Equal(env, want) {
-		t.Errorf("env\n%q\nwant\n%q", env, want)
 	}
 }
 
@@ -254,7 +218,7 @@ func TestWaitUsage(t *testing.T) {
 		{"wait", "--nosuch"},
 	} {
 		var out, errs bytes.Buffer
-		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		code := run(append([]string{"-s", "/nonexistent/sock"}, args[1:]...), &out, &errs)
 		if code != cli.ExitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out.String(), errs.String())
 		}
@@ -265,13 +229,13 @@ func TestWaitUsage(t *testing.T) {
 		{"wait", "--all-of", "-q", "claude/1", "codex/2", "--harness", "claude,codex"},
 	} {
 		var out, errs bytes.Buffer
-		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		code := run(append([]string{"-s", "/nonexistent/sock"}, args[1:]...), &out, &errs)
 		if code != cli.ExitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
 			t.Errorf("%q: exit %d, stderr %q; want the dial to fail", args, code, errs.String())
 		}
 	}
 	var out bytes.Buffer
-	if code := run([]string{"wait", "--help"}, nil, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "usage: 9harness") {
+	if code := run([]string{"--help"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "usage: 9harness") {
 		t.Errorf("wait --help: exit %d\n%s", code, out.String())
 	}
 	for _, f := range []string{"--state STATE", "--timeout D", "--all-of", "-q, --quiet", "--harness NAME", "-h, --help"} {
@@ -279,4 +243,11 @@ func TestWaitUsage(t *testing.T) {
 			t.Errorf("wait --help has no line for %s", f)
 		}
 	}
+}
+
+// run is `9harness wait ARGS`.
+func run(args []string, stdout, stderr io.Writer) int {
+	g := cli.NewGlobals("dev", map[string]string{"wait": Help})
+	g.Cmd = "wait"
+	return Run(g, args, stdout, stderr)
 }

@@ -1,4 +1,7 @@
-package main
+// Package mount is `9harness mount` and `9harness umount`: the tree of
+// one daemon, or one directory per host of a fleet, mounted through FUSE
+// and served in the foreground or by a background process.
+package mount
 
 import (
 	"bufio"
@@ -19,12 +22,11 @@ import (
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
-	"github.com/9harness/9harness/internal/fleet"
 	"github.com/9harness/9harness/internal/fusefs"
 )
 
-// mountHelp is the help of both mount and umount.
-const mountHelp = `usage: 9harness [-s SOCKET] mount [-f] DIR
+// Help is the help of both mount and umount.
+const Help = `usage: 9harness [-s SOCKET] mount [-f] DIR
        9harness [--ssh DEST]... mount [-f] [--all] [--hosts FILE] [--timeout D] DIR
        9harness umount DIR
 
@@ -73,8 +75,8 @@ Options:
   -h, --help        this text
 `
 
-// umountHelp is umount's own, for umount --help.
-const umountHelp = `usage: 9harness umount DIR
+// UmountHelp is umount's own, for umount --help.
+const UmountHelp = `usage: 9harness umount DIR
 
 Unmount the 9harness mount on DIR (a 9harness mount only: another file
 system there is refused): umount(2) as root, else fusermount3 -u DIR. A
@@ -89,16 +91,14 @@ Options:
 // pipe until then, so its errors (and fusermount3's) reach the caller.
 const notifyEnv = "NINEHARNESS_MOUNT_NOTIFY_FD"
 
-// runMount is `9harness mount [-f] DIR`.
-func runMount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is `9harness mount [-f] DIR`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fl := g.FlagSet("mount")
 	fg := fl.BoolP("foreground", "f", false, "")
 	debug := fl.BoolP("debug", "d", false, "")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fl.BoolVar(&ff.All, "all", false, "")
-	fl.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fl)
 	fl.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
@@ -107,7 +107,7 @@ func runMount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	if ff.All || fl.Changed("hosts") || len(g.SSHDests) > 0 {
-		return runFleetMount(g, ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
+		return runFleetMount(g, *ff, fl.Changed("hosts"), ops, *fg || *debug, *debug, stdout, stderr)
 	}
 	if fl.Changed("timeout") {
 		fmt.Fprintln(stderr, "9harness mount: --timeout is for --all, --hosts or --ssh")
@@ -262,34 +262,55 @@ func mountForeground(dir, sock string, stdout, stderr io.Writer, debug bool) int
 		fmt.Fprintf(stderr, "9harness mount: %s: %v\n%s", dir, strings.TrimSpace(err.Error()), mountHint(err))
 		return cli.ExitError
 	}
+	return serve(srv, dir, sock, notify, lost, 0, stdout, stderr)
+}
+
+// served is a mounted tree as serve needs it: Wait returns once the
+// kernel has let go of it.
+type served interface {
+	Wait()
+	Unmount() error
+}
+
+// serve says the tree is mounted (to the process that waits for a
+// background mount, or on stdout), and serves it until it is unmounted from
+// outside (9harness umount, fusermount3 -u), SIGINT, SIGTERM or SIGHUP
+// comes, or lost says the daemon is gone (a nil lost: never). Then it
+// unmounts dir, lazily when the mount is busy, and goes on serving the
+// busy mount up to linger while its users let go. what is what was
+// mounted, as the line says it.
+func serve(m served, dir, what string, notify *os.File, lost <-chan error, linger time.Duration, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-
+	go func() { m.Wait(); close(done) }()
 	if notify != nil {
 		detach(notify)
 	} else {
-		fmt.Fprintf(stdout, "mounted %s on %s\n", sock, dir)
+		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
 	}
 
-	status := 0
+	status := cli.ExitOK
 	select {
-	case <-done: // unmounted from outside: 9harness umount, fusermount3 -u
+	case <-done:
 		return cli.ExitOK
 	case <-sigs:
 	case err := <-lost:
-		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", sock, err, dir)
-		status = 1
+		fmt.Fprintf(stderr, "9harness mount: lost the daemon at %s (%v): unmounting %s\n", what, err, dir)
+		status = cli.ExitError
 	}
-	if err := srv.Unmount(); err != nil {
+	if err := m.Unmount(); err != nil {
 		// Busy: detach it now; whoever still uses it gets ENOTCONN
 		// once this process is gone.
 		fmt.Fprintf(stderr, "9harness mount: %s is busy; detaching it\n", dir)
 		if err := detachMount(dir); err != nil {
 			fmt.Fprintf(stderr, "9harness mount: cannot unmount %s: %v\n", dir, err)
 			return cli.ExitError
+		}
+		select {
+		case <-done:
+		case <-time.After(linger):
 		}
 	}
 	return status
@@ -334,8 +355,8 @@ func runFusermount(args ...string) error {
 	return nil
 }
 
-// runUmount is `9harness umount DIR`.
-func runUmount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// RunUmount is `9harness umount DIR`.
+func RunUmount(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	ops, status, ok := g.ParseFlags(g.FlagSet("umount"), args, true, stdout, stderr)
 	if !ok {
 		return status

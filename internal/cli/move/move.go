@@ -1,4 +1,8 @@
-package main
+// Package move is `9harness move`: the client side of a move, the write
+// of a session's name into an agent's zmx or tmux file, with the line
+// that attaches to the new session and the daemon's reason when it
+// refuses or fails.
+package move
 
 import (
 	"fmt"
@@ -15,7 +19,8 @@ import (
 	"github.com/9harness/9harness/internal/fleet"
 )
 
-const moveHelp = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
+// Help is the text of `9harness move --help`.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST] move [--tmux] HARNESS/PID NAME
        9harness move [--tmux] [--hosts FILE] HOST:HARNESS/PID NAME
 
 Move a running agent into a new terminal session that you can attach to
@@ -65,7 +70,19 @@ Examples:
   9harness move build1:claude/345104 overnight
 `
 
-func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// request is one move: the agent, the new session and how to attach to
+// it.
+type request struct {
+	hostName string // HOST of HOST:HARNESS/PID; "" for none
+	agent    string // as the lines name it: [HOST:]HARNESS/PID
+	file     string // the agent's zmx or tmux file
+	host     string // "zmx" or "tmux"
+	name     string // the new session
+	attach   string // the command that attaches to it
+}
+
+// Run is `9harness move`.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("move")
 	useTmux := fs.Bool("tmux", false, "")
 	hostsFile := fs.String("hosts", "", "")
@@ -73,40 +90,16 @@ func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return status
 	}
-	if len(ops) != 2 {
-		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
-		return cli.ExitUsage
+	r, status := parseRequest(g, ops, *useTmux, stderr)
+	if r == nil {
+		return status
 	}
-	hostName, agentName := fleet.SplitHostAgent(ops[0])
-	if hostName != "" && g.Remote() {
-		fmt.Fprintln(stderr, "9harness move: HOST:HARNESS/PID names its host; --ssh does not go with it")
-		return cli.ExitUsage
-	}
-	harness, pid, ok := parseAgent(agentName)
-	if !ok {
-		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID or HOST:HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
-		return cli.ExitUsage
-	}
-	name := ops[1]
-	host, attach := "zmx", "zmx attach "+client.ShellQuote(name)
-	if *useTmux {
-		host, attach = "tmux", "tmux attach -t "+client.ShellQuote(name)
-	}
-	// Checked here as well as by the daemon: a name it would refuse is a
-	// usage error, said before anything is printed or asked.
-	if err := checkSessionName(name, host); err != nil {
-		fmt.Fprintf(stderr, "9harness move: %v (try '9harness move --help')\n", err)
-		return cli.ExitUsage
-	}
-	agent := harness + "/" + strconv.Itoa(pid)
-	file := client.AgentDir(harness, pid) + "/" + host
-
 	var c *client.Client
 	dest := "" // the ssh destination of a remote agent's host
-	if hostName != "" && hostName != client.LocalHost {
+	if r.hostName != "" && r.hostName != client.LocalHost {
 		// The host's own daemon decides and audits, as for a local peer.
-		c, dest, status = cli.DialNamedHost(g, hostName, *hostsFile, fs.Changed("hosts"), stderr)
-		agent = hostName + ":" + agent
+		c, dest, status = cli.DialNamedHost(g, r.hostName, *hostsFile, fs.Changed("hosts"), stderr)
+		r.agent = r.hostName + ":" + r.agent
 	} else {
 		c, status = g.Connect(stderr)
 	}
@@ -114,35 +107,77 @@ func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	defer c.Close()
-	// What the tree already says: the agent is there, and moves are on
-	// (the file is writable only then).
-	if _, a, err := c.Stat(file); err != nil {
-		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return cli.ExitError
-	} else if a.Perm&0o200 == 0 {
-		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(syscall.EROFS, c, agent, host, name))
+	f, err := r.open(c, dest)
+	if err != nil {
+		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, r.agent, r.host, r.name))
 		return cli.ExitError
 	}
-	if host == "tmux" {
+	defer f.Close()
+	return r.write(c, f, stdout, stderr)
+}
+
+// parseRequest reads the operands HARNESS/PID (or HOST:HARNESS/PID) and
+// NAME; a bad one is a usage error, printed, and nil with the status.
+func parseRequest(g *cli.Globals, ops []string, useTmux bool, stderr io.Writer) (*request, int) {
+	if len(ops) != 2 {
+		fmt.Fprintln(stderr, "9harness move: expected HARNESS/PID NAME, like: 9harness move claude/345104 rescued (try 9harness move --help)")
+		return nil, cli.ExitUsage
+	}
+	hostName, agentName := fleet.SplitHostAgent(ops[0])
+	if hostName != "" && g.Remote() {
+		fmt.Fprintln(stderr, "9harness move: HOST:HARNESS/PID names its host; --ssh does not go with it")
+		return nil, cli.ExitUsage
+	}
+	harness, pid, ok := parseAgent(agentName)
+	if !ok {
+		fmt.Fprintf(stderr, "9harness move: %q is not HARNESS/PID or HOST:HARNESS/PID, like claude/345104 (9harness ps lists them)\n", ops[0])
+		return nil, cli.ExitUsage
+	}
+	r := &request{hostName: hostName, name: ops[1], host: "zmx", attach: "zmx attach " + client.ShellQuote(ops[1])}
+	if useTmux {
+		r.host, r.attach = "tmux", "tmux attach -t "+client.ShellQuote(r.name)
+	}
+	// Checked here as well as by the daemon: a name it would refuse is a
+	// usage error, said before anything is printed or asked.
+	if err := checkSessionName(r.name, r.host); err != nil {
+		fmt.Fprintf(stderr, "9harness move: %v (try '9harness move --help')\n", err)
+		return nil, cli.ExitUsage
+	}
+	r.agent = harness + "/" + strconv.Itoa(pid)
+	r.file = client.AgentDir(harness, pid) + "/" + r.host
+	return r, cli.ExitOK
+}
+
+// open opens the agent's file for the write, once the tree says the
+// agent is there and moves are on (the file is writable only then), and
+// completes the attach line: the agent's own tmux server, and ssh to
+// dest, the host of a remote agent.
+func (r *request) open(c *client.Client, dest string) (*client.File, error) {
+	if _, a, err := c.Stat(r.file); err != nil {
+		return nil, err
+	} else if a.Perm&0o200 == 0 {
+		return nil, syscall.EROFS
+	}
+	if r.host == "tmux" {
 		// A move stays on the agent's own tmux server, which the tmux file
 		// names as LABEL:SESSION when it is not the default one.
-		if b, err := c.ReadFile(file); err == nil {
-			attach = tmuxAttach(strings.TrimSpace(string(b)), name)
+		if b, err := c.ReadFile(r.file); err == nil {
+			r.attach = tmuxAttach(strings.TrimSpace(string(b)), r.name)
 		}
 	}
 	if dest != "" {
 		// The session is on that host: attach there.
-		attach = "ssh -t " + client.ShellQuote(dest) + " " + attach
+		r.attach = "ssh -t " + client.ShellQuote(dest) + " " + r.attach
 	}
-	f, err := openHostFile(c, file)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-		return cli.ExitError
-	}
-	defer f.Close()
+	return openHostFile(c, r.file)
+}
+
+// write writes the session's name into f, the agent's opened file, and
+// says how the move ended.
+func (r *request) write(c *client.Client, f *client.File, stdout, stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.WriteAt([]byte(name), 0)
+		_, err := f.WriteAt([]byte(r.name), 0)
 		done <- err
 	}()
 	// The attach line comes once the daemon has held the write a moment
@@ -156,7 +191,7 @@ func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	printed := false
 	printAttach := func() {
 		if !printed {
-			fmt.Fprintf(stdout, "attach with: %s\n", attach)
+			fmt.Fprintf(stdout, "attach with: %s\n", r.attach)
 			printed = true
 		}
 	}
@@ -171,26 +206,32 @@ func runMove(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		case err := <-done:
 			if err == nil {
 				printAttach()
-				fmt.Fprintf(stdout, "moved %s into %s session %s\n", agent, host, name)
+				fmt.Fprintf(stdout, "moved %s into %s session %s\n", r.agent, r.host, r.name)
 				return cli.ExitOK
 			}
-			reason := readReason(f)
-			switch {
-			case strings.HasPrefix(reason, reasonFailed):
-				fmt.Fprintf(stderr, "9harness move: the move failed after the agent was stopped: %s\n", strings.TrimPrefix(reason, reasonFailed))
-				return cli.ExitMoveFailed
-			case strings.HasPrefix(reason, reasonRefused):
-				fmt.Fprintf(stderr, "9harness move: refused: %s\n", strings.TrimPrefix(reason, reasonRefused))
-				return cli.ExitError
-			}
-			// A daemon that leaves no reason: say what the errno means.
-			fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, agent, host, name))
-			if client.IsErrno(err, syscall.EIO) {
-				return cli.ExitMoveFailed
-			}
-			return cli.ExitError
+			return r.failed(err, c, f, stderr)
 		}
 	}
+}
+
+// failed says why the daemon refused the write, or how the move failed:
+// in the daemon's own words when it left them on f.
+func (r *request) failed(err error, c *client.Client, f *client.File, stderr io.Writer) int {
+	reason := readReason(f)
+	switch {
+	case strings.HasPrefix(reason, reasonFailed):
+		fmt.Fprintf(stderr, "9harness move: the move failed after the agent was stopped: %s\n", strings.TrimPrefix(reason, reasonFailed))
+		return cli.ExitMoveFailed
+	case strings.HasPrefix(reason, reasonRefused):
+		fmt.Fprintf(stderr, "9harness move: refused: %s\n", strings.TrimPrefix(reason, reasonRefused))
+		return cli.ExitError
+	}
+	// A daemon that leaves no reason: say what the errno means.
+	fmt.Fprintf(stderr, "9harness move: %s\n", moveError(err, c, r.agent, r.host, r.name))
+	if client.IsErrno(err, syscall.EIO) {
+		return cli.ExitMoveFailed
+	}
+	return cli.ExitError
 }
 
 // tmuxAttach is the line that attaches to session name on the server the
