@@ -277,8 +277,7 @@ func (o psOptions) period() time.Duration {
 // or of several (--all, --hosts, more than one --ssh).
 func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	var o psOptions
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs := psFlags(g, &o, &ff)
+	fs, ff := psFlags(g, &o)
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
 	if !ok {
 		return status
@@ -293,13 +292,13 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	if fleetMode {
-		return runFleetPs(g, o, ff, fs.Changed("hosts"), term, stdout, stderr)
+		return runFleetPs(g, o, *ff, fs.Changed("hosts"), term, stdout, stderr)
 	}
 	return runLocalPs(g, o, term, stdout, stderr)
 }
 
-// psFlags is ps's FlagSet, filling o and ff.
-func psFlags(g *cli.Globals, o *psOptions, ff *fleet.Flags) *pflag.FlagSet {
+// psFlags is ps's FlagSet, filling o and the fleet flags it returns.
+func psFlags(g *cli.Globals, o *psOptions) (*pflag.FlagSet, *fleet.Flags) {
 	fs := g.FlagSet("ps")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
@@ -312,22 +311,14 @@ func psFlags(g *cli.Globals, o *psOptions, ff *fleet.Flags) *pflag.FlagSet {
 		o.interval = d
 		return err
 	})
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	fs.Func("timeout", "", func(v string) error {
 		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
 	fs.StringVar(&o.notify, "notify", "", "")
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				o.harnesses = append(o.harnesses, h)
-			}
-		}
-		return nil
-	})
+	cli.AddHarnessFlag(fs, &o.harnesses)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "")
 	fs.BoolVarP(&o.reverse, "reverse", "r", false, "")
 	fs.BoolVarP(&o.wide, "wide", "v", false, "")
@@ -344,7 +335,7 @@ func psFlags(g *cli.Globals, o *psOptions, ff *fleet.Flags) *pflag.FlagSet {
 		return nil
 	})
 	fs.Func("format", "", o.setFormat)
-	return fs
+	return fs, ff
 }
 
 // usageError is what is wrong with ps's command line once parsed ("" if

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
@@ -92,23 +91,14 @@ Examples:
 // Run is 9harness top.
 func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("top")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	fs.Func("timeout", "", func(v string) error {
 		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
 	var harnesses []string
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				harnesses = append(harnesses, h)
-			}
-		}
-		return nil
-	})
+	cli.AddHarnessFlag(fs, &harnesses)
 	once := fs.Bool("once", false, "")
 	counts := fs.Bool("count-reads", false, "")
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
@@ -123,7 +113,7 @@ func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness top: --timeout must be above 0")
 		return cli.ExitUsage
 	}
-	hosts, status := topHosts(g, ff, fs.Changed("hosts"), stderr)
+	hosts, status := topHosts(g, *ff, fs.Changed("hosts"), stderr)
 	if hosts == nil {
 		return status
 	}
