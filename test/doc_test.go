@@ -818,7 +818,7 @@ func harnessDocs() []docSpan {
 		{"packaging/man/9harnessd.8", "the harnesses served", re(`on-disk state of `), re(`, and\n\.IR /active`), harnessList(titles, "and")},
 		{"packaging/man/9harnessd.8", "the --root names", re(`Pin a harness root \(`), re(`\);`), strings.Join(names, ", ")},
 		{"packaging/man/9harnessd.8", "the tree", re(`/active/HARNESS/PID/ .*\n`), re(`\n\.fi`), roff(strings.Join(append(tree, "/skills/{"+strings.Join(skills, ",")+"}"), "\n"))},
-		{"cmd/9harness/ps.go", "ps --help's HARNESS", re(`\n  HARNESS   `), re(`\n`), harnessList(names, "or")},
+		{"internal/cli/ps/ps.go", "ps --help's HARNESS", re(`\n  HARNESS   `), re(`\n`), harnessList(names, "or")},
 	}
 }
 

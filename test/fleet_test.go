@@ -667,3 +667,58 @@ func TestFleetMove(t *testing.T) {
 		t.Errorf("the refused move stopped the agent")
 	}
 }
+
+// TestFleetPsSlowHost: ps --all on a terminal, with a host that accepts
+// TCP and never speaks. While it waits, this machine's row is on the
+// screen, with a line naming the host it waits for; at the end that line
+// is gone, and what stays is the listing: this machine's row, the silent
+// host named on stderr, exit 3 (partial). Without a hosts file, ps --all
+// says so in one line on stderr and lists this machine.
+func TestFleetPsSlowHost(t *testing.T) {
+	local := fixtureHome(t)
+	agent := startFake(t, "claude", local, local, "FAKE_SESSION=6f7a8b9c-0d1e-4f2a-8b3c-4d5e6f7a8b9c")
+	waitRegistry(t, local, agent.pid())
+	d := startDaemon(t, local)
+	localRow := func(out string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "-" && f[1] == "claude" && f[2] == itoa(agent.pid()) {
+				return f
+			}
+		}
+		return nil
+	}
+
+	conf := t.TempDir()
+	env := []string{"HOME=" + local, "XDG_CONFIG_HOME=" + conf}
+	var out, errs string
+	var code int
+	eventually15(t, func() bool {
+		out, errs, code = run9harness(t, env, "-s", d.sock, "ps", "--all")
+		return localRow(out) != nil
+	}, "this machine's agent in ps --all")
+	if want := "no hosts file " + filepath.Join(conf, "9harness", "hosts"); code != 0 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, want) {
+		t.Errorf("ps --all without a hosts file: exit %d, stderr %q; want 0 and one line saying %q", code, errs, want)
+	}
+
+	silent := "silent@127.0.0.1:" + itoa(silentPort(t))
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(silent, "/dev/null")+"\n"), 0o644))
+	tm := newPsTmux(t)
+	p := startTopPane(t, tm, "slow", 200, 50, append(env, "LANG=C.UTF-8"),
+		"-s", d.sock, "ps", "--all", "--hosts", hostsFile, "--timeout", "8s")
+	s := p.await(t, "the host waited for, named", screenHas("waiting for "+silent))
+	if localRow(s) == nil {
+		t.Errorf("this machine's row is not on the screen while ps waits for %s:\n%s", silent, s)
+	}
+	s = p.await(t, "ps to end", screenHas("[exit 3]"))
+	t.Logf("the screen at the end:\n%s", s)
+	if strings.Contains(s, "waiting for") {
+		t.Errorf("the waiting line is still on the screen at the end:\n%s", s)
+	}
+	if localRow(s) == nil || !strings.Contains(s, "9harness ps: "+silent+": ") {
+		t.Errorf("the listing at the end lacks this machine's row or the silent host's line:\n%s", s)
+	}
+	if n := strings.Count(s, "HOST "); n != 1 {
+		t.Errorf("%d table headers on the screen at the end, want 1:\n%s", n, s)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,6 +160,11 @@ type Fleet struct {
 	d       *Dialer
 	timeout time.Duration
 	hosts   []*host
+
+	// Progress, if set, is told during a Query, each time a host has
+	// answered (or failed) while others have not: the rows so far, and
+	// the hosts still waited for, sorted.
+	Progress func(rows []Row, waiting []string)
 }
 
 type host struct {
@@ -234,10 +240,13 @@ func (f *Fleet) Query(harnesses []string) ([]Row, []Failure) {
 			delete(pending, r.host)
 			if r.err != nil {
 				failed = append(failed, Failure{r.host, HostError(r.err)})
-				continue
+			} else {
+				for _, a := range r.agents {
+					rows = append(rows, Row{Host: r.host, Agent: a})
+				}
 			}
-			for _, a := range r.agents {
-				rows = append(rows, Row{Host: r.host, Agent: a})
+			if f.Progress != nil && len(pending) > 0 {
+				f.Progress(slices.Clone(rows), slices.Sorted(maps.Keys(pending)))
 			}
 		case <-deadline.C:
 			for h := range pending {

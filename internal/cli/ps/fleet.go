@@ -1,9 +1,11 @@
-package main
+package ps
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -71,21 +73,26 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 		fmt.Fprintln(stderr, "9harness ps: --aname is for ls, cat and stat on a local socket")
 		return cli.ExitUsage
 	}
-	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness ps: %v\n", err)
-		return cli.ExitUsage
+	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
+	if hosts == nil {
+		return status
 	}
-	if len(hosts) == 0 {
-		fmt.Fprintln(stderr, "9harness ps: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return cli.ExitUsage
+	if ff.All && !hostsChanged {
+		noHostsFile(stderr)
 	}
 	home := os.Getenv("HOME")
 	f := fleet.New(g.Dialer(), hosts, ff.Timeout)
 	if o.watch {
 		return watchFleet(f, o, home, term)
 	}
+	var p *progress
+	if term != nil && len(hosts) > 1 {
+		p = startProgress(f, hosts, ff.Timeout, o, home, term)
+	}
 	rows, failed := f.Query(o.harnesses)
+	if p != nil {
+		p.stop()
+	}
 	rows = o.keepRows(rows)
 	// The sessions end after the output is written: each waits for its
 	// ssh to exit, which the reader need not wait for.
@@ -101,7 +108,7 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 	for i, r := range rows {
 		agents[i] = r.Agent
 	}
-	status := psListing{
+	status = psListing{
 		agents: agents,
 		json:   rows,
 		name:   func(i int) string { return fleet.AgentName(rows[i]) },
@@ -151,19 +158,24 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 		}
 		lines = append(lines, "")
 		sortFleet(a.rows, o.sortKey, o.reverse)
-		lay := psLayout{width: cols, wide: o.wide, noHeader: o.noHeader}
-		if o.noTrunc {
-			lay.width = 0
-		}
-		lines = append(lines, fleetTable(a.rows, now, home, lay)...)
+		lines = append(lines, fleetTable(a.rows, now, home, o.layout(cols))...)
 		drawFrame(term, lines, now, cols, rows)
-		select {
-		case s := <-sigs:
-			if s != syscall.SIGWINCH {
-				io.WriteString(term, "\r"+clearLine+showCursor)
-				return cli.ExitOK
-			}
-		case <-time.After(o.period()):
+		if !untilNext(sigs, term, time.After(o.period())) {
+			return cli.ExitOK
 		}
 	}
+}
+
+// noHostsFile says so when --all has no hosts file to read: --all is then
+// this machine (and any --ssh DEST) only, which is easy to mistake for a
+// fleet with nobody on it.
+func noHostsFile(stderr io.Writer) {
+	file := client.HostsFile()
+	if _, err := os.Stat(file); file != "" && !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if file == "" {
+		file = "(no $XDG_CONFIG_HOME or $HOME)"
+	}
+	fmt.Fprintf(stderr, "9harness ps: --all: no hosts file %s, so only this machine and any --ssh DEST\n", fleet.Printable(file))
 }

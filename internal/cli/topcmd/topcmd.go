@@ -1,10 +1,11 @@
-package main
+// Package topcmd is 9harness top's command line: its flags and hosts made
+// into a top.Config for internal/top, the live view, which knows no flags.
+package topcmd
 
 import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
@@ -12,7 +13,8 @@ import (
 	"github.com/9harness/9harness/internal/top"
 )
 
-const topHelp = `usage: 9harness [-s SOCKET | --ssh DEST]... top [--all] [--hosts FILE]
+// Help is top --help.
+const Help = `usage: 9harness [-s SOCKET | --ssh DEST]... top [--all] [--hosts FILE]
            [--timeout D] [--harness NAME]... [--once]
 
 A full-screen live view of the agents, one row each: HOST (with several
@@ -88,25 +90,17 @@ Examples:
   9harness top --once | head
 `
 
-func runTop(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Run is 9harness top.
+func Run(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	fs := g.FlagSet("top")
-	ff := fleet.Flags{Timeout: fleet.DefaultTimeout}
-	fs.BoolVar(&ff.All, "all", false, "")
-	fs.StringVar(&ff.Hosts, "hosts", "", "")
+	ff := cli.AddFleetFlags(fs)
 	fs.Func("timeout", "", func(v string) error {
-		d, err := parseTimeout(v)
+		d, err := cli.ParseTimeout(v)
 		ff.Timeout = d
 		return err
 	})
 	var harnesses []string
-	fs.Func("harness", "", func(v string) error {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				harnesses = append(harnesses, h)
-			}
-		}
-		return nil
-	})
+	cli.AddHarnessFlag(fs, &harnesses)
 	once := fs.Bool("once", false, "")
 	counts := fs.Bool("count-reads", false, "")
 	rest, status, ok := g.ParseFlags(fs, args, true, stdout, stderr)
@@ -121,21 +115,9 @@ func runTop(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "9harness top: --timeout must be above 0")
 		return cli.ExitUsage
 	}
-	var hosts []client.Host
-	if ff.All || fs.Changed("hosts") || len(g.SSHDests) > 1 {
-		if hosts, status = cli.FleetHosts(g, ff, fs.Changed("hosts"), stderr); hosts == nil {
-			return status
-		}
-	} else {
-		s, status := g.Check(stderr)
-		if status != cli.ExitOK {
-			return status
-		}
-		h := client.Host{Name: client.LocalHost}
-		if s != nil {
-			h = client.Host{Name: s.Dest, SSH: s}
-		}
-		hosts = []client.Host{h}
+	hosts, status := topHosts(g, *ff, fs.Changed("hosts"), stderr)
+	if hosts == nil {
+		return status
 	}
 	out, isFile := stdout.(*os.File)
 	if !*once && (!isFile || !cli.IsTerminal(out) || !cli.IsTerminal(os.Stdin)) {
@@ -163,6 +145,24 @@ func runTop(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 		Out:       out,
 		Stderr:    stderr,
 	})
+}
+
+// topHosts is the hosts top shows: the fleet's with --all, --hosts or
+// several --ssh, else the one machine (this one, or --ssh's). A problem
+// is printed, with its status (hosts nil).
+func topHosts(g *cli.Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
+	if ff.All || hostsChanged || len(g.SSHDests) > 1 {
+		return cli.FleetHosts(g, ff, hostsChanged, stderr)
+	}
+	s, status := g.Check(stderr)
+	if status != cli.ExitOK {
+		return nil, status
+	}
+	h := client.Host{Name: client.LocalHost}
+	if s != nil {
+		h = client.Host{Name: s.Dest, SSH: s}
+	}
+	return []client.Host{h}, cli.ExitOK
 }
 
 // moveArgv is 9harness move of agent into session name, with the

@@ -1,18 +1,21 @@
-package main
+// Package complete is the hidden 9harness __complete, the candidates the
+// shell completions ask for: commands and flags (read from the help
+// texts), ps's sort keys, ssh hosts, and what the daemon knows (agents,
+// harnesses, tree paths).
+package complete
 
 import (
 	"bufio"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/9harness/9harness/internal/cli"
+	"github.com/9harness/9harness/internal/cli/ps"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -21,7 +24,7 @@ import (
 // waits longer than this for a Tab is worse than no candidates.
 const completeTimeout = 3 * time.Second
 
-// runComplete is the hidden `9harness __complete KIND [PREFIX]` that the
+// Run is the hidden `9harness __complete KIND [PREFIX]` that the
 // shell completions in packaging/completions call for the candidates only
 // the daemon or the user's files know, one a line, those that start with
 // PREFIX:
@@ -37,9 +40,10 @@ const completeTimeout = 3 * time.Second
 //	           PREFIX is empty), read from its help, which says every flag
 //	           it takes
 //
-// The global flags (-s, --ssh, ...) reach the daemon the line names. It
-// prints nothing on stderr: a failure is no candidates and exit 1.
-func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
+// Commands and flags come from the help texts: g.Helps, and usage, the
+// program's own. The global flags (-s, --ssh, ...) reach the daemon the
+// line names. It prints nothing on stderr: a failure is no candidates and exit 1.
+func Run(g *cli.Globals, usage string, args []string, stdout, stderr io.Writer) int {
 	ops, status, ok := g.ParseFlags(g.FlagSet("__complete"), args, true, stdout, io.Discard)
 	if !ok {
 		return status
@@ -51,24 +55,9 @@ func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 	if len(ops) == 2 {
 		prefix = ops[1]
 	}
-	var list func() ([]string, error)
 	switch kind {
 	case "flags", "flagdescs":
-		text, ok := helps[prefix]
-		if prefix == "" {
-			text, ok = usage, true
-		}
-		if !ok {
-			return cli.ExitUsage
-		}
-		for _, f := range helpFlags(text) {
-			if kind == "flags" {
-				fmt.Fprintln(stdout, f.name)
-			} else {
-				fmt.Fprintf(stdout, "%s\t%s\n", f.name, f.desc)
-			}
-		}
-		return cli.ExitOK
+		return printFlags(g.Helps, usage, kind == "flagdescs", prefix, stdout)
 	case "commands":
 		for _, c := range usageCommands(usage) {
 			if strings.HasPrefix(c.name, prefix) {
@@ -76,12 +65,43 @@ func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return cli.ExitOK
+	}
+	list := lister(g, kind, prefix)
+	if list == nil {
+		return cli.ExitUsage
+	}
+	return printNames(list, prefix, stdout)
+}
+
+// printFlags is the flags of the command named (the global ones for ""),
+// each with its description if descs.
+func printFlags(helps map[string]string, usage string, descs bool, name string, stdout io.Writer) int {
+	text, ok := helps[name]
+	if name == "" {
+		text, ok = usage, true
+	}
+	if !ok {
+		return cli.ExitUsage
+	}
+	for _, f := range helpFlags(text) {
+		if descs {
+			fmt.Fprintf(stdout, "%s\t%s\n", f.name, f.desc)
+		} else {
+			fmt.Fprintln(stdout, f.name)
+		}
+	}
+	return cli.ExitOK
+}
+
+// lister is how to find the candidates of kind (nil: no such kind).
+func lister(g *cli.Globals, kind, prefix string) func() ([]string, error) {
+	switch kind {
 	case "hosts":
-		list = func() ([]string, error) { return sshHosts(), nil }
+		return func() ([]string, error) { return sshHosts(), nil }
 	case "sort":
-		list = func() ([]string, error) { return slices.Sorted(maps.Keys(psSortKeys)), nil }
+		return func() ([]string, error) { return ps.SortKeys(), nil }
 	case "agents", "harnesses", "paths":
-		list = func() ([]string, error) {
+		return func() ([]string, error) {
 			if _, st := g.Check(io.Discard); st != cli.ExitOK {
 				return nil, fmt.Errorf("bad flags")
 			}
@@ -98,9 +118,13 @@ func runComplete(g *cli.Globals, args []string, stdout, stderr io.Writer) int {
 			}
 			return treeEntries(c, prefix)
 		}
-	default:
-		return cli.ExitUsage
 	}
+	return nil
+}
+
+// printNames prints the names list finds that start with prefix, one a
+// line, if it finds them within completeTimeout.
+func printNames(list func() ([]string, error), prefix string, stdout io.Writer) int {
 	type result struct {
 		names []string
 		err   error

@@ -1,8 +1,9 @@
-package main
+package ps
 
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
-	buildversion "github.com/9harness/9harness/internal/version"
 )
 
 var psNow = time.Unix(1_800_000_000, 0)
@@ -356,7 +356,7 @@ func TestPsFormatDocker(t *testing.T) {
 		{[]string{"--format", `{{json .tokens}}`}, []string{`{"cache_read":0,`, `{"cache_read":0,`}},
 		{[]string{"--format", `{{upper .harness}}`}, []string{"CLAUDE", "CODEX"}},
 	} {
-		g := cli.NewGlobals(buildversion.String(version), helps)
+		g := newGlobals()
 		var o psOptions
 		fs := g.FlagSet("ps")
 		fs.BoolVar(&o.noHeader, "no-headers", false, "")
@@ -400,7 +400,7 @@ func TestPsUsage(t *testing.T) {
 		{"ps", "--sort", "State"},
 	} {
 		var out, errs bytes.Buffer
-		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		code := runPs(append([]string{"-s", "/nonexistent/sock"}, args[1:]...), &out, &errs)
 		if code != cli.ExitUsage || out.Len() != 0 || strings.Count(errs.String(), "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out.String(), errs.String())
 		}
@@ -418,7 +418,7 @@ func TestPsUsage(t *testing.T) {
 		{"ps", "--watch", "--notify", "true"},
 	} {
 		var out, errs bytes.Buffer
-		code := run(append([]string{"-s", "/nonexistent/sock"}, args...), nil, &out, &errs)
+		code := runPs(append([]string{"-s", "/nonexistent/sock"}, args[1:]...), &out, &errs)
 		if code != cli.ExitError || !strings.Contains(errs.String(), "cannot reach the daemon") {
 			t.Errorf("%q: exit %d, stderr %q; want the dial to fail", args, code, errs.String())
 		}
@@ -429,7 +429,7 @@ func TestPsUsage(t *testing.T) {
 // form the man page test reads, and the help gives the drop order.
 func TestPsHelp(t *testing.T) {
 	var out bytes.Buffer
-	if code := run([]string{"ps", "--help"}, nil, &out, &out); code != 0 {
+	if code := runPs([]string{"--help"}, &out, &out); code != 0 {
 		t.Fatalf("ps --help: exit %d", code)
 	}
 	help := out.String()
@@ -460,4 +460,16 @@ func TestPsPendingTitle(t *testing.T) {
 	if r[colTitle] != "-" {
 		t.Errorf("unknown title shows as %q, want -", r[colTitle])
 	}
+}
+
+// newGlobals is the global flags of a 9harness whose one command is ps.
+func newGlobals() *cli.Globals {
+	g := cli.NewGlobals("test", map[string]string{"ps": Help})
+	g.Cmd = "ps"
+	return g
+}
+
+// runPs is 9harness ps ARGS.
+func runPs(args []string, stdout, stderr io.Writer) int {
+	return Run(newGlobals(), args, stdout, stderr)
 }
