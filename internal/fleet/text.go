@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/rivo/uniseg"
+	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
 )
@@ -234,4 +235,23 @@ func ClipFront(s string, w int) string {
 		n += ws[i]
 	}
 	return Ellipsis() + strings.Join(cs[i:], "")
+}
+
+// TermSize is the terminal's columns and rows (f nil: none); 80x24 when
+// unknown. COLUMNS and LINES, where set to a number, win over the
+// terminal, as procps's ps and GNU ls let them.
+func TermSize(f *os.File) (cols, rows int) {
+	cols, rows = 80, 24
+	if f != nil {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			cols, rows = int(ws.Col), int(ws.Row)
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		cols = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
+		rows = n
+	}
+	return cols, rows
 }

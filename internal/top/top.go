@@ -14,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,7 +21,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
-	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
@@ -128,7 +126,7 @@ func once(cfg Config) int {
 	defer f.Close()
 	rows, failed := f.Query(cfg.Harnesses)
 	m := newModel(cfg, nil)
-	m.width, m.height = termSize(cfg.Out)
+	m.width, m.height = fleet.TermSize(cfg.Out)
 	now := time.Now()
 	down := map[string]bool{}
 	for _, fl := range failed {
@@ -154,22 +152,4 @@ func once(cfg Config) int {
 		return 1
 	}
 	return 3
-}
-
-// termSize is the terminal's columns and rows; 80x24 when unknown;
-// COLUMNS and LINES win, as for ps.
-func termSize(f *os.File) (cols, rows int) {
-	cols, rows = 80, 24
-	if f != nil {
-		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
-			cols, rows = int(ws.Col), int(ws.Row)
-		}
-	}
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
-		cols = n
-	}
-	if n, err := strconv.Atoi(os.Getenv("LINES")); err == nil && n > 0 {
-		rows = n
-	}
-	return cols, rows
 }

@@ -150,7 +150,7 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 		if !ok {
 			return cli.ExitOK
 		}
-		cols, rows := cli.TermSize(term)
+		cols, rows := fleet.TermSize(term)
 		now := time.Now()
 		lines := []string{title}
 		for _, h := range a.failed {

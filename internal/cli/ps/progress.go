@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/9harness/9harness/internal/cli"
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
 )
@@ -89,7 +88,7 @@ func (p *progress) draw(now time.Time) {
 	p.mu.Lock()
 	rows, waiting := slices.Clone(p.rows), p.waiting
 	p.mu.Unlock()
-	cols, height := cli.TermSize(p.term)
+	cols, height := fleet.TermSize(p.term)
 	if cols <= 1 || height <= 1 {
 		return
 	}

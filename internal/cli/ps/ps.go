@@ -453,7 +453,7 @@ func (l psListing) print(o psOptions, term *os.File, stdout, stderr io.Writer) i
 	default:
 		lay := psLayout{wide: o.wide, noHeader: o.noHeader}
 		if term != nil && !o.noTrunc {
-			lay.width, _ = cli.TermSize(term)
+			lay.width, _ = fleet.TermSize(term)
 		}
 		lines := l.table(lay)
 		n := 0

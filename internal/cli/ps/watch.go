@@ -64,7 +64,7 @@ func watchPs(g *cli.Globals, c *client.Client, o psOptions, home string, term *o
 		if !ok {
 			return 0
 		}
-		cols, rows := cli.TermSize(term)
+		cols, rows := fleet.TermSize(term)
 		now := time.Now()
 		lines := []string{title, ""}
 		if note != nil {
