@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -445,14 +446,11 @@ func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 
 	// The privilege-separation directory sshd insists on (Debian makes it
 	// when its service starts; nothing has started one here).
-	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
-		must(t, os.MkdirAll("/run/sshd", 0o755))
-		t.Cleanup(func() { os.Remove("/run/sshd") })
-	}
+	usePrivsepDir(t)
 
 	// The user: password "*" is no password, but not a locked account,
 	// which sshd without PAM would refuse.
-	if out, err := exec.Command(useradd, "-M", "-d", h.home, "-s", "/bin/sh", "-p", "*", "-U", h.user).CombinedOutput(); err != nil {
+	if out, err := userTool(useradd, "-M", "-d", h.home, "-s", "/bin/sh", "-p", "*", "-U", h.user); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", h.user, err, out)
 	}
 	t.Cleanup(func() { h.remove(t, userdel) })
@@ -590,6 +588,52 @@ func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 	}
 }
 
+// userMu serializes this process's useradd and userdel: each locks
+// /etc/passwd and fails at once, rather than waiting, while another holds
+// it.
+var userMu sync.Mutex
+
+// userTool runs useradd or userdel, again while it fails because another
+// program (another checkout's test) holds the passwd or group file's lock.
+func userTool(tool string, args ...string) ([]byte, error) {
+	userMu.Lock()
+	defer userMu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command(tool, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "lock") || time.Now().After(deadline) {
+			return out, err
+		}
+	}
+}
+
+// privsep counts the tests of this process that need /run/sshd, so that
+// the one that made it removes it only once the last of them ended.
+var privsep struct {
+	sync.Mutex
+	users int
+	made  bool
+}
+
+func usePrivsepDir(t *testing.T) {
+	privsep.Lock()
+	defer privsep.Unlock()
+	if privsep.users == 0 {
+		if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
+			must(t, os.MkdirAll("/run/sshd", 0o755))
+			privsep.made = true
+		}
+	}
+	privsep.users++
+	t.Cleanup(func() {
+		privsep.Lock()
+		defer privsep.Unlock()
+		if privsep.users--; privsep.users == 0 && privsep.made {
+			os.Remove("/run/sshd")
+			privsep.made = false
+		}
+	})
+}
+
 // remove deletes the user once nothing runs as it any more.
 func (h *sshHost) remove(t *testing.T, userdel string) {
 	deadline := time.Now().Add(10 * time.Second)
@@ -612,7 +656,7 @@ func (h *sshHost) remove(t *testing.T, userdel string) {
 	if h.user == "" || !strings.HasPrefix(h.user, "h9test") {
 		return
 	}
-	if out, err := exec.Command(userdel, "-r", h.user).CombinedOutput(); err != nil {
+	if out, err := userTool(userdel, "-r", h.user); err != nil {
 		t.Errorf("userdel -r %s: %v\n%s", h.user, err, out)
 	}
 	if _, err := user.Lookup(h.user); err == nil {

@@ -43,7 +43,7 @@ func TestUserManager(t *testing.T) {
 	must(t, os.Chmod(base, 0o755))
 	name := fmt.Sprintf("h9u%06d", rand.IntN(1000000))
 	home := filepath.Join(base, "home")
-	if out, err := exec.Command("useradd", "-m", "-d", home, "-s", "/bin/bash", name).CombinedOutput(); err != nil {
+	if out, err := userTool("useradd", "-m", "-d", home, "-s", "/bin/bash", name); err != nil {
 		t.Fatalf("useradd: %v %s", err, out)
 	}
 	u, err := user.Lookup(name)
@@ -62,7 +62,7 @@ func TestUserManager(t *testing.T) {
 				os.Remove(filepath.Join(h, "user.slice"))
 			}
 		}
-		exec.Command("userdel", "-r", name).Run()
+		userTool("userdel", "-r", name)
 		os.RemoveAll(filepath.Join("/tmp", "tmux-"+u.Uid))
 		os.RemoveAll(base)
 	})
