@@ -345,6 +345,7 @@ func outputMatches(want []string, got string) bool {
 
 // TestDocExamples runs every marked example.
 func TestDocExamples(t *testing.T) {
+	t.Parallel()
 	require(t, "tmux")
 	require(t, "diodls")
 	require(t, "mountpoint")
@@ -356,6 +357,9 @@ func TestDocExamples(t *testing.T) {
 		}
 		n++
 		t.Run(fmt.Sprintf("%s:%d", b.file, b.line), func(t *testing.T) {
+			// Each example has its own home, daemon, runtime, tmux and
+			// zmx directories: they run beside each other.
+			t.Parallel()
 			e := newDocEnv(t)
 			text := e.substitute(b.text)
 			if !strings.Contains(text, "\n$ ") && !strings.HasPrefix(text, "$ ") {
