@@ -204,6 +204,7 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 // endpoint refusing connections; the token is nowhere but in the
 // Authorization header.
 func TestNotify(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	pid := e.claude.pid()
 	title := "fix <the> & build\x1b[31m"
@@ -406,6 +407,7 @@ func TestNotify(t *testing.T) {
 // nothing; a token file others may read is refused; --test sends one
 // message to each target, and exits 1 when one refuses.
 func TestNotifyConfig(t *testing.T) {
+	t.Parallel()
 	const token = "tk_another-s3cret"
 	rcv := newPushReceiver(t, token)
 	n := newNotifyEnv(t, token)
@@ -457,6 +459,7 @@ func TestNotifyConfig(t *testing.T) {
 // (a stub of org.freedesktop.Notifications on a private bus) once for one
 // wait, the body's markup escaped and its control bytes made printable.
 func TestNotifyDesktop(t *testing.T) {
+	t.Parallel()
 	addr := privateBus(t)
 	conn, err := dbus.Connect(addr)
 	must(t, err)
@@ -510,6 +513,7 @@ func TestNotifyDesktop(t *testing.T) {
 // again when the host's stream is cut and comes back, and one for the
 // agent's exit.
 func TestNotifyFleet(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	name := h.user + "@127.0.0.1:" + itoa(h.port)
 	local := fixtureHome(t)
