@@ -30,6 +30,7 @@ import (
 // half-closes the daemon connection, the daemon closes, and the relay
 // exits 0 at once, having written nothing on stderr.
 func TestRelayServesAndHalfCloses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, fixtureHome(t))
 	conn, err := client.StartCommand("relay", []string{bin("9harness"), "relay", "-s", d.sock})
 	must(t, err)
@@ -64,6 +65,7 @@ func TestRelayServesAndHalfCloses(t *testing.T) {
 // TestRelayDaemonCloses: when the daemon goes away the relay exits 0
 // without waiting for its stdin, which stays open.
 func TestRelayDaemonCloses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, fixtureHome(t))
 	cmd := exec.Command(bin("9harness"), "relay", "-s", d.sock)
 	in, err := cmd.StdinPipe()
@@ -127,6 +129,7 @@ func TestRelayUnreachable(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestRelayRefusedUID(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	dir, err := os.MkdirTemp("", "9harness-sock-")
 	must(t, err)
@@ -207,6 +210,7 @@ type sshHost struct {
 // the daemon's ordinary uid gate: the ssh user's uid is its own, so it is
 // served and nothing is refused.
 func TestSSH(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	opts := h.opts(h.key)
 	// The client's own runtime directory, where it keeps what it learns

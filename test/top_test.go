@@ -253,6 +253,7 @@ func TestTopIdleReads(t *testing.T) {
 // gone) is marked DOWN within a few --timeout, its row kept; when its
 // sshd resumes, the host is back by itself.
 func TestTopFleet(t *testing.T) {
+	t.Parallel()
 	var hosts []*fleetHost
 	var lines []string
 	for range 3 {
