@@ -180,6 +180,7 @@ func clientAs(uid, gid int, groups []uint32, sock string, args ...string) (strin
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestGrants(t *testing.T) {
+	t.Parallel()
 	u := testUIDs(t)
 	requireRoot(t)
 	home, sock := sharedHome(t, u.owner)
@@ -284,6 +285,7 @@ func TestGrants(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestForgedAttach(t *testing.T) {
+	t.Parallel()
 	u := testUIDs(t)
 	requireRoot(t)
 	home, sock := sharedHome(t, u.owner)
