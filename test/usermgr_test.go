@@ -29,6 +29,7 @@ import (
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestUserManager(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/systemd/systemd", "/usr/lib/systemd/systemd-journald", "/usr/sbin/useradd"} {
 		if !isExec(p) {
