@@ -233,6 +233,7 @@ func TestDialectsTogether(t *testing.T) {
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 // Guards rule 10: bounded memory, fids, requests and connections.
 func TestFrontDoor(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	keep := d.client() // a connection that must survive everything below
@@ -284,6 +285,7 @@ func TestFrontDoor(t *testing.T) {
 // TestDialectsActiveAndMove: plain 9P2000 reaches /active like 9P2000.L
 // does, and performs a move with the same authorization and result.
 func TestDialectsActiveAndMove(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
 	agent := m.startClaude(t, sid)

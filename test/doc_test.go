@@ -550,6 +550,7 @@ func compareFlags(t *testing.T, what string, help, man, manGlobal map[string]boo
 // every option the man page documents is in --help; the man page
 // documents every command the usage lists.
 func TestManMatchesHelp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ prog, page string }{{"9harness", "../packaging/man/9harness.1"}, {"9harnessd", "../packaging/man/9harnessd.8"}} {
 		src, err := os.ReadFile(tc.page)
 		must(t, err)

@@ -492,6 +492,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveUpgradedDaemon(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	dir := t.TempDir()
 	must(t, os.Chmod(dir, 0o755))

@@ -145,6 +145,7 @@ func TestKernelSandbox(t *testing.T) {
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestKernelSandboxAgent(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	m := newMoveEnv(t)
 	// Everything a move needs is there (zmx on the daemon's host path, a

@@ -169,6 +169,7 @@ func sandboxSetup(t *testing.T) (home string, cl *fakeAgent, helper *daemon, hso
 //
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestSandboxProcHelper(t *testing.T) {
+	t.Parallel()
 	home, cl, helper, hsock := sandboxSetup(t)
 
 	peers := map[string][]string{"unsandboxed, another executable": nil}
