@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/9harness/9harness/internal/client"
 )
 
 // 9harness notify against a real daemon and a fake Claude whose registry
@@ -188,14 +191,65 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 		}
 		reg["statusUpdatedAt"] = reg["updatedAt"]
 		b, _ = json.Marshal(reg)
-		return os.WriteFile(tmp, b, 0o600)
+		if err := os.WriteFile(tmp, b, 0o600); err != nil || e.uid == 0 {
+			return err
+		}
+		return os.Chown(tmp, e.uid, e.uid) // the agent's own file
 	})
 	want := map[string]string{"busy": "working", "idle": "idle", "waiting": "waiting"}[status]
-	c := e.d.client()
+	// A connection of its own, closed at once: a grantee's connections
+	// are few, and the test sets a status a dozen times.
+	c, err := client.Dial(e.d.sock)
+	must(t, err)
+	defer c.Close()
 	within(t, 10*time.Second, func() bool {
 		s, _ := readField(c, e.dir("claude", e.claude)+"/state")
 		return s == want
 	}, "the claude agent's state "+want)
+}
+
+// newOwnedPsEnv is newPsEnv's claude alone, with the daemon and the agent
+// running as the test's owner uid (testUIDs) and the daemon granting root,
+// which this test and its 9harness run as. Such a daemon lists only the
+// agents of its uid, so a test that counts every message a notify sends
+// counts only its own agent's, whatever agent-like processes come and go
+// on the machine meanwhile.
+func newOwnedPsEnv(t *testing.T) *psEnv {
+	t.Helper()
+	requireRoot(t)
+	u := testUIDs(t)
+	home, sock := sharedHome(t, u.owner)
+	e := &psEnv{home: home, uid: u.owner, sock: sock}
+	e.cwd = filepath.Join(home, "src", "a-project-directory-with-a-rather-long-name")
+	must(t, os.MkdirAll(e.cwd, 0o755))
+	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", u.owner, u.owner), home).CombinedOutput(); err != nil {
+		t.Fatalf("chown %s: %v %s", home, err, out)
+	}
+	cmd := exec.Command(bin("claude"))
+	cmd.Dir = e.cwd
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_SESSION=" + psClaudeSID, "ZMX_SESSION=work"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	e.claude = &fakeAgent{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(e.claude.done) }()
+	t.Cleanup(func() { e.claude.stop(t) })
+	waitRegistry(t, home, e.claude.pid())
+	e.d = e.startDaemon(t)
+	c := e.d.client()
+	eventually(t, func() bool {
+		s, _ := readField(c, e.dir("claude", e.claude)+"/session")
+		return s == psClaudeSID
+	}, "the claude agent resolved under /active")
+	return e
+}
+
+// startDaemon starts an owned environment's daemon on its socket.
+func (e *psEnv) startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	d := startAs(t, e.uid, e.home, e.sock, "--allow-uid", "0")
+	d.waitReady()
+	return d
 }
 
 // TestNotify: one message per transition to an ntfy server and a webhook,
@@ -205,7 +259,7 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 // Authorization header.
 func TestNotify(t *testing.T) {
 	t.Parallel()
-	e := newPsEnv(t)
+	e := newOwnedPsEnv(t)
 	pid := e.claude.pid()
 	title := "fix <the> & build\x1b[31m"
 	e.setClaudeTitle(t, title)
@@ -287,10 +341,7 @@ func TestNotify(t *testing.T) {
 	// nothing again.
 	e.d.stop()
 	time.Sleep(1500 * time.Millisecond)
-	d2 := launch(t, append([]string{"--unix", e.d.sock, "--audit", "stderr"}, rootArgs(e.home)...)...)
-	d2.sock = e.d.sock
-	d2.waitReady()
-	e.d = d2
+	e.d = e.startDaemon(t)
 	within(t, 60*time.Second, func() bool { return strings.Contains(s.stderr.String(), ": back") }, "notify to reach the new daemon")
 	settle()
 	want("waiting", 1, "after the daemon's restart")
@@ -393,7 +444,7 @@ func TestNotify(t *testing.T) {
 	}
 	for _, h := range hooks {
 		if h["pid"] != float64(pid) {
-			continue // another test's fake claude, which this daemon sees too
+			continue // none: the daemon lists only its own uid's agents
 		}
 		if h["host"] != host || h["harness"] != "claude" || h["cwd"] != e.cwd || h["title"] != "fix <the> & build?[31m" || h["since"] == "" || h["started"] == "" {
 			t.Errorf("webhook body %v", h)

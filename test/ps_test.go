@@ -34,6 +34,8 @@ type psEnv struct {
 	home, cwd     string
 	d             *daemon
 	claude, codex *fakeAgent
+	uid           int    // the agents' and the daemon's; 0 is this process's
+	sock          string // where an owned environment's daemon listens
 }
 
 const (
