@@ -301,7 +301,9 @@ func TestEventsManyReaders(t *testing.T) {
 func TestEventsMount(t *testing.T) {
 	t.Parallel()
 	requireFuse(t)
-	e := newPsEnv(t)
+	// Its daemon lists only the test's agent, so the stream it reads
+	// holds its own agent's lines and no other process's.
+	e := newOwnedPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	m := mountTree(t, e.d.sock)
 	out := &syncBuffer{}

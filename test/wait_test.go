@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/9harness/9harness/internal/client"
 )
 
 // The client side of "tell me when it needs me": ps's STATE and TOKENS,
@@ -42,9 +44,17 @@ func within(t testing.TB, d time.Duration, cond func() bool, what string) {
 func (e *psEnv) setClaudeStatus(t *testing.T, status, waitingFor string) {
 	t.Helper()
 	path := filepath.Join(e.home, ".claude", "sessions", strconv.Itoa(e.claude.pid())+".json")
-	writeRegistryStatus(t, path, status, waitingFor, nil)
+	var own func(string) error
+	if e.uid != 0 {
+		own = func(tmp string) error { return os.Chown(tmp, e.uid, e.uid) } // the agent's own file
+	}
+	writeRegistryStatus(t, path, status, waitingFor, own)
 	want := map[string]string{"busy": "working", "idle": "idle", "waiting": "waiting"}[status]
-	c := e.d.client()
+	// A connection of its own, closed at once: an owned environment's
+	// test is a grantee, whose connections are few.
+	c, err := client.Dial(e.d.sock)
+	must(t, err)
+	defer c.Close()
 	within(t, 10*time.Second, func() bool {
 		s, _ := readField(c, e.dir("claude", e.claude)+"/state")
 		return s == want
