@@ -279,6 +279,7 @@ func TestMoveSecret(t *testing.T) {
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveSandbox(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	unshare := require(t, "unshare")
 	m := newMoveEnv(t)
@@ -366,6 +367,7 @@ func TestMoveSandbox(t *testing.T) {
 // within that server, into a session of the agent's old size; the tmux
 // file names the server; a write naming another server is refused.
 func TestMoveTmuxOtherServer(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "4d5e6f7a-8b9c-4d0e-8f1a-2b3c4d5e6f7a"
 	other := filepath.Join(m.tmuxDir, "tmux-"+strconv.Itoa(os.Getuid()), "other")
@@ -436,6 +438,7 @@ func TestMoveTmuxOtherServer(t *testing.T) {
 //
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveResumePath(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b")...)
 	waitRegistry(t, m.home, a.pid())
@@ -469,6 +472,7 @@ func TestMoveResumePath(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveOutcomeTrue(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=6f7a8b9c-0d1e-4f2a-9b3c-4d5e6f7a8b9c")...)
 	waitRegistry(t, m.home, a.pid())
