@@ -143,6 +143,7 @@ func (l *lineage) records(t *testing.T) []launchRecord { return readLaunches(l.r
 //
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveSecret(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	m := newMoveEnv(t)
 	secret := marker(t, "SECRET")
@@ -161,8 +162,7 @@ func TestMoveSecret(t *testing.T) {
 	// A runtime directory of this test's own: the launch sockets live
 	// under it, and nothing another test does lands there.
 	rt := shortDir(t, "rt")
-	t.Setenv("XDG_RUNTIME_DIR", rt)
-	d := startDaemon(t, m.home, m.moveArgs()...)
+	d := startDaemonEnv(t, []string{"XDG_RUNTIME_DIR=" + rt}, m.home, m.moveArgs()...)
 	// A 256 KiB environment, two variables near the kernel's per-string
 	// limit, the secret inside both.
 	big := []string{
