@@ -346,11 +346,11 @@ var completionSources = map[string]string{"bash": "9harness.bash", "zsh": "_9har
 // need the daemon come from the one the line names with -s, before or
 // after the command.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	fixtureTimeline(t, home)
 	fixturePIDDomain(t, home)
 	procs, pids := copyProcTable(t, "../testdata/proc", home)
-	t.Setenv("HOME", home)
 	d := startFixtureDaemon(t, home, procs, pids)
 	c := d.client()
 	agents, err := c.Agents()

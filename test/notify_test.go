@@ -225,15 +225,7 @@ func newOwnedPsEnv(t *testing.T) *psEnv {
 	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", u.owner, u.owner), home).CombinedOutput(); err != nil {
 		t.Fatalf("chown %s: %v %s", home, err, out)
 	}
-	cmd := exec.Command(bin("claude"))
-	cmd.Dir = e.cwd
-	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_SESSION=" + psClaudeSID, "ZMX_SESSION=work"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
-	cmd.Stderr = os.Stderr
-	must(t, cmd.Start())
-	e.claude = &fakeAgent{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(e.claude.done) }()
-	t.Cleanup(func() { e.claude.stop(t) })
+	e.claude = e.startFake(t, "claude", "FAKE_SESSION="+psClaudeSID, "ZMX_SESSION=work")
 	waitRegistry(t, home, e.claude.pid())
 	e.d = e.startDaemon(t)
 	c := e.d.client()
@@ -242,6 +234,21 @@ func newOwnedPsEnv(t *testing.T) *psEnv {
 		return s == psClaudeSID
 	}, "the claude agent resolved under /active")
 	return e
+}
+
+// startFake starts a fake agent of an owned environment: its uid's.
+func (e *psEnv) startFake(t *testing.T, name string, env ...string) *fakeAgent {
+	t.Helper()
+	cmd := exec.Command(bin(name))
+	cmd.Dir = e.cwd
+	cmd.Env = append([]string{"HOME=" + e.home, "PATH=/usr/bin:/bin"}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.uid)}}
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	a := &fakeAgent{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() { a.stop(t) })
+	return a
 }
 
 // startDaemon starts an owned environment's daemon on its socket.

@@ -758,6 +758,7 @@ func TestPsMoveHelp(t *testing.T) {
 // own files say, for live fakes and for the committed fixture process
 // table (all its harnesses and routes).
 func TestPsTableMatchesWalk(t *testing.T) {
+	t.Parallel()
 	same := func(t *testing.T, c *client.Client, min int) {
 		t.Helper()
 		var tab, walk []client.Agent
@@ -780,15 +781,22 @@ func TestPsTableMatchesWalk(t *testing.T) {
 		}
 	}
 	t.Run("fakes", func(t *testing.T) {
-		e := newPsEnv(t)
-		same(t, e.d.client(), 2)
+		// A daemon that lists only this test's agents: another agent
+		// starting or ending between the two reads would part them.
+		e := newOwnedPsEnv(t)
+		e.codex = e.startFake(t, "codex", "FAKE_SESSION="+psCodexSID)
+		c := e.d.client()
+		eventually(t, func() bool {
+			s, _ := readField(c, e.dir("codex", e.codex)+"/session")
+			return s == psCodexSID
+		}, "the codex agent resolved under /active")
+		same(t, c, 2)
 	})
 	t.Run("fixture", func(t *testing.T) {
 		home := fixtureHome(t)
 		fixtureTimeline(t, home)
 		fixturePIDDomain(t, home)
 		procs, pids := copyProcTable(t, "../testdata/proc", home)
-		t.Setenv("HOME", home)
 		d := startFixtureDaemon(t, home, procs, pids)
 		same(t, d.client(), 5)
 	})
