@@ -49,12 +49,15 @@ vet:
 # - every other package, then the p9 and srv9p forks, modules of their own
 #   that ./... does not enter (budget 5 min).
 # Each stream's report is printed whole when the stream ends, so reports
-# never interleave; the target fails if any stream failed.
+# never interleave; the target fails if any stream failed. Most of test/'s
+# parallel tests wait (on ssh, polls, a quiet span) rather than compute,
+# so it runs four at once (go test's default is GOMAXPROCS, two here).
 TESTFLAGS ?= -race -count=1
+TESTPARALLEL ?= 4
 test: deps vet
 	@logs=$$(mktemp -d); trap 'rm -rf "$$logs"' EXIT; \
 	echo "make test: test/, test/realcli and the other packages run at once; each report follows when it ends"; \
-	$(GO) test $(TESTFLAGS) -timeout 40m ./test/ >$$logs/test 2>&1 & slow=$$!; \
+	$(GO) test $(TESTFLAGS) -parallel $(TESTPARALLEL) -timeout 40m ./test/ >$$logs/test 2>&1 & slow=$$!; \
 	$(GO) test $(TESTFLAGS) -timeout 20m ./test/realcli/ >$$logs/realcli 2>&1 & realcli=$$!; \
 	{ rc=0; \
 	  $(GO) test $(TESTFLAGS) -timeout 20m $$($(GO) list ./... | grep -v -e '/test$$' -e '/test/realcli$$') || rc=1; \

@@ -68,9 +68,10 @@ func burstCgroup(t *testing.T, limit int64) string {
 //
 // Guards rule 10: a burst of the owner's own clients waits for a slot.
 func TestOwnerBurst(t *testing.T) {
+	u := testUIDs(t)
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
-	d := startAs(t, ownerUID, home, sock, "--proc", emptyProc(t))
+	home, sock := sharedHome(t, u.owner)
+	d := startAs(t, u.owner, home, sock, "--proc", emptyProc(t))
 	waitOwnerLs(t, sock, d)
 	cg := burstCgroup(t, 8<<30)
 	client := bin("9harness")
@@ -106,7 +107,7 @@ func TestOwnerBurst(t *testing.T) {
 	script := `read x; exec "$0" -s "$1" ls /`
 	for i := range cmds {
 		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script, client, sock)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 		cmd.Stdin = gateR
 		outs[i] = &syncBuffer{}
@@ -161,7 +162,7 @@ func TestOwnerBurst(t *testing.T) {
 func waitOwnerLs(t *testing.T, sock string, d *daemon) {
 	t.Helper()
 	for deadline := time.Now().Add(ownerWait); ; time.Sleep(50 * time.Millisecond) {
-		if _, _, err := ownerLsAt(sock); err == nil {
+		if _, _, err := ownerLsAt(testUIDs(t).owner, sock); err == nil {
 			return
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the daemon does not answer: %v\n%s", err, d.stderr.String())
@@ -171,11 +172,11 @@ func waitOwnerLs(t *testing.T, sock string, d *daemon) {
 
 // ownerLsAt lists / as the owner through the real client, and says how
 // long it took.
-func ownerLsAt(sock string) (time.Duration, string, error) {
+func ownerLsAt(owner int, sock string) (time.Duration, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ownerWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin("9harness"), "-s", sock, "ls", "/")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(owner), Gid: uint32(owner)}}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -273,6 +274,7 @@ func TestHelperConnectFlood(t *testing.T) {
 // Guards rule 10: no peer, nor any flood of connects, can lock the owner
 // out.
 func TestOwnerUnderConnectFlood(t *testing.T) {
+	u := testUIDs(t)
 	requireRoot(t)
 	unshare := require(t, "unshare")
 	for _, tc := range []struct {
@@ -280,13 +282,13 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 		uid  int
 		wrap []string
 	}{
-		{"refused uid", strangeUID, nil},
-		{"granted uid", friendUID, nil},
-		{"sandboxed owner uid", ownerUID, []string{unshare, "--user", "--map-current-user"}},
+		{"refused uid", u.strange, nil},
+		{"granted uid", u.friend, nil},
+		{"sandboxed owner uid", u.owner, []string{unshare, "--user", "--map-current-user"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			home, sock := sharedHome(t, ownerUID)
-			d := startAs(t, ownerUID, home, sock, "--allow-uid", strconv.Itoa(friendUID), "--proc", emptyProc(t))
+			home, sock := sharedHome(t, u.owner)
+			d := startAs(t, u.owner, home, sock, "--allow-uid", strconv.Itoa(u.friend), "--proc", emptyProc(t))
 			waitOwnerLs(t, sock, d)
 			cpu0 := cpuTicks(d.cmd.Process.Pid)
 			stop := flooder(t, tc.uid, tc.wrap, sock)
@@ -294,7 +296,7 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 			var lat []time.Duration
 			var fails []string
 			for i := range floodOwnerLs {
-				took, out, err := ownerLsAt(sock)
+				took, out, err := ownerLsAt(testUIDs(t).owner, sock)
 				lat = append(lat, took)
 				if err != nil {
 					fails = append(fails, fmt.Sprintf("ls %d after %v: %v: %s", i+1, took.Round(time.Millisecond), err, strings.TrimSpace(out)))
@@ -328,7 +330,7 @@ func TestOwnerUnderConnectFlood(t *testing.T) {
 			if len(fails) > 0 {
 				t.Errorf("%d of %d owner `ls /` failed during the flood:\n%s", len(fails), floodOwnerLs, strings.Join(fails, "\n"))
 			}
-			if _, _, err := ownerLsAt(sock); err != nil {
+			if _, _, err := ownerLsAt(testUIDs(t).owner, sock); err != nil {
 				t.Errorf("after the flood: %v", err)
 			}
 		})

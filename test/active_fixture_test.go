@@ -172,7 +172,10 @@ func copyProcTable(t *testing.T, src, home string) (string, map[int]bool) {
 func startFixtureDaemon(t *testing.T, home, procs string, pids map[int]bool) *daemon {
 	t.Helper()
 	for try := 0; ; try++ {
-		d := startDaemon(t, home, "--proc", procs)
+		// HOME is the fixture home, as it is for the user whose daemon
+		// it is: given to the daemon alone, so the test may run beside
+		// others.
+		d := startDaemonEnv(t, []string{"HOME=" + home}, home, "--proc", procs)
 		if !pids[d.cmd.Process.Pid] {
 			return d
 		}

@@ -1,26 +1,113 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// Uids and gids of the authorization tests. They need no passwd entries:
-// the kernel names peers by number, and so does the policy.
-const (
-	ownerUID   = 4101 // runs the daemon
-	friendUID  = 4102 // granted by --allow-uid
-	memberUID  = 4103 // granted through a supplementary group
-	primaryUID = 4105 // granted through its primary group
-	strangeUID = 4104 // granted nothing
-	grantGID   = 4200
-)
+// uidBlock holds the uids and gids of one test's peers. They need no
+// passwd entries: the kernel names peers by number, and so does the
+// policy.
+type uidBlock struct {
+	owner   int // runs the daemon
+	friend  int // granted by --allow-uid
+	member  int // granted through a supplementary group
+	strange int // granted nothing
+	primary int // granted through its primary group
+	grant   int // the granted group
+}
+
+// uidBlocks is where testUIDs records each top-level test's block; a
+// test's subtests share their parent's, so that a daemon a subtest starts
+// and a peer its parent named are the same uid.
+var uidBlocks = struct {
+	sync.Mutex
+	m map[string]uidBlock
+}{m: map[string]uidBlock{}}
+
+// testUIDs returns t's block of ten ids, the same for every call of one
+// top-level test. No other test holds it at the same time, of this run or
+// of another checkout's run on the machine: a block is claimed by a lock
+// file's flock, held until this process exits; a block that names a user
+// or group, or a uid some process still runs as (a test killed before its
+// cleanup), is passed over. A daemon of the block's owner uid therefore
+// lists only the agents its test started.
+func testUIDs(t testing.TB) uidBlock {
+	t.Helper()
+	top, _, _ := strings.Cut(t.Name(), "/")
+	uidBlocks.Lock()
+	defer uidBlocks.Unlock()
+	if b, ok := uidBlocks.m[top]; ok {
+		return b
+	}
+	dir := filepath.Join(os.TempDir(), "9harness-test-uids")
+	must(t, os.MkdirAll(dir, 0o755))
+	busy := runningUIDs()
+	for base := 41000; base < 41000+10*2000; base += 10 {
+		if !freeIDs(base, busy) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(base)), os.O_RDWR|os.O_CREATE, 0o600)
+		must(t, err)
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		// f stays open: its lock is this process's until it exits.
+		b := uidBlock{owner: base + 1, friend: base + 2, member: base + 3, strange: base + 4, primary: base + 5, grant: base + 9}
+		uidBlocks.m[top] = b
+		return b
+	}
+	t.Fatal("no free block of test uids")
+	return uidBlock{}
+}
+
+// freeIDs says that no id of the block at base names a user or a group,
+// and that no process runs as one of them.
+func freeIDs(base int, busy map[int]bool) bool {
+	for id := base; id < base+10; id++ {
+		if busy[id] {
+			return false
+		}
+		if _, err := user.LookupId(strconv.Itoa(id)); err == nil {
+			return false
+		}
+		if _, err := user.LookupGroupId(strconv.Itoa(id)); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// runningUIDs is the set of real uids of the machine's processes.
+func runningUIDs() map[int]bool {
+	busy := map[int]bool{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '1' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(lineAfter(string(b), "Uid:")); len(f) > 1 {
+			if uid, err := strconv.Atoi(f[1]); err == nil {
+				busy[uid] = true
+			}
+		}
+	}
+	return busy
+}
 
 // sharedHome copies the fixtures where another uid can read them and makes
 // a socket directory the daemon's uid owns. It returns the home and the
@@ -93,10 +180,12 @@ func clientAs(uid, gid int, groups []uint32, sock string, args ...string) (strin
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestGrants(t *testing.T) {
+	t.Parallel()
+	u := testUIDs(t)
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
-	d := startAs(t, ownerUID, home, sock,
-		"--allow-uid", strconv.Itoa(friendUID), "--allow-group", strconv.Itoa(grantGID), "--allow-move")
+	home, sock := sharedHome(t, u.owner)
+	d := startAs(t, u.owner, home, sock,
+		"--allow-uid", strconv.Itoa(u.friend), "--allow-group", strconv.Itoa(u.grant), "--allow-move")
 	fi, err := os.Stat(sock)
 	must(t, err)
 	if fi.Mode().Perm() != 0o666 {
@@ -110,11 +199,11 @@ func TestGrants(t *testing.T) {
 		groups []uint32
 		served bool
 	}{
-		{"owner", ownerUID, ownerUID, nil, true},
-		{"granted uid", friendUID, friendUID, nil, true},
-		{"supplementary group", memberUID, memberUID, []uint32{memberUID, grantGID}, true},
-		{"primary group", primaryUID, grantGID, nil, true},
-		{"stranger", strangeUID, strangeUID, []uint32{strangeUID}, false},
+		{"owner", u.owner, u.owner, nil, true},
+		{"granted uid", u.friend, u.friend, nil, true},
+		{"supplementary group", u.member, u.member, []uint32{uint32(u.member), uint32(u.grant)}, true},
+		{"primary group", u.primary, u.grant, nil, true},
+		{"stranger", u.strange, u.strange, []uint32{uint32(u.strange)}, false},
 		{"root", 0, 0, []uint32{0}, false},
 	} {
 		out, err := clientAs(tc.uid, tc.gid, tc.groups, sock, "cat", "/pid")
@@ -125,11 +214,11 @@ func TestGrants(t *testing.T) {
 			t.Errorf("%s was served: %q", tc.name, out)
 		}
 	}
-	for _, uid := range []int{strangeUID, 0} {
+	for _, uid := range []int{u.strange, 0} {
 		want := "peer_uid=" + strconv.Itoa(uid) + " "
 		eventually(t, func() bool { return strings.Contains(d.stderr.String(), want) }, "an audit line for uid "+strconv.Itoa(uid))
 	}
-	if !strings.Contains(d.stderr.String(), `reason="uid 4104 is not the daemon's uid 4101 and holds no grant"`) {
+	if !strings.Contains(d.stderr.String(), fmt.Sprintf(`reason="uid %d is not the daemon's uid %d and holds no grant"`, u.strange, u.owner)) {
 		t.Errorf("audit lacks the reason:\n%s", d.stderr.String())
 	}
 
@@ -140,7 +229,7 @@ func TestGrants(t *testing.T) {
 	agent := exec.Command(bin("claude"))
 	agent.Dir = cwd
 	agent.Env = []string{"HOME=" + home, "PATH=" + bins + ":/usr/bin:/bin", "FAKE_SESSION=6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d"}
-	agent.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	agent.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
 	must(t, agent.Start())
 	done := make(chan struct{})
 	go func() { agent.Wait(); close(done) }()
@@ -148,33 +237,33 @@ func TestGrants(t *testing.T) {
 	dir := "/active/claude/" + strconv.Itoa(agent.Process.Pid)
 	path := dir + "/zmx"
 	eventually(t, func() bool {
-		_, err := clientAs(friendUID, friendUID, nil, sock, "stat", dir+"/pid")
+		_, err := clientAs(u.friend, u.friend, nil, sock, "stat", dir+"/pid")
 		return err == nil
 	}, "the owner's agent under /active")
 	// The grantee's view has no field derived from the agent's
 	// environment (zmx, tmux) and nothing to write; the owner's has both.
 	for _, f := range []string{"zmx", "tmux"} {
-		if out, err := clientAs(friendUID, friendUID, nil, sock, "stat", dir+"/"+f); err == nil {
+		if out, err := clientAs(u.friend, u.friend, nil, sock, "stat", dir+"/"+f); err == nil {
 			t.Errorf("a grantee stats %s/%s: %s", dir, f, out)
 		}
 	}
-	if out, err := clientAs(ownerUID, ownerUID, nil, sock, "stat", path); err != nil {
+	if out, err := clientAs(u.owner, u.owner, nil, sock, "stat", path); err != nil {
 		t.Errorf("the owner cannot stat %s: %v %s", path, err, out)
 	}
 	// The resume line holds the agent's kept flags' values (--settings,
 	// -c can hold keys): the owner reads it, a grantee gets ENOENT.
 	eventually(t, func() bool {
-		out, err := clientAs(ownerUID, ownerUID, nil, sock, "cat", dir+"/resume")
+		out, err := clientAs(u.owner, u.owner, nil, sock, "cat", dir+"/resume")
 		return err == nil && strings.Contains(out, "claude --resume 6a7b8c9d-0e1f-4a2b-9c3d-4e5f6a7b8c9d")
 	}, "the owner's "+dir+"/resume")
 	for _, verb := range []string{"stat", "cat"} {
-		if out, err := clientAs(friendUID, friendUID, nil, sock, verb, dir+"/resume"); err == nil || !strings.Contains(out, "no such file") {
+		if out, err := clientAs(u.friend, u.friend, nil, sock, verb, dir+"/resume"); err == nil || !strings.Contains(out, "no such file") {
 			t.Errorf("a grantee's %s %s/resume: %v %q, want ENOENT", verb, dir, err, out)
 		}
 	}
 	probe := exec.Command(bin("self.test"), "-test.run=^TestHelperWrite$")
 	probe.Env = append(os.Environ(), "HELPER_WRITE_SOCK="+sock, "HELPER_WRITE_PATH="+path, "HELPER_WRITE_VALUE=stolen")
-	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: friendUID, Gid: friendUID}}
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.friend), Gid: uint32(u.friend)}}
 	out, _ := probe.CombinedOutput()
 	if !strings.Contains(string(out), "WRITE err no such file or directory") {
 		t.Errorf("a granted reader's move: %s, want ENOENT (no zmx in a grantee's view)", out)
@@ -196,17 +285,19 @@ func TestGrants(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestForgedAttach(t *testing.T) {
+	t.Parallel()
+	u := testUIDs(t)
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
-	startAs(t, ownerUID, home, sock, "--allow-uid", strconv.Itoa(friendUID))
+	home, sock := sharedHome(t, u.owner)
+	startAs(t, u.owner, home, sock, "--allow-uid", strconv.Itoa(u.friend))
 	for _, tc := range []struct {
 		uid     int
 		nuname  int
 		replies bool
 	}{
-		{strangeUID, ownerUID, false},
-		{strangeUID, 0, false},
-		{ownerUID, 0, true},
+		{u.strange, u.owner, false},
+		{u.strange, 0, false},
+		{u.owner, 0, true},
 	} {
 		probe := exec.Command(bin("self.test"), "-test.run=^TestHelperForgedAttach$")
 		probe.Env = append(os.Environ(), "HELPER_SOCK="+sock, "HELPER_NUNAME="+strconv.Itoa(tc.nuname))

@@ -22,7 +22,7 @@ import (
 )
 
 // The bounds of rule 10, each attacked by a grantee (this process, root,
-// granted by --allow-uid 0 on a daemon that runs as ownerUID) while the
+// granted by --allow-uid 0 on a daemon that runs as the test's owner uid) while the
 // owner lists / through the real client. Each test asserts the cause that
 // bounds the attack (a refusal, a cap, frames left on the socket, a
 // closed connection), that the owner is answered meanwhile, and that the
@@ -65,13 +65,14 @@ type boundsRig struct {
 	done               chan struct{}
 }
 
-// startBoundsRig runs the daemon as ownerUID, granting this process's
+// startBoundsRig runs the daemon as the test's owner uid, granting this process's
 // uid (root), and starts watching its memory.
 func startBoundsRig(t *testing.T, extra ...string) *boundsRig {
+	u := testUIDs(t)
 	t.Helper()
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
-	d := startAs(t, ownerUID, home, sock, append([]string{"--allow-uid", "0", "--proc", emptyProc(t)}, extra...)...)
+	home, sock := sharedHome(t, u.owner)
+	d := startAs(t, u.owner, home, sock, append([]string{"--allow-uid", "0", "--proc", emptyProc(t)}, extra...)...)
 	r := &boundsRig{t: t, d: d, sock: sock, pid: d.cmd.Process.Pid,
 		over: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.watch()
@@ -173,10 +174,11 @@ func (r *boundsRig) finish() {
 
 // ownerLs lists / as the owner through the real client, within ownerWait.
 func (r *boundsRig) ownerLs() error {
+	u := testUIDs(r.t)
 	ctx, cancel := context.WithTimeout(context.Background(), ownerWait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin("9harness"), "-s", r.sock, "ls", "/")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -597,6 +599,7 @@ func TestBoundIdleGrantee(t *testing.T) {
 }
 
 func testBoundIdleGrantee(t *testing.T, dialect string) {
+	u := testUIDs(t)
 	const idle = 3 * time.Second
 	r := startBoundsRig(t, "--idle-timeout", idle.String())
 	var held []*raw9
@@ -690,7 +693,7 @@ func testBoundIdleGrantee(t *testing.T, dialect string) {
 
 	idlers := held[1:]
 	// The owner's own idle connection, which no idle timeout closes.
-	got, releaseOwner := holdAs(t, ownerUID, r.sock, 1, dialect)
+	got, releaseOwner := holdAs(t, u.owner, r.sock, 1, dialect)
 	if !strings.Contains(got, "SERVED 1 OF 1") {
 		t.Fatalf("the owner's idle connection: %q", got)
 	}
@@ -773,15 +776,16 @@ func testBoundVersionReset(t *testing.T, dialect string) {
 // Guards rule 10: no other uid, nor all of them together, can lock the
 // owner out.
 func TestBoundOwnerReserve(t *testing.T) {
+	u := testUIDs(t)
 	t.Parallel()
-	r := startBoundsRig(t, "--max-conns", "16", "--allow-uid", strconv.Itoa(friendUID))
+	r := startBoundsRig(t, "--max-conns", "16", "--allow-uid", strconv.Itoa(u.friend))
 	r.underAttack(func() func() {
 		var held []*raw9
 		for range nd.DefaultMaxConnsPerUID {
 			held = append(held, dial9(t, r.sock, 8192, ""))
 		}
-		// The second grantee: a copy of this test binary as friendUID.
-		got, release := holdAsWait(t, friendUID, r.sock, 8, "", 3*time.Second)
+		// The second grantee: a copy of this test binary as the test's granted uid.
+		got, release := holdAsWait(t, u.friend, r.sock, 8, "", 3*time.Second)
 		if !strings.Contains(got, "SERVED 0 OF 8") {
 			t.Errorf("the second grantee, with the first at its cap: %q, want SERVED 0 OF 8 within 3 s", got)
 		}

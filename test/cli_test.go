@@ -60,6 +60,7 @@ func oneLine(s string) bool { return strings.Count(s, "\n") == 1 && strings.HasS
 // conventions around it, the exact exit status, which stream the words go
 // to, and a usage error that is one line naming the flag as typed.
 func TestCLIStatusAndStreams(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	zmxify, _ := filepath.Abs("../contrib/zmxify")
@@ -345,11 +346,11 @@ var completionSources = map[string]string{"bash": "9harness.bash", "zsh": "_9har
 // need the daemon come from the one the line names with -s, before or
 // after the command.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	fixtureTimeline(t, home)
 	fixturePIDDomain(t, home)
 	procs, pids := copyProcTable(t, "../testdata/proc", home)
-	t.Setenv("HOME", home)
 	d := startFixtureDaemon(t, home, procs, pids)
 	c := d.client()
 	agents, err := c.Agents()
@@ -473,6 +474,7 @@ zpty -d z
 // compadd stubbed): a unique candidate completes the word, a directory
 // without a space after it.
 func TestCompletionZshWidget(t *testing.T) {
+	t.Parallel()
 	zsh := require(t, "zsh")
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -549,6 +551,7 @@ func TestDaemonErrorsInWords(t *testing.T) {
 // TestCompletionDescriptions: zsh and fish show what each command and flag
 // does beside it, in the words of the help (bash has no place for them).
 func TestCompletionDescriptions(t *testing.T) {
+	t.Parallel()
 	dir, _ := filepath.Abs("../packaging/completions")
 	env := []string{"PATH=" + bins + ":" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_RUNTIME_DIR=" + t.TempDir()}
 	// zsh's compadd, stubbed as in completionDrivers, prints the

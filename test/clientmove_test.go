@@ -18,6 +18,7 @@ import (
 // lives in that tmux session. The agent ignores SIGTERM, so the window
 // between the two lines is the 5 s grace period.
 func TestClientMove(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "3b4c5d6e-7f8a-4b9c-8d0e-1f2a3b4c5d6e"
 	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
@@ -82,6 +83,7 @@ func TestClientMove(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestClientMoveErrors(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	agent := m.startClaude(t, "4c5d6e7f-8a9b-4c0d-9e1f-2a3b4c5d6e7f")
 	bare := startFake(t, "codex", m.home, m.cwd, m.env...) // no session: cannot resume

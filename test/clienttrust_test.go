@@ -152,6 +152,7 @@ func trustBase(t *testing.T) string {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestClientRefusesSquattedDir(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	base := trustBase(t)
 	dir := filepath.Join(base, "9p-"+strconv.Itoa(victimUID))
@@ -191,6 +192,7 @@ func TestClientRefusesSquattedDir(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestClientRefusesForeignServer(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	base := trustBase(t)
 	// The squatter listens in its own directory; the socket is then moved
@@ -249,6 +251,7 @@ func TestClientRefusesForeignServer(t *testing.T) {
 // start a daemon that is running; behind a directory it may not search, it
 // is told that instead.
 func TestClientDeniedHint(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	base := trustBase(t)
 	dir := filepath.Join(base, "rootd")

@@ -25,6 +25,7 @@ import (
 //
 // Guards rule 1: no byte from outside the roots.
 func TestSpecialFilesUnreachable(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	dsh := filepath.Join(home, ".dsh")
 	outside := t.TempDir()
@@ -80,6 +81,7 @@ func TestSpecialFilesUnreachable(t *testing.T) {
 //
 // Guards rule 1: no byte from outside the roots.
 func TestNames(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	c := d.client()
@@ -171,6 +173,7 @@ func TestSymlinkSwapRace(t *testing.T) {
 //
 // Guards rule 10: bounded memory, fids, requests and connections.
 func TestBigDirectory(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	dir := filepath.Join(home, ".hermes", "big")
 	must(t, os.Mkdir(dir, 0o755))
@@ -199,6 +202,7 @@ func TestBigDirectory(t *testing.T) {
 // TestBigFile: a 100 MB file reads back identical with diodcat and with the
 // project's client.
 func TestBigFile(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	p := filepath.Join(home, ".dsh", "big.bin")
 	f, err := os.Create(p)

@@ -186,6 +186,7 @@ func plantCredentials(t *testing.T, home string) []string {
 // credential planted, a socket directory the owner uid may use, and an
 // empty process table both daemons can read.
 func credentialHome(t *testing.T, plant bool) (home, run, procDir string, planted []string) {
+	u := testUIDs(t)
 	t.Helper()
 	base, err := os.MkdirTemp("", "9harness-cred-")
 	must(t, err)
@@ -211,7 +212,7 @@ func credentialHome(t *testing.T, plant bool) (home, run, procDir string, plante
 	run = filepath.Join(base, "run")
 	must(t, os.Mkdir(run, 0o711))
 	must(t, os.Chmod(run, 0o711))
-	must(t, os.Chown(run, ownerUID, ownerUID))
+	must(t, os.Chown(run, u.owner, u.owner))
 	procDir = filepath.Join(base, "proc")
 	must(t, os.Mkdir(procDir, 0o755))
 	must(t, os.WriteFile(filepath.Join(procDir, "stat"), []byte("btime 1790000000\n"), 0o644))
@@ -319,11 +320,12 @@ func walkFuse(t *testing.T, dir string) []string {
 }
 
 // startCredentialDaemons starts the owner's daemon (as root, this process's
-// uid) and a daemon of ownerUID that grants uid 0, on the same home.
+// uid) and a daemon of the test's owner uid that grants uid 0, on the same home.
 func startCredentialDaemons(t *testing.T, home, run, procDir string) (own, granted *daemon) {
+	u := testUIDs(t)
 	t.Helper()
 	own = startDaemon(t, home, "--proc", procDir)
-	granted = startAs(t, ownerUID, home, filepath.Join(run, "harness.sock"), "--allow-uid", "0", "--proc", procDir)
+	granted = startAs(t, u.owner, home, filepath.Join(run, "harness.sock"), "--allow-uid", "0", "--proc", procDir)
 	granted.waitReady()
 	return own, granted
 }
@@ -601,6 +603,7 @@ func subdirCount(t *testing.T, c *client.Client, p string) int {
 //
 // Guards rule 2: no credential is listed or read.
 func TestOauthServerTranscript(t *testing.T) {
+	u := testUIDs(t)
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)
 	cwd := filepath.Join(home, "src", "oauth-server")
@@ -616,7 +619,7 @@ func TestOauthServerTranscript(t *testing.T) {
 	mirror := "/claude/projects/" + slug + "/" + sid + ".jsonl"
 
 	own := startDaemon(t, home)
-	granted := startAs(t, ownerUID, home, filepath.Join(run, "harness.sock"), "--allow-uid", "0", "--proc", procDir)
+	granted := startAs(t, u.owner, home, filepath.Join(run, "harness.sock"), "--allow-uid", "0", "--proc", procDir)
 	granted.waitReady()
 	for who, c := range map[string]interface {
 		ReadFile(string) ([]byte, error)

@@ -307,6 +307,7 @@ func eventually(t testing.TB, cond func() bool, what string) {
 
 // TestHelp: --help answers a newcomer and --version prints a version.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	for _, b := range []string{"9harnessd", "9harness"} {
 		out, err := exec.Command(bin(b), "--help").CombinedOutput()
 		if err != nil {
@@ -335,6 +336,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // TestIdleExit: with --idle-exit the daemon stays while a connection is
 // open, and exits cleanly once it has been idle that long.
 func TestIdleExit(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--idle-exit", "1s")
 	c := d.client()

@@ -65,6 +65,7 @@ func walk9(t testing.TB, fs *plan9client.Fsys) []string {
 // 9P2000.L (the project's client) see the same tree: the same names, and
 // for every path the same qid, mode, size, mtime and bytes.
 func TestDialectsConform(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--proc", emptyProc(t))
 	fs := mount9(t, d.sock)
@@ -124,6 +125,7 @@ func TestDialectsConform(t *testing.T) {
 //
 // Guards rule 4: read-only by absence.
 func TestDialectsRefuse(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	fs := mount9(t, d.sock)
@@ -171,6 +173,7 @@ func TestDialectsRefuse(t *testing.T) {
 // TestDialectsTogether: 9P2000, the hugelgupf client and diod's clients
 // work on the same socket at the same time.
 func TestDialectsTogether(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	require(t, "diodcat")
@@ -233,6 +236,7 @@ func TestDialectsTogether(t *testing.T) {
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 // Guards rule 10: bounded memory, fids, requests and connections.
 func TestFrontDoor(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	keep := d.client() // a connection that must survive everything below
@@ -284,6 +288,7 @@ func TestFrontDoor(t *testing.T) {
 // TestDialectsActiveAndMove: plain 9P2000 reaches /active like 9P2000.L
 // does, and performs a move with the same authorization and result.
 func TestDialectsActiveAndMove(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "6b7c8d9e-0f1a-4b2c-8d3e-4f5a6b7c8d9e"
 	agent := m.startClaude(t, sid)

@@ -345,6 +345,7 @@ func outputMatches(want []string, got string) bool {
 
 // TestDocExamples runs every marked example.
 func TestDocExamples(t *testing.T) {
+	t.Parallel()
 	require(t, "tmux")
 	require(t, "diodls")
 	require(t, "mountpoint")
@@ -356,6 +357,9 @@ func TestDocExamples(t *testing.T) {
 		}
 		n++
 		t.Run(fmt.Sprintf("%s:%d", b.file, b.line), func(t *testing.T) {
+			// Each example has its own home, daemon, runtime, tmux and
+			// zmx directories: they run beside each other.
+			t.Parallel()
 			e := newDocEnv(t)
 			text := e.substitute(b.text)
 			if !strings.Contains(text, "\n$ ") && !strings.HasPrefix(text, "$ ") {
@@ -546,6 +550,7 @@ func compareFlags(t *testing.T, what string, help, man, manGlobal map[string]boo
 // every option the man page documents is in --help; the man page
 // documents every command the usage lists.
 func TestManMatchesHelp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ prog, page string }{{"9harness", "../packaging/man/9harness.1"}, {"9harnessd", "../packaging/man/9harnessd.8"}} {
 		src, err := os.ReadFile(tc.page)
 		must(t, err)

@@ -95,6 +95,7 @@ func flushBlockedEvents(t testing.TB, r *raw9, fid uint32) time.Duration {
 // and a Tflush naming it releases it, in both dialects; the connection
 // then serves the next request (a second blocked read, flushed too).
 func TestEventsFlush(t *testing.T) {
+	t.Parallel()
 	// An empty process table: with the machine's /proc, any agent-like
 	// process that starts or exits (another test's) is an event, and the
 	// read that must block is answered.
@@ -161,6 +162,7 @@ func expectLine(t *testing.T, ch <-chan string, want string, d time.Duration) {
 // gives waiting (with what), idle and working lines; a fake agent started
 // after the open gives appear, and its end exit.
 func TestEventsStates(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	ch := eventLines(t, e.d.sock)
@@ -183,6 +185,7 @@ func TestEventsStates(t *testing.T) {
 // TestEventsCLI: 9harness events prints the lines as they happen, and
 // --harness keeps only that harness's.
 func TestEventsCLI(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	all := start9harness(t, []string{"HOME=" + e.home}, "-s", e.d.sock, "events")
@@ -208,6 +211,7 @@ func TestEventsCLI(t *testing.T) {
 // of 64) cost the daemon less than 32 MiB (VmRSS), and every one of them
 // is told of a change: an agent started (or any other of this uid).
 func TestEventsManyReaders(t *testing.T) {
+	t.Parallel()
 	const readers, perConn, limit = 1000, 16, 32 << 20
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -295,8 +299,11 @@ func TestEventsManyReaders(t *testing.T) {
 // TestEventsMount: cat of the events file on the FUSE mount prints each
 // line as it happens, not when a buffer fills, and ends on SIGINT.
 func TestEventsMount(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
-	e := newPsEnv(t)
+	// Its daemon lists only the test's agent, so the stream it reads
+	// holds its own agent's lines and no other process's.
+	e := newOwnedPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	m := mountTree(t, e.d.sock)
 	out := &syncBuffer{}

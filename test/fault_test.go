@@ -179,6 +179,7 @@ func stableFDs(t *testing.T, pid int, ours processes) (int, int) {
 //
 // Guards rule 10: bounded memory, fids, requests and connections.
 func TestFaultHangUpMidRead(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	// A 4 MiB file and a 4,000-entry directory: each reply (1 MiB, 370 KB) is more
 	// than a unix socket buffer, so a hang-up after the first bytes lands
@@ -337,6 +338,7 @@ func auditEntries(log, id string) []map[string]string {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestFaultAgentExitsDuringMove(t *testing.T) {
+	t.Parallel()
 	// During the grace period after SIGTERM (the agent ignores SIGTERM and
 	// then exits of its own accord): the move sees the exit through its
 	// pidfd, sends no SIGKILL, and goes on to resume the session.
@@ -428,6 +430,7 @@ func TestFaultAgentExitsDuringMove(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestFaultHostFailsAfterKill(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	broken := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(broken, "zmx"), []byte("#!/bin/sh\necho 'zmx: fault injected: cannot create a session' >&2\nexit 1\n"), 0o755))
@@ -509,6 +512,7 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 //
 // Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestFaultDaemonStopsMidMove(t *testing.T) {
+	t.Parallel()
 	t.Run("9P2000.L", func(t *testing.T) {
 		stopMidMove(t, func(d *daemon, path string) {
 			go d.client().WriteFile(path, []byte("drained"))
@@ -595,6 +599,7 @@ func agentExited(a *fakeAgent) bool {
 // every read either returns the right value or ENOENT, never EIO, and the
 // agent stays listed.
 func TestFaultRegistryRewritten(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "x")
 	must(t, os.MkdirAll(cwd, 0o755))
@@ -705,6 +710,7 @@ func TestFaultRegistryRewritten(t *testing.T) {
 //
 // Guards rule 1: no byte from outside the roots.
 func TestFaultRootRecreated(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	c := d.client()

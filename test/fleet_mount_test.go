@@ -54,6 +54,7 @@ func isDir(p string) bool {
 // ENOTCONN (not a hang), and the others stay; when its sshd is back, so is
 // DIR/HOST. The mount is torn down however the test ends.
 func TestFleetMount(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	var hosts []*fleetHost
 	for range 3 {

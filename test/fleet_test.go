@@ -93,6 +93,7 @@ func hostsLine(name, key string) string {
 // started without --allow-move refuses it, and the reason reaches the
 // client; an agent of another host is not on that one.
 func TestFleetPs(t *testing.T) {
+	t.Parallel()
 	// The three hosts' setups run in turn: each makes a user, keys, a
 	// daemon and an sshd, and they share the 2 CPUs with everyone.
 	var hosts []*fleetHost
@@ -360,6 +361,7 @@ func TestFleetPs(t *testing.T) {
 // TestFleetHostsErrors: a malformed hosts file is a usage error naming
 // FILE:LINE, and --timeout is for several hosts only.
 func TestFleetHostsErrors(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join(t.TempDir(), "hosts")
 	must(t, os.WriteFile(bad, []byte("good\nbad:port\n"), 0o644))
 	_, errs, code := run9harness(t, nil, "ps", "--hosts", bad)
@@ -446,6 +448,7 @@ func outLines(b *syncBuffer) []string {
 // user, printing HOST HARNESS/PID STATE WHAT; --timeout 0 with nobody
 // waiting looks once and says partial (3), since a host was down.
 func TestFleetEvents(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	name := h.user + "@127.0.0.1:" + itoa(h.port)
 	local := fixtureHome(t)
@@ -563,6 +566,7 @@ func TestFleetEvents(t *testing.T) {
 // daemon, and its reason (not a guess of the client's) reaches the
 // client: exit 1, the agent untouched.
 func TestFleetMove(t *testing.T) {
+	t.Parallel()
 	require(t, "tmux")
 	h := newSSHHost(t, withDaemonArgs("--allow-move", "--host-path", bins+":/usr/bin:/bin"))
 	name := h.user + "@127.0.0.1:" + itoa(h.port)

@@ -19,6 +19,7 @@ import (
 // next call passes over to the relay and makes again; a host whose socket
 // sits below a directory others may write is never forwarded.
 func TestSSHForward(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	daemonPid := itoa(h.daemon.cmd.Process.Pid)
 	runtimeDir := t.TempDir()

@@ -259,6 +259,7 @@ func execEnvArgs() []string {
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveHandoffSpy(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, mode := range []string{"alone", "helper"} {
 		t.Run(mode, func(t *testing.T) { spyOnMoves(t, mode) })
@@ -288,12 +289,11 @@ func handoffArgs(t *testing.T, mode string, args ...string) []string {
 func spyOnMoves(t *testing.T, mode string) {
 	m := newMoveEnv(t)
 	rt := shortDir(t, "rt")
-	t.Setenv("XDG_RUNTIME_DIR", rt)
 	dir := filepath.Join(rt, "9harness", "launch")
 	must(t, os.MkdirAll(dir, 0o700))
 	canary := marker(t, "CANARY")
 	sp := startSpy(t, dir, canary)
-	d := startDaemon(t, m.home, handoffArgs(t, mode, m.moveArgs()...)...)
+	d := startDaemonEnv(t, []string{"XDG_RUNTIME_DIR=" + rt}, m.home, handoffArgs(t, mode, m.moveArgs()...)...)
 	// The zmx session the move makes, and its agent, are the test's: ended
 	// whatever happens below.
 	t.Cleanup(func() {
@@ -368,9 +368,10 @@ func firstLine(s, sub string) string {
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveHandoffImpostor(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	m := newMoveEnv(t)
-	t.Setenv("XDG_RUNTIME_DIR", shortDir(t, "rt"))
+	rt := shortDir(t, "rt")
 	w := t.TempDir()
 	must(t, os.Chmod(w, 0o755))
 	cp := filepath.Join(w, "9harnessd")
@@ -411,7 +412,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 	modes := []string{"alone", "helper"}
 	ds := map[string]*daemon{}
 	for _, mode := range modes {
-		ds[mode] = startDaemon(t, m.home, handoffArgs(t, mode, "--allow-move", "--host-path", w+":"+bins+":/usr/bin:/bin")...)
+		ds[mode] = startDaemonEnv(t, []string{"XDG_RUNTIME_DIR=" + rt}, m.home, handoffArgs(t, mode, "--allow-move", "--host-path", w+":"+bins+":/usr/bin:/bin")...)
 	}
 	var names []string
 	for _, mode := range modes {
@@ -492,6 +493,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveUpgradedDaemon(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	dir := t.TempDir()
 	must(t, os.Chmod(dir, 0o755))

@@ -96,6 +96,19 @@ func startDaemon(t testing.TB, home string, extra ...string) *daemon {
 	return d
 }
 
+// startDaemonEnv is startDaemon with env added to the daemon's
+// environment (this process's): a test that runs beside others gives its
+// daemon a variable of its own this way, where t.Setenv would change it
+// for every test.
+func startDaemonEnv(t testing.TB, env []string, home string, extra ...string) *daemon {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "harness.sock")
+	d := launchEnv(t, env, bin("9harnessd"), append(append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(home)...), extra...)...)
+	d.sock = sock
+	d.waitReady()
+	return d
+}
+
 func launch(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	return launchCmd(t, bin("9harnessd"), args...)
@@ -105,8 +118,17 @@ func launch(t testing.TB, args ...string) *daemon {
 // that execs it in place, so the process is the daemon's.
 func launchCmd(t testing.TB, prog string, args ...string) *daemon {
 	t.Helper()
+	return launchEnv(t, nil, prog, args...)
+}
+
+// launchEnv is launchCmd with env added to this process's environment.
+func launchEnv(t testing.TB, env []string, prog string, args ...string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(prog, args...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	d.cmd.Stderr = d.stderr
 	d.cmd.Stdout = d.stderr
 	if err := d.cmd.Start(); err != nil {

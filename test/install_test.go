@@ -149,6 +149,7 @@ func journalctlStub(t *testing.T) (path, log string) {
 }
 
 func TestInstallDestdir(t *testing.T) {
+	t.Parallel()
 	require(t, "make")
 	binDir := t.TempDir()
 	jctl, jlog := journalctlStub(t)
@@ -186,6 +187,7 @@ func TestInstallDestdir(t *testing.T) {
 // empty tmpfs, so a file put there is seen and the machine's are never
 // touched.
 func TestInstallPrefix(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	require(t, "make")
 	require(t, "unshare")
@@ -262,6 +264,7 @@ func TestDist(t *testing.T) {
 // System-wide, as root: the real journalctl --update-catalog, whose
 // database then holds the catalog's entries until make uninstall.
 func TestInstallSystemWide(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	require(t, "make")
 	require(t, "unshare")
@@ -320,6 +323,7 @@ echo "== end"
 }
 
 func TestInstallUser(t *testing.T) {
+	t.Parallel()
 	require(t, "make")
 	binDir := t.TempDir()
 	home := t.TempDir()

@@ -61,8 +61,9 @@ func kernelSandboxes(t *testing.T) map[string]struct {
 // Guards rule 2: no credential is listed or read.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestKernelSandbox(t *testing.T) {
+	t.Parallel()
 	home, cl, _, _ := sandboxSetup(t)
-	t.Setenv("HELPER_HOME", home)
+	helperHome := "HELPER_HOME=" + home
 
 	// A helper confined as 9harness-proc.service confines it.
 	hsock := filepath.Join(t.TempDir(), "proc-helper-confined.sock")
@@ -93,16 +94,14 @@ func TestKernelSandbox(t *testing.T) {
 			// The control: unconfined, the owner's view.
 			var out string
 			eventually(t, func() bool {
-				out = sandboxPeer(t, nil, "daemon", d.sock, cl.pid())
+				out = sandboxPeer(t, nil, "daemon", d.sock, cl.pid(), helperHome)
 				return strings.Contains(out, `READ zmx "sbx\n"`)
 			}, "the owner's view of the agent's zmx")
 			if ls, _ := lineWith(out, "LS-HERMES "); !strings.Contains(ls, "logs") || !strings.Contains(out, "DIRECT-READ ok") {
 				t.Errorf("unconfined: not the owner's view:\n%s", out)
 			}
 			for name, sb := range kernelSandboxes(t) {
-				t.Setenv("HELPER_SANDBOX_WRITE", "1")
-				out := sandboxPeer(t, sb.wrap, "daemon", d.sock, cl.pid())
-				t.Setenv("HELPER_SANDBOX_WRITE", "")
+				out := sandboxPeer(t, sb.wrap, "daemon", d.sock, cl.pid(), helperHome, "HELPER_SANDBOX_WRITE=1")
 				t.Logf("%s, served:\n%s", name, out)
 				if strings.Contains(out, "DIAL") {
 					t.Errorf("%s: not served at all (a grantee is served):\n%s", name, out)
@@ -145,6 +144,7 @@ func TestKernelSandbox(t *testing.T) {
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestKernelSandboxAgent(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	m := newMoveEnv(t)
 	// Everything a move needs is there (zmx on the daemon's host path, a

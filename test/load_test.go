@@ -103,6 +103,9 @@ func treeFiles(t *testing.T, c *client.Client, roots ...string) (files, dirs []s
 //
 // Guards rule 10: bounded memory, fids, requests and connections.
 func TestLoad(t *testing.T) {
+	// Its daemon is on an empty process table and a home of its own; its
+	// work is CPU, which the tests that wait beside it leave idle.
+	t.Parallel()
 	clients, ops := loadSize(t)
 	home := fixtureHome(t)
 	// An empty process table: /active then lists no live process of the

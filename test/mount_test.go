@@ -504,7 +504,7 @@ func TestMountUnprivileged(t *testing.T) {
 	})
 	must(t, os.Chmod(base, 0o755))
 	u := &sshHost{user: fmt.Sprintf("h9test%06d", rand.IntN(1_000_000)), home: filepath.Join(base, "home")}
-	if out, err := exec.Command(require(t, "useradd"), "-M", "-d", u.home, "-s", "/bin/sh", "-U", u.user).CombinedOutput(); err != nil {
+	if out, err := userTool(require(t, "useradd"), "-M", "-d", u.home, "-s", "/bin/sh", "-U", u.user); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", u.user, err, out)
 	}
 	userdel := require(t, "userdel")

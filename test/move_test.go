@@ -124,6 +124,7 @@ func envSet(env []string) []string {
 // environment minus the session-host variables, living in the named
 // session; the old process is gone and /active shows the new one.
 func TestMoveTmux(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c0d"
 	agent := startFake(t, "claude", m.home, m.cwd, append(m.env, "FAKE_SESSION="+sid, "ZMX_SESSION=old", "STY=123.screen", "LISTEN_FDS=1", "ZELLIJ_SESSION_NAME=z")...)
@@ -199,6 +200,7 @@ func TestMoveTmux(t *testing.T) {
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveRefusals(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "8b9c0d1e-2f3a-4b4c-9d5e-6f7a8b9c0d1e"
 	agent := startFake(t, "claude", m.home, m.cwd, append(m.env, "FAKE_SESSION="+sid)...)
@@ -315,6 +317,7 @@ func (m *moveEnv) startClaude(t *testing.T, sid string, extra ...string) *fakeAg
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestMoveStubbornAgent(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
 	agent := m.startClaude(t, sid, "FAKE_IGNORE_TERM=1")
@@ -359,6 +362,7 @@ func TestMoveStubbornAgent(t *testing.T) {
 //
 // Guards rule 6: a move completes, whatever its client and the daemon do.
 func TestMoveClientHangsUp(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "0d1e2f3a-4b5c-4d6e-9f7a-8b9c0d1e2f3a"
 	agent := m.startClaude(t, sid)
@@ -388,6 +392,7 @@ func TestMoveClientHangsUp(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveConcurrent(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	agent := m.startClaude(t, "1e2f3a4b-5c6d-4e7f-8a9b-0c1d2e3f4a5b", "FAKE_IGNORE_TERM=1")
 	d := startDaemon(t, m.home, m.moveArgs()...)
@@ -422,6 +427,7 @@ func TestMoveConcurrent(t *testing.T) {
 // the environment minus the scrubbed variables, and lives in the named
 // session.
 func TestMoveEveryHarnessAndHost(t *testing.T) {
+	t.Parallel()
 	sessions := map[string]string{
 		"claude": "2f3a4b5c-6d7e-4f8a-9b0c-1d2e3f4a5b6c",
 		"codex":  "019e9999-aaaa-7bbb-8ccc-dddddddddddd",

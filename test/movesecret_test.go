@@ -143,6 +143,7 @@ func (l *lineage) records(t *testing.T) []launchRecord { return readLaunches(l.r
 //
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveSecret(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	m := newMoveEnv(t)
 	secret := marker(t, "SECRET")
@@ -161,8 +162,7 @@ func TestMoveSecret(t *testing.T) {
 	// A runtime directory of this test's own: the launch sockets live
 	// under it, and nothing another test does lands there.
 	rt := shortDir(t, "rt")
-	t.Setenv("XDG_RUNTIME_DIR", rt)
-	d := startDaemon(t, m.home, m.moveArgs()...)
+	d := startDaemonEnv(t, []string{"XDG_RUNTIME_DIR=" + rt}, m.home, m.moveArgs()...)
 	// A 256 KiB environment, two variables near the kernel's per-string
 	// limit, the secret inside both.
 	big := []string{
@@ -279,6 +279,7 @@ func TestMoveSecret(t *testing.T) {
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestMoveSandbox(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	unshare := require(t, "unshare")
 	m := newMoveEnv(t)
@@ -436,6 +437,7 @@ func TestMoveTmuxOtherServer(t *testing.T) {
 //
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 func TestMoveResumePath(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b")...)
 	waitRegistry(t, m.home, a.pid())
@@ -469,6 +471,7 @@ func TestMoveResumePath(t *testing.T) {
 //
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 func TestMoveOutcomeTrue(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	a := startFakeExe(t, "claude", m.home, m.cwd, append(append([]string{}, m.env...), "FAKE_SESSION=6f7a8b9c-0d1e-4f2a-9b3c-4d5e6f7a8b9c")...)
 	waitRegistry(t, m.home, a.pid())

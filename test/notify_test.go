@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/9harness/9harness/internal/client"
 )
 
 // 9harness notify against a real daemon and a fake Claude whose registry
@@ -188,14 +191,72 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 		}
 		reg["statusUpdatedAt"] = reg["updatedAt"]
 		b, _ = json.Marshal(reg)
-		return os.WriteFile(tmp, b, 0o600)
+		if err := os.WriteFile(tmp, b, 0o600); err != nil || e.uid == 0 {
+			return err
+		}
+		return os.Chown(tmp, e.uid, e.uid) // the agent's own file
 	})
 	want := map[string]string{"busy": "working", "idle": "idle", "waiting": "waiting"}[status]
-	c := e.d.client()
+	// A connection of its own, closed at once: a grantee's connections
+	// are few, and the test sets a status a dozen times.
+	c, err := client.Dial(e.d.sock)
+	must(t, err)
+	defer c.Close()
 	within(t, 10*time.Second, func() bool {
 		s, _ := readField(c, e.dir("claude", e.claude)+"/state")
 		return s == want
 	}, "the claude agent's state "+want)
+}
+
+// newOwnedPsEnv is newPsEnv's claude alone, with the daemon and the agent
+// running as the test's owner uid (testUIDs) and the daemon granting root,
+// which this test and its 9harness run as. Such a daemon lists only the
+// agents of its uid, so a test that counts every message a notify sends
+// counts only its own agent's, whatever agent-like processes come and go
+// on the machine meanwhile.
+func newOwnedPsEnv(t *testing.T) *psEnv {
+	t.Helper()
+	requireRoot(t)
+	u := testUIDs(t)
+	home, sock := sharedHome(t, u.owner)
+	e := &psEnv{home: home, uid: u.owner, sock: sock}
+	e.cwd = filepath.Join(home, "src", "a-project-directory-with-a-rather-long-name")
+	must(t, os.MkdirAll(e.cwd, 0o755))
+	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", u.owner, u.owner), home).CombinedOutput(); err != nil {
+		t.Fatalf("chown %s: %v %s", home, err, out)
+	}
+	e.claude = e.startFake(t, "claude", "FAKE_SESSION="+psClaudeSID, "ZMX_SESSION=work")
+	waitRegistry(t, home, e.claude.pid())
+	e.d = e.startDaemon(t)
+	c := e.d.client()
+	eventually(t, func() bool {
+		s, _ := readField(c, e.dir("claude", e.claude)+"/session")
+		return s == psClaudeSID
+	}, "the claude agent resolved under /active")
+	return e
+}
+
+// startFake starts a fake agent of an owned environment: its uid's.
+func (e *psEnv) startFake(t *testing.T, name string, env ...string) *fakeAgent {
+	t.Helper()
+	cmd := exec.Command(bin(name))
+	cmd.Dir = e.cwd
+	cmd.Env = append([]string{"HOME=" + e.home, "PATH=/usr/bin:/bin"}, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(e.uid), Gid: uint32(e.uid)}}
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	a := &fakeAgent{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() { a.stop(t) })
+	return a
+}
+
+// startDaemon starts an owned environment's daemon on its socket.
+func (e *psEnv) startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	d := startAs(t, e.uid, e.home, e.sock, "--allow-uid", "0")
+	d.waitReady()
+	return d
 }
 
 // TestNotify: one message per transition to an ntfy server and a webhook,
@@ -204,7 +265,8 @@ func setStatus(t *testing.T, e *psEnv, status, waitingFor string) {
 // endpoint refusing connections; the token is nowhere but in the
 // Authorization header.
 func TestNotify(t *testing.T) {
-	e := newPsEnv(t)
+	t.Parallel()
+	e := newOwnedPsEnv(t)
 	pid := e.claude.pid()
 	title := "fix <the> & build\x1b[31m"
 	e.setClaudeTitle(t, title)
@@ -286,10 +348,7 @@ func TestNotify(t *testing.T) {
 	// nothing again.
 	e.d.stop()
 	time.Sleep(1500 * time.Millisecond)
-	d2 := launch(t, append([]string{"--unix", e.d.sock, "--audit", "stderr"}, rootArgs(e.home)...)...)
-	d2.sock = e.d.sock
-	d2.waitReady()
-	e.d = d2
+	e.d = e.startDaemon(t)
 	within(t, 60*time.Second, func() bool { return strings.Contains(s.stderr.String(), ": back") }, "notify to reach the new daemon")
 	settle()
 	want("waiting", 1, "after the daemon's restart")
@@ -392,7 +451,7 @@ func TestNotify(t *testing.T) {
 	}
 	for _, h := range hooks {
 		if h["pid"] != float64(pid) {
-			continue // another test's fake claude, which this daemon sees too
+			continue // none: the daemon lists only its own uid's agents
 		}
 		if h["host"] != host || h["harness"] != "claude" || h["cwd"] != e.cwd || h["title"] != "fix <the> & build?[31m" || h["since"] == "" || h["started"] == "" {
 			t.Errorf("webhook body %v", h)
@@ -406,6 +465,7 @@ func TestNotify(t *testing.T) {
 // nothing; a token file others may read is refused; --test sends one
 // message to each target, and exits 1 when one refuses.
 func TestNotifyConfig(t *testing.T) {
+	t.Parallel()
 	const token = "tk_another-s3cret"
 	rcv := newPushReceiver(t, token)
 	n := newNotifyEnv(t, token)
@@ -457,6 +517,7 @@ func TestNotifyConfig(t *testing.T) {
 // (a stub of org.freedesktop.Notifications on a private bus) once for one
 // wait, the body's markup escaped and its control bytes made printable.
 func TestNotifyDesktop(t *testing.T) {
+	t.Parallel()
 	addr := privateBus(t)
 	conn, err := dbus.Connect(addr)
 	must(t, err)
@@ -510,6 +571,7 @@ func TestNotifyDesktop(t *testing.T) {
 // again when the host's stream is cut and comes back, and one for the
 // agent's exit.
 func TestNotifyFleet(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	name := h.user + "@127.0.0.1:" + itoa(h.port)
 	local := fixtureHome(t)

@@ -26,6 +26,7 @@ import (
 //
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestProcHelper(t *testing.T) {
+	t.Parallel()
 	require(t, "unshare")
 	helperUnit, daemonUnit := cgroupUnits(t)
 	home := fixtureHome(t)

@@ -34,6 +34,8 @@ type psEnv struct {
 	home, cwd     string
 	d             *daemon
 	claude, codex *fakeAgent
+	uid           int    // the agents' and the daemon's; 0 is this process's
+	sock          string // where an owned environment's daemon listens
 }
 
 const (
@@ -103,6 +105,7 @@ var agePattern = regexp.MustCompile(`^[0-9]+[smhd]$`)
 // ~), reach, zmx session, route and title; sorted by harness then pid; piped, nothing is
 // shortened.
 func TestPsTable(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	out, errs, code := e.ps(t, "ps")
 	if code != 0 || errs != "" {
@@ -178,6 +181,7 @@ func TestPsTable(t *testing.T) {
 // TestPsJSON: --json gives every fact the tree has, as the tree says it,
 // and leaves out exactly the facts the tree does not have.
 func TestPsJSON(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	out, errs, code := e.ps(t, "ps", "--json")
 	if code != 0 || errs != "" {
@@ -292,6 +296,7 @@ func TestPsJSON(t *testing.T) {
 // TestPsHarnessFilter: --harness keeps only those harnesses' agents,
 // repeated or as a comma list; an unknown one is one line and exit 1.
 func TestPsHarnessFilter(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	for _, tc := range []struct {
 		args   []string
@@ -420,6 +425,7 @@ func (e *psEnv) setTitles(t *testing.T) {
 // emoji and CJK counted as two cells), TITLE keeps 24 cells at 80 and 120
 // columns, and on a wide pane nothing is cut.
 func TestPsTerminalWidth(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setTitles(t)
 	// The widest STATE: what a waiting agent waits for.
@@ -513,6 +519,7 @@ func TestPsTerminalWidth(t *testing.T) {
 // columns, as procps's ps does; under LC_ALL=C a cut is marked with +, and
 // nothing but the agents' own text (here the titles) is beyond ASCII.
 func TestPsColumnsAndLocale(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setClaudeStatus(t, "waiting", "approve Bash")
 	tm := newPsTmux(t)
@@ -560,6 +567,7 @@ func cellsFrom(s string, at int) string {
 // and a write error is one line on stderr with exit 1. The daemon lists
 // every agent of the uid, so only this test's agents' lines are compared.
 func TestPsOutputs(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	cl, cx := strconv.Itoa(e.claude.pid()), strconv.Itoa(e.codex.pid())
 	ours := func(out string) string {
@@ -630,6 +638,7 @@ func TestPsOutputs(t *testing.T) {
 // cursor hidden; Ctrl-C ends it with status 0, the cursor shown again and
 // the shell's prompt back.
 func TestPsWatch(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	tm := newPsTmux(t)
 	tm.run("new-session", "-d", "-s", "w", "-x", "120", "-y", "1000",
@@ -707,6 +716,7 @@ func TestPsWatch(t *testing.T) {
 // (synopsis, options, examples) on standard output with status 0, and
 // both say in one line, with status 1, that the daemon is unreachable.
 func TestPsMoveHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"ps", "--help"}, {"ps", "-h"}, {"help", "ps"}, {"move", "--help"}, {"help", "move"}} {
 		out, errs, code := run9harness(t, nil, args...)
 		if code != 0 || errs != "" {
@@ -748,6 +758,7 @@ func TestPsMoveHelp(t *testing.T) {
 // own files say, for live fakes and for the committed fixture process
 // table (all its harnesses and routes).
 func TestPsTableMatchesWalk(t *testing.T) {
+	t.Parallel()
 	same := func(t *testing.T, c *client.Client, min int) {
 		t.Helper()
 		var tab, walk []client.Agent
@@ -770,15 +781,22 @@ func TestPsTableMatchesWalk(t *testing.T) {
 		}
 	}
 	t.Run("fakes", func(t *testing.T) {
-		e := newPsEnv(t)
-		same(t, e.d.client(), 2)
+		// A daemon that lists only this test's agents: another agent
+		// starting or ending between the two reads would part them.
+		e := newOwnedPsEnv(t)
+		e.codex = e.startFake(t, "codex", "FAKE_SESSION="+psCodexSID)
+		c := e.d.client()
+		eventually(t, func() bool {
+			s, _ := readField(c, e.dir("codex", e.codex)+"/session")
+			return s == psCodexSID
+		}, "the codex agent resolved under /active")
+		same(t, c, 2)
 	})
 	t.Run("fixture", func(t *testing.T) {
 		home := fixtureHome(t)
 		fixtureTimeline(t, home)
 		fixturePIDDomain(t, home)
 		procs, pids := copyProcTable(t, "../testdata/proc", home)
-		t.Setenv("HOME", home)
 		d := startFixtureDaemon(t, home, procs, pids)
 		same(t, d.client(), 5)
 	})
@@ -836,6 +854,7 @@ func newWalkCounter(t *testing.T, target string) *walkCounter {
 // TestPsUsesTable: ps, ps --json and ps --harness read the table: a few
 // 9P walks in all, not a walk per agent and file.
 func TestPsUsesTable(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	w := newWalkCounter(t, e.d.sock)
 	for _, tc := range []struct {
@@ -861,6 +880,7 @@ func TestPsUsesTable(t *testing.T) {
 // agents in its panes (asked once per server, list-panes -a) is what each
 // agent's own tmux file says (asked per pane, display-message).
 func TestPsTableTmux(t *testing.T) {
+	t.Parallel()
 	tm := require(t, "tmux")
 	home := fixtureHome(t)
 	dir, err := os.MkdirTemp("/tmp", "h9tab")

@@ -24,6 +24,7 @@ import (
 // names tmux). ps --detached lists exactly the detached ones of these,
 // and the table agrees with the files.
 func TestReachLive(t *testing.T) {
+	t.Parallel()
 	tm := require(t, "tmux")
 	setsid := require(t, "setsid")
 	home := fixtureHome(t)

@@ -54,11 +54,11 @@ func sandboxes(t *testing.T) map[string][]string {
 
 // sandboxPeer runs this test binary (its copy in bins) as a peer, wrapped
 // in wrap (none: unsandboxed), and returns its output.
-func sandboxPeer(t *testing.T, wrap []string, mode, sock string, agent int) string {
+func sandboxPeer(t *testing.T, wrap []string, mode, sock string, agent int, env ...string) string {
 	t.Helper()
 	argv := append(append([]string{}, wrap...), bin("self.test"), "-test.run=^TestHelperSandboxPeer$")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "HELPER_SOCK="+sock, "HELPER_SANDBOX="+mode, "HELPER_AGENT="+strconv.Itoa(agent))
+	cmd.Env = append(append(os.Environ(), "HELPER_SOCK="+sock, "HELPER_SANDBOX="+mode, "HELPER_AGENT="+strconv.Itoa(agent)), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("peer %q: %v\n%s", wrap, err, out)
@@ -169,6 +169,7 @@ func sandboxSetup(t *testing.T) (home string, cl *fakeAgent, helper *daemon, hso
 //
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestSandboxProcHelper(t *testing.T) {
+	t.Parallel()
 	home, cl, helper, hsock := sandboxSetup(t)
 
 	peers := map[string][]string{"unsandboxed, another executable": nil}
@@ -228,6 +229,7 @@ func TestSandboxProcHelper(t *testing.T) {
 // Guards rule 2: no credential is listed or read.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestSandboxDaemon(t *testing.T) {
+	t.Parallel()
 	home, cl, _, hsock := sandboxSetup(t)
 
 	for _, cfg := range []struct {
@@ -259,9 +261,7 @@ func TestSandboxDaemon(t *testing.T) {
 			})
 			for _, name := range names {
 				wrap := kinds[name]
-				t.Setenv("HELPER_SANDBOX_WRITE", "1")
-				out := sandboxPeer(t, wrap, "daemon", d.sock, cl.pid())
-				t.Setenv("HELPER_SANDBOX_WRITE", "")
+				out := sandboxPeer(t, wrap, "daemon", d.sock, cl.pid(), "HELPER_SANDBOX_WRITE=1")
 				t.Logf("%s, served:\n%s", name, out)
 				if strings.Contains(out, "DIAL") {
 					t.Errorf("%s: not served at all (a grantee is served):\n%s", name, out)

@@ -21,8 +21,8 @@ import (
 // The work a grantee makes the daemon do for an agent's facts is bounded
 // and shared (rule 10): a grantee (this process, root, granted by
 // --allow-uid 0) reads an agent's title again and again on many
-// connections at once, against a daemon running as ownerUID with a real
-// agent process of ownerUID, while the owner lists /. The daemon's VmRSS
+// connections at once, against a daemon running as the test's owner uid with a real
+// agent process of the test's owner uid, while the owner lists /. The daemon's VmRSS
 // stays under boundsRSS and every owner's ls is answered. None asserts a
 // time: the attacks' spans are bounds on a loaded machine.
 
@@ -32,8 +32,9 @@ const workSpan = 8 * time.Second
 // startWorkRig is startBoundsRig with the machine's /proc (the agents are
 // real processes) and the roots under home.
 func startWorkRig(t *testing.T, home, sock string) *boundsRig {
+	u := testUIDs(t)
 	t.Helper()
-	d := startAs(t, ownerUID, home, sock, "--allow-uid", "0")
+	d := startAs(t, u.owner, home, sock, "--allow-uid", "0")
 	r := &boundsRig{t: t, d: d, sock: sock, pid: d.cmd.Process.Pid,
 		over: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.watch()
@@ -50,22 +51,24 @@ func startWorkRig(t *testing.T, home, sock string) *boundsRig {
 	return r
 }
 
-// ownedWorkDir makes a directory next to home, owned by ownerUID: the
+// ownedWorkDir makes a directory next to home, owned by the test's owner uid: the
 // agents' cwd.
 func ownedWorkDir(t *testing.T, home string) string {
+	u := testUIDs(t)
 	t.Helper()
 	work := filepath.Join(filepath.Dir(home), "work")
 	must(t, os.Mkdir(work, 0o755))
-	must(t, os.Chown(work, ownerUID, ownerUID))
+	must(t, os.Chown(work, u.owner, u.owner))
 	return work
 }
 
-// startAgent runs prog as ownerUID in dir with argv and extra fds, and
+// startAgent runs prog as the test's owner uid in dir with argv and extra fds, and
 // stops it at the end of the test.
 func startAgent(t *testing.T, prog string, argv []string, dir string, env []string, files ...*os.File) int {
+	u := testUIDs(t)
 	t.Helper()
 	cmd := &exec.Cmd{Path: prog, Args: argv, Dir: dir, Env: env, ExtraFiles: files}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.owner), Gid: uint32(u.owner)}}
 	must(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd.Process.Pid
@@ -116,8 +119,9 @@ func (r *boundsRig) readAgain(path string, conns, per int, span time.Duration) (
 // 16 MiB from each, seconds of CPU per read by any peer; two connections
 // of eight reads at once drove it past 1.4 GB.
 func TestBoundsZstdTail(t *testing.T) {
+	u := testUIDs(t)
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
+	home, sock := sharedHome(t, u.owner)
 	work := ownedWorkDir(t, home)
 	dir := filepath.Join(home, ".dsh", "sessions", "--"+strings.ReplaceAll(strings.TrimLeft(work, "/"), "/", "-")+"--",
 		"session-0190aaaa-0000-7000-8000-000000000001")
@@ -159,10 +163,11 @@ func TestBoundsZstdTail(t *testing.T) {
 // between any two), none shared, none charged; eight connections of
 // fourteen reads at once drove it past 12 GB.
 func TestBoundsDatabaseChurn(t *testing.T) {
+	u := testUIDs(t)
 	requireRoot(t)
-	home, sock := sharedHome(t, ownerUID)
+	home, sock := sharedHome(t, u.owner)
 	work := ownedWorkDir(t, home)
-	must(t, exec.Command("chown", "-R", fmt.Sprintf("%d:%d", ownerUID, ownerUID), home).Run())
+	must(t, exec.Command("chown", "-R", fmt.Sprintf("%d:%d", u.owner, u.owner), home).Run())
 	const sid = "0190bbbb-0000-7000-8000-000000000042"
 	pid := startAgent(t, bin("codex"), []string{"codex"}, work,
 		[]string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_SESSION=" + sid})

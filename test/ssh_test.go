@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 // half-closes the daemon connection, the daemon closes, and the relay
 // exits 0 at once, having written nothing on stderr.
 func TestRelayServesAndHalfCloses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, fixtureHome(t))
 	conn, err := client.StartCommand("relay", []string{bin("9harness"), "relay", "-s", d.sock})
 	must(t, err)
@@ -63,6 +65,7 @@ func TestRelayServesAndHalfCloses(t *testing.T) {
 // TestRelayDaemonCloses: when the daemon goes away the relay exits 0
 // without waiting for its stdin, which stays open.
 func TestRelayDaemonCloses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, fixtureHome(t))
 	cmd := exec.Command(bin("9harness"), "relay", "-s", d.sock)
 	in, err := cmd.StdinPipe()
@@ -126,6 +129,7 @@ func TestRelayUnreachable(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestRelayRefusedUID(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	dir, err := os.MkdirTemp("", "9harness-sock-")
 	must(t, err)
@@ -206,6 +210,7 @@ type sshHost struct {
 // the daemon's ordinary uid gate: the ssh user's uid is its own, so it is
 // served and nothing is refused.
 func TestSSH(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	opts := h.opts(h.key)
 	// The client's own runtime directory, where it keeps what it learns
@@ -445,14 +450,11 @@ func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 
 	// The privilege-separation directory sshd insists on (Debian makes it
 	// when its service starts; nothing has started one here).
-	if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
-		must(t, os.MkdirAll("/run/sshd", 0o755))
-		t.Cleanup(func() { os.Remove("/run/sshd") })
-	}
+	usePrivsepDir(t)
 
 	// The user: password "*" is no password, but not a locked account,
 	// which sshd without PAM would refuse.
-	if out, err := exec.Command(useradd, "-M", "-d", h.home, "-s", "/bin/sh", "-p", "*", "-U", h.user).CombinedOutput(); err != nil {
+	if out, err := userTool(useradd, "-M", "-d", h.home, "-s", "/bin/sh", "-p", "*", "-U", h.user); err != nil {
 		t.Fatalf("useradd %s: %v\n%s", h.user, err, out)
 	}
 	t.Cleanup(func() { h.remove(t, userdel) })
@@ -590,6 +592,52 @@ func newSSHHost(t *testing.T, options ...sshHostOption) *sshHost {
 	}
 }
 
+// userMu serializes this process's useradd and userdel: each locks
+// /etc/passwd and fails at once, rather than waiting, while another holds
+// it.
+var userMu sync.Mutex
+
+// userTool runs useradd or userdel, again while it fails because another
+// program (another checkout's test) holds the passwd or group file's lock.
+func userTool(tool string, args ...string) ([]byte, error) {
+	userMu.Lock()
+	defer userMu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command(tool, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "lock") || time.Now().After(deadline) {
+			return out, err
+		}
+	}
+}
+
+// privsep counts the tests of this process that need /run/sshd, so that
+// the one that made it removes it only once the last of them ended.
+var privsep struct {
+	sync.Mutex
+	users int
+	made  bool
+}
+
+func usePrivsepDir(t *testing.T) {
+	privsep.Lock()
+	defer privsep.Unlock()
+	if privsep.users == 0 {
+		if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
+			must(t, os.MkdirAll("/run/sshd", 0o755))
+			privsep.made = true
+		}
+	}
+	privsep.users++
+	t.Cleanup(func() {
+		privsep.Lock()
+		defer privsep.Unlock()
+		if privsep.users--; privsep.users == 0 && privsep.made {
+			os.Remove("/run/sshd")
+			privsep.made = false
+		}
+	})
+}
+
 // remove deletes the user once nothing runs as it any more.
 func (h *sshHost) remove(t *testing.T, userdel string) {
 	deadline := time.Now().Add(10 * time.Second)
@@ -612,7 +660,7 @@ func (h *sshHost) remove(t *testing.T, userdel string) {
 	if h.user == "" || !strings.HasPrefix(h.user, "h9test") {
 		return
 	}
-	if out, err := exec.Command(userdel, "-r", h.user).CombinedOutput(); err != nil {
+	if out, err := userTool(userdel, "-r", h.user); err != nil {
 		t.Errorf("userdel -r %s: %v\n%s", h.user, err, out)
 	}
 	if _, err := user.Lookup(h.user); err == nil {

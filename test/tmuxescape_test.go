@@ -115,10 +115,12 @@ func sandboxLoot(t *testing.T, tm, sock string) string {
 // Guards rule 5: nothing is killed that has nowhere to come back to.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestTmuxSandboxEscape(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	tm := require(t, "tmux")
-	t.Run("direct", func(t *testing.T) { tmuxEscape(t, tm, false) })
-	t.Run("through the proc helper", func(t *testing.T) { tmuxEscape(t, tm, true) })
+	// Each way has its own move environment, sandbox and daemon.
+	t.Run("direct", func(t *testing.T) { t.Parallel(); tmuxEscape(t, tm, false) })
+	t.Run("through the proc helper", func(t *testing.T) { t.Parallel(); tmuxEscape(t, tm, true) })
 }
 
 func tmuxEscape(t *testing.T, tm string, helper bool) {
@@ -223,6 +225,7 @@ func tmuxEscape(t *testing.T, tm string, helper bool) {
 //
 // Guards rule 5: a move is reported done only when the session is verified alive.
 func TestTmuxMoveOntoLiveServer(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	if out, err := m.tmux("new-session", "-d", "-s", "keep", "sleep 600"); err != nil {
 		t.Fatalf("tmux: %v %s", err, out)
@@ -260,6 +263,7 @@ func TestTmuxMoveOntoLiveServer(t *testing.T) {
 // Guards rule 5: a move is reported failed only when it is not done.
 // Guards rule 9: whatever the daemon checks, it uses through the descriptor it checked.
 func TestTmuxSandboxSwapMidMove(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	tm := require(t, "tmux")
 	m := newMoveEnv(t)

@@ -221,6 +221,7 @@ var topReads = regexp.MustCompile(`reads ([0-9]+) tables ([0-9]+) rows`)
 // events alone. The agents are a user's of their own, reached through
 // ssh, so that no other test's agents (of root) come and go in its view.
 func TestTopIdleReads(t *testing.T) {
+	t.Parallel()
 	h := newSSHHost(t)
 	for i := range 100 {
 		startFakeAs(t, h, fmt.Sprintf("FAKE_SESSION=5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e%06d", i))
@@ -253,6 +254,7 @@ func TestTopIdleReads(t *testing.T) {
 // gone) is marked DOWN within a few --timeout, its row kept; when its
 // sshd resumes, the host is back by itself.
 func TestTopFleet(t *testing.T) {
+	t.Parallel()
 	var hosts []*fleetHost
 	var lines []string
 	for range 3 {
@@ -323,6 +325,7 @@ func paneChild(t *testing.T, tm *psTmux, name string) int {
 // itself); SIGTERM and SIGHUP end it with the terminal restored; --once
 // prints one frame.
 func TestTopSignalsRestartOnce(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "topsignals")
 	must(t, os.MkdirAll(cwd, 0o755))

@@ -148,6 +148,7 @@ func isErrno(err error, e linux.Errno) bool {
 // says, and every file reads back byte-identical through the project's
 // client and through diodcat; diodls lists exactly the expected names.
 func TestFixtureTree(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	fixturePIDDomain(t, home) // the registry records are this machine's: /stale judges them
 	d := startDaemon(t, home, "--proc", emptyProc(t))
@@ -239,6 +240,7 @@ func TestFixtureTree(t *testing.T) {
 //
 // Guards rule 2: no credential is listed or read.
 func TestCredentialsNeverServed(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	// An empty process table: the walk covers the mirrors, and the
 	// machine's own agents (another test's, a developer's) come and go
@@ -348,6 +350,7 @@ func TestLive(t *testing.T) {
 //
 // Guards rule 4: read-only by absence.
 func TestReadOnly(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	c := d.client()

@@ -29,6 +29,7 @@ import (
 // Guards rule 7: no client byte reaches exec, no agent picks a binary.
 // Guards rule 9: never widen: a sandbox gets nothing through 9harness.
 func TestUserManager(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/systemd/systemd", "/usr/lib/systemd/systemd-journald", "/usr/sbin/useradd"} {
 		if !isExec(p) {
@@ -43,7 +44,7 @@ func TestUserManager(t *testing.T) {
 	must(t, os.Chmod(base, 0o755))
 	name := fmt.Sprintf("h9u%06d", rand.IntN(1000000))
 	home := filepath.Join(base, "home")
-	if out, err := exec.Command("useradd", "-m", "-d", home, "-s", "/bin/bash", name).CombinedOutput(); err != nil {
+	if out, err := userTool("useradd", "-m", "-d", home, "-s", "/bin/bash", name); err != nil {
 		t.Fatalf("useradd: %v %s", err, out)
 	}
 	u, err := user.Lookup(name)
@@ -62,7 +63,7 @@ func TestUserManager(t *testing.T) {
 				os.Remove(filepath.Join(h, "user.slice"))
 			}
 		}
-		exec.Command("userdel", "-r", name).Run()
+		userTool("userdel", "-r", name)
 		os.RemoveAll(filepath.Join("/tmp", "tmux-"+u.Uid))
 		os.RemoveAll(base)
 	})

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/9harness/9harness/internal/client"
 )
 
 // The client side of "tell me when it needs me": ps's STATE and TOKENS,
@@ -42,9 +44,17 @@ func within(t testing.TB, d time.Duration, cond func() bool, what string) {
 func (e *psEnv) setClaudeStatus(t *testing.T, status, waitingFor string) {
 	t.Helper()
 	path := filepath.Join(e.home, ".claude", "sessions", strconv.Itoa(e.claude.pid())+".json")
-	writeRegistryStatus(t, path, status, waitingFor, nil)
+	var own func(string) error
+	if e.uid != 0 {
+		own = func(tmp string) error { return os.Chown(tmp, e.uid, e.uid) } // the agent's own file
+	}
+	writeRegistryStatus(t, path, status, waitingFor, own)
 	want := map[string]string{"busy": "working", "idle": "idle", "waiting": "waiting"}[status]
-	c := e.d.client()
+	// A connection of its own, closed at once: an owned environment's
+	// test is a grantee, whose connections are few.
+	c, err := client.Dial(e.d.sock)
+	must(t, err)
+	defer c.Close()
 	within(t, 10*time.Second, func() bool {
 		s, _ := readField(c, e.dir("claude", e.claude)+"/state")
 		return s == want
@@ -139,6 +149,7 @@ func (s *started) end(t *testing.T, d time.Duration) int {
 // change), returns within about a poll of a real change of the registry,
 // and says timeout, not found and exited with their statuses.
 func TestWait(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	pid := strconv.Itoa(e.claude.pid())
 	cl := "claude/" + pid
@@ -216,6 +227,7 @@ func TestWait(t *testing.T) {
 // waits for) and the context's size, piped and through --format, and
 // sorts the waiting agent first.
 func TestPsStateTokens(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	pid := strconv.Itoa(e.claude.pid())
 	// A finished reply with its usage: the context is its prompt, 934 +
@@ -274,6 +286,7 @@ func TestPsStateTokens(t *testing.T) {
 // 9: a title is text whatever wrote the transcript chose, a sandboxed
 // agent too; were it shell code here, it would run outside the sandbox.)
 func TestPsNotify(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	pid := strconv.Itoa(e.claude.pid())
 	rec := t.TempDir()
@@ -388,6 +401,7 @@ func TestPsNotify(t *testing.T) {
 // server's status line, which shows "1 waiting" while the agent waits and
 // nothing of it otherwise.
 func TestContribTmuxStatus(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	snippet, err := filepath.Abs("../contrib/tmux-status")
@@ -504,6 +518,7 @@ func privateBus(t *testing.T) string {
 // starts waiting: the agent and what it waits for as the summary, its
 // title, which a shell would have run, as the text.
 func TestContribNotifyWaiting(t *testing.T) {
+	t.Parallel()
 	require(t, "notify-send")
 	addr := privateBus(t)
 	conn, err := dbus.Connect(addr)
@@ -587,6 +602,7 @@ func TestContribNotifyWaiting(t *testing.T) {
 // waiting, its output kept off the drawn screen; Ctrl-C ends both with
 // status 0.
 func TestPsWatchNotifyTerminal(t *testing.T) {
+	t.Parallel()
 	e := newPsEnv(t)
 	e.setClaudeStatus(t, "busy", "")
 	rec := filepath.Join(t.TempDir(), "rec")

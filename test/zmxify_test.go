@@ -218,6 +218,7 @@ func waitScreen(t *testing.T, screen func() string, what string, ok func(string)
 // TestZmxify: the picker offers only the agent that can be moved, and
 // moves it with `9harness move` into the zmx session it names.
 func TestZmxify(t *testing.T) {
+	t.Parallel()
 	if out, _ := exec.Command(bin("9harness"), "move", "--help").CombinedOutput(); strings.Contains(string(out), "unknown command") {
 		missing(t, "this 9harness has no move command")
 	}
@@ -230,6 +231,7 @@ func TestZmxify(t *testing.T) {
 // TestZmxifyMount: with a 9harness that has no move command, the picker
 // writes the name through the mount it is given in $ZMXIFY_MOUNT.
 func TestZmxifyMount(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	w := newZmxifyWorld(t)
 	d := startDaemon(t, w.m.home, w.m.moveArgs()...)
@@ -255,6 +257,7 @@ exec %s "$@"
 // picker with the daemon's reason and status 1, and no attach line: an
 // attach line would send the user to a session that was never made.
 func TestZmxifyRefused(t *testing.T) {
+	t.Parallel()
 	w := newZmxifyWorld(t)
 	var args []string
 	for _, a := range w.m.moveArgs() {
