@@ -26,9 +26,10 @@ import (
 // --bg-spare"/"claude bg-pty-host --bg-pty-host": the pty hosts and the
 // supervisor are helpers, a claimed worker is the session. Helpers too are
 // the non-session subcommands (mcp, doctor, update, …) and a print run a
-// program drives over stdin (-p --input-format stream-json: the Agent
-// SDK, editors' extensions): the program is where it is answered, and a
-// move would take it from the program. Any other print run (-p, what
+// program drives (-p with stream-json in or out: the Agent SDK passes
+// --output-format stream-json for every run, editors' extensions
+// --input-format too): the program is where it is answered, and a move
+// would take it from the program. Any other print run (-p, what
 // scripts and `claude -p … & disown` start) is a session: Claude writes
 // it a registry record like its TUI's (kind "interactive", entrypoint
 // "sdk-cli", status) and a transcript, it can work for hours, and it
@@ -96,10 +97,18 @@ func (claude) Classify(p, parent proc.Proc) Kind {
 	if claudeHelperWords[claudeFlags.positional(args)] {
 		return Helper
 	}
-	if in, _ := flagValue(args, "--input-format"); in == "stream-json" && hasFlag(args, "-p", "--print") {
+	if hasFlag(args, "-p", "--print") && claudeProgramDriven(args) {
 		return Helper
 	}
 	return Session
+}
+
+// claudeProgramDriven says whether a print run's input or output is
+// stream-json: lines for a program to read, not a person.
+func claudeProgramDriven(args []string) bool {
+	in, _ := flagValue(args, "--input-format")
+	out, _ := flagValue(args, "--output-format")
+	return in == "stream-json" || out == "stream-json"
 }
 
 // claudeReg is a live-registry record, sessions/<pid>.json.
@@ -719,7 +728,7 @@ var claudeSpec = Spec{
 	Doc: Doc{
 		Title:   "Claude Code",
 		Root:    "~/.claude",
-		Process: "the native `claude` (npm or native install), print runs (`-p`) too but for those a program drives (`--input-format stream-json`)",
+		Process: "the native `claude` (npm or native install), print runs (`-p`) too but for those a program drives (stream-json in or out)",
 		Via:     "`registry` (`sessions/<pid>.json`), else `transcript`",
 		Resume:  "`claude --resume ID`",
 		RealCLI: "2.1.332",

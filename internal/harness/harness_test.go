@@ -388,7 +388,8 @@ func TestClassify(t *testing.T) {
 		{"claude/versioned-path", []string{vers + "2.1.201"}, "", nil, "claude", Session},
 		{"claude/versioned-respawn", []string{vers + "2.1.332", "--resume", "/home/g/.claude/projects/-x/3d289299-6937-4726-8e41-b2da2cdacfa6.jsonl"}, "", nil, "claude", Session},
 		{"claude/print", []string{"claude", "-p", "hello"}, "", nil, "claude", Session},
-		{"claude/print-long", []string{"claude", "--print", "--output-format", "stream-json", "--verbose", "fix the flaky test"}, "", nil, "claude", Session},
+		{"claude/print-sdk-string", []string{"claude", "--print", "--output-format", "stream-json", "--verbose", "fix the flaky test"}, "", nil, "claude", Helper},
+		{"claude/print-long", []string{"claude", "--print", "--output-format", "json", "--max-turns", "30", "fix the flaky test"}, "", nil, "claude", Session},
 		{"claude/print-subcommand", []string{"claude", "-p", "mcp", "list"}, "", nil, "claude", Helper},
 		// The Agent SDK's engine, which its program drives over stdin.
 		{"claude/print-sdk", []string{"claude", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json", "--print"}, "", nil, "claude", Helper},
