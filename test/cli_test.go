@@ -91,7 +91,7 @@ func TestCLIStatusAndStreams(t *testing.T) {
 		{"9harnessd -h", nil, nhd, []string{"-h"}, 0, helpOut, "usage: 9harnessd"},
 		{"9harnessd --version", nil, nhd, []string{"--version"}, 0, helpOut, "9harnessd "},
 		{"9harnessd --bogus", nil, nhd, []string{"--bogus"}, 2, usageErr, "9harnessd: unknown flag --bogus (try '9harnessd --help')\n"},
-		{"9harnessd -bogus", nil, nhd, []string{"-bogus"}, 2, usageErr, "unknown flag -bogus "},
+		{"9harnessd -bogus", nil, nhd, []string{"-bogus"}, 2, usageErr, "unknown flag -b in -bogus "},
 		{"9harnessd --audit bogus", nil, nhd, []string{"--audit", "bogus"}, 2, usageErr, "--audit bogus"},
 		{"9harnessd operand", nil, nhd, []string{"extra"}, 2, usageErr, `unexpected argument "extra"`},
 		{"9harnessd --unix --name", nil, nhd, []string{"--unix", "/x", "--name", "y"}, 2, usageErr, "alternatives"},

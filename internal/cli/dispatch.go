@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/9harness/9harness/internal/flagerr"
 	"github.com/9harness/9harness/internal/sockpath"
 )
 
@@ -98,7 +99,7 @@ func (p Program) parseGlobals(g *Globals, args []string, stdout, stderr io.Write
 			fmt.Fprintf(stdout, p.Usage, sockpath.Default())
 			return "", nil, ExitOK, false
 		}
-		fmt.Fprintf(stderr, "9harness: %s (try '9harness --help')\n", FlagError(err, args))
+		fmt.Fprintf(stderr, "9harness: %s (try '9harness --help')\n", flagerr.Describe(err, args))
 		return "", nil, ExitUsage, false
 	}
 	if g.Flags.Changed("version") {

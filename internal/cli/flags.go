@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/9harness/9harness/internal/flagerr"
 	"github.com/spf13/pflag"
 )
 
@@ -28,7 +29,7 @@ func (g *Globals) ParseFlags(fs *pflag.FlagSet, args []string, interspersed bool
 		return nil, ExitOK, false
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "9harness %s: %s (try '9harness %s --help')\n", fs.Name(), FlagError(err, args), fs.Name())
+		fmt.Fprintf(stderr, "9harness %s: %s (try '9harness %s --help')\n", fs.Name(), flagerr.Describe(err, args), fs.Name())
 		return nil, ExitUsage, false
 	}
 	if fs.Changed("version") {
@@ -95,33 +96,4 @@ func groupedH(fs *pflag.FlagSet, args []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// FlagError says what is wrong with a flag, naming it as it was typed.
-func FlagError(err error, args []string) string {
-	var ne *pflag.NotExistError
-	var ve *pflag.ValueRequiredError
-	var ie *pflag.InvalidValueError
-	switch {
-	case errors.As(err, &ne):
-		if group := ne.GetSpecifiedShortnames(); group != "" {
-			// pflag gives the letters from the unknown one on; the word
-			// typed is the argument that ends with them.
-			for _, a := range args {
-				if len(a) > 2 && a[0] == '-' && a[1] != '-' && strings.HasSuffix(a, group) {
-					return fmt.Sprintf("unknown flag -%c in %s", group[0], a)
-				}
-			}
-			return fmt.Sprintf("unknown flag -%c", group[0])
-		}
-		return "unknown flag --" + ne.GetSpecifiedName()
-	case errors.As(err, &ve):
-		if group := ve.GetSpecifiedShortnames(); group != "" {
-			return fmt.Sprintf("flag -%c needs a value", ve.GetSpecifiedName()[0])
-		}
-		return "flag --" + ve.GetSpecifiedName() + " needs a value"
-	case errors.As(err, &ie):
-		return fmt.Sprintf("invalid value %q for --%s: %v", ie.GetValue(), ie.GetFlag().Name, ie.Unwrap())
-	}
-	return err.Error()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/9harness/9harness/internal/daemon"
+	"github.com/9harness/9harness/internal/flagerr"
 	"github.com/9harness/9harness/internal/tree"
 	buildversion "github.com/9harness/9harness/internal/version"
 )
@@ -64,7 +65,7 @@ func Parse(args []string, version string, logf daemon.Logf) (*daemon.Config, err
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
 		}
-		return nil, UsageError{flagError(err)}
+		return nil, UsageError{errors.New(flagerr.Describe(err, args))}
 	}
 	if fs.NArg() > 0 {
 		return nil, UsageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
@@ -256,23 +257,4 @@ func clientPath() string {
 		}
 	}
 	return "9harness"
-}
-
-// flagError says what is wrong with a flag, naming it as it was typed.
-func flagError(err error) error {
-	var ne *pflag.NotExistError
-	var ve *pflag.ValueRequiredError
-	var ie *pflag.InvalidValueError
-	switch {
-	case errors.As(err, &ne):
-		if group := ne.GetSpecifiedShortnames(); group != "" {
-			return fmt.Errorf("unknown flag -%s", group) // 9harnessd has no short flags to combine
-		}
-		return fmt.Errorf("unknown flag --%s", ne.GetSpecifiedName())
-	case errors.As(err, &ve):
-		return fmt.Errorf("flag --%s needs a value", ve.GetFlag().Name)
-	case errors.As(err, &ie):
-		return fmt.Errorf("--%s %s: %v", ie.GetFlag().Name, ie.GetValue(), ie.Unwrap())
-	}
-	return err
 }
