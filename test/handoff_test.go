@@ -513,6 +513,9 @@ func TestMoveUpgradedDaemon(t *testing.T) {
 	if !isErrno(err, 1 /* EPERM */) {
 		t.Fatalf("move after an upgrade: %v, want EPERM\n%s", err, d.stderr.String())
 	}
+	// The daemon writes the refusal before it answers; the test's copy of
+	// its standard error may come a moment later.
+	eventually(t, func() bool { return len(auditEntries(d.stderr.String(), "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53")) > 0 }, "the refusal in the audit")
 	if refused := auditEntries(d.stderr.String(), "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e53"); len(refused) != 1 || !strings.Contains(refused[0]["reason"], "no longer the daemon's own executable") {
 		t.Errorf("the refusal does not name the replaced executable:\n%s", d.stderr.String())
 	}
