@@ -47,13 +47,14 @@ func Messages(env Env, a Agent, n int) ([]string, error) {
 		return nil, nil
 	}
 	var out []string
+	var err error
 	if s, ok := SpecOf(a.Harness); ok && s.Messages != nil {
-		out = s.Messages(env, a, n)
+		out, err = s.Messages(env, a, n)
 	} else {
-		var err error
-		if out, err = transcriptMessages(env, a.Transcript, n); err != nil {
-			return nil, err
-		}
+		out, err = transcriptMessages(env, a.Transcript, n)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return boundMessages(out, n), nil
 }

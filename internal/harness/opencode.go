@@ -477,21 +477,24 @@ const ocMessageText = 8 << 10
 // order, the text parts' text (not the synthetic ones opencode adds) and
 // each tool part as "[tool NAME]"; reasoning and the rest are left out.
 // SQLite's JSON functions pick the fields, so only ocMessageText of a
-// part is read.
-func ocMessages(name string) func(env Env, a Agent, n int) []string {
-	return func(env Env, a Agent, n int) []string {
+// part is read. A snapshot the budget refuses is refused.
+func ocMessages(name string) func(env Env, a Agent, n int) ([]string, error) {
+	return func(env Env, a Agent, n int) ([]string, error) {
 		if env.Root == nil || a.Session == "" {
-			return nil
+			return nil, nil
 		}
 		db, release, err := env.DBs.Open(env.Root.Store(), name+".db")
+		if errs.Is(err, errs.NotExist) {
+			return nil, nil
+		}
 		if err != nil {
-			return nil
+			return nil, err
 		}
 		defer release()
 		rows, err := db.Query(`SELECT id, COALESCE(json_extract(data, '$.role'), '') FROM message
 			WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT ?`, a.Session, n)
 		if err != nil {
-			return nil
+			return nil, nil // not a table this harness knows
 		}
 		type msg struct{ id, role string }
 		var msgs []msg
@@ -509,7 +512,7 @@ func ocMessages(name string) func(env Env, a Agent, n int) []string {
 				out = append(out, msgs[i].role+": "+strings.Join(texts, " "))
 			}
 		}
-		return out
+		return out, nil
 	}
 }
 

@@ -130,9 +130,9 @@ type Spec struct {
 	// conversation for a harness that keeps it elsewhere than a JSON-lines
 	// transcript (a database): one "ROLE: text" line each, oldest first,
 	// a tool call as "[tool NAME]"; Messages (messages.go) bounds and
-	// quotes them. Nil: the generic rendering of a's JSON-lines
+	// quotes them. An error is a read refused (the byte budget). Nil: the generic rendering of a's JSON-lines
 	// transcript's tail.
-	Messages func(env Env, a Agent, n int) []string
+	Messages func(env Env, a Agent, n int) ([]string, error)
 
 	// Stale, if not nil, lists the records the harness keeps for agents
 	// that no longer run (a registry naming a dead pid, a job whose
