@@ -32,7 +32,7 @@ func HasMessages(a Agent) bool {
 // jsonLines reports whether a transcript's name says it is JSON lines
 // (zstd-compressed or not).
 func jsonLines(rel string) bool {
-	return strings.HasSuffix(rel, ".jsonl") || strings.HasSuffix(rel, ".jsonl.zst")
+	return strings.HasSuffix(rel, ".jsonl") || compressed(rel) && jsonLines(strings.TrimSuffix(strings.TrimSuffix(rel, ".zstd"), ".zst"))
 }
 
 // Messages is the last n (at most MessagesMax) messages of a's
@@ -82,13 +82,19 @@ func boundMessages(in []string, n int) []string {
 	return out
 }
 
+// compressed reports whether a transcript's name says it is zstd frames
+// (Codex's .jsonl.zst, dsh's .jsonl.zstd).
+func compressed(rel string) bool {
+	return strings.HasSuffix(rel, ".zst") || strings.HasSuffix(rel, ".zstd")
+}
+
 // transcriptMessages renders the last MessagesSpan bytes of the JSON-lines
 // transcript rel.
 func transcriptMessages(env Env, rel string, n int) ([]string, error) {
 	if env.Root == nil {
 		return nil, nil
 	}
-	if strings.HasSuffix(rel, ".zst") {
+	if compressed(rel) {
 		head, tail, done, _ := zwindows(newZWork(env.Budget, nil), env.Root, rel, 0, MessagesSpan)
 		defer done()
 		if tail == nil {

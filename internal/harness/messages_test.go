@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/errs"
 )
@@ -61,6 +63,36 @@ func TestMessagesTranscript(t *testing.T) {
 	env.Budget = pool
 	if got, err := Messages(env, a, 5); err != nil || len(got) != 5 || pool.Used() != 0 || pool.Peak() != MessagesSpan {
 		t.Errorf("within the budget: %d messages, %v; used %d, peak %d", len(got), err, pool.Used(), pool.Peak())
+	}
+}
+
+// TestMessagesZstd: a zstd-compressed JSON-lines transcript (dsh's
+// .jsonl.zstd, Codex's .jsonl.zst) is decoded within the zstd bounds and
+// rendered the same; a frame per record, as the harnesses write them.
+func TestMessagesZstd(t *testing.T) {
+	f := newFx(t)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	var b []byte
+	for _, l := range []string{
+		`{"type":"session","id":"s","cwd":"/w"}`,
+		`{"type":"message","message":{"role":"user","content":[{"type":"text","text":"compress me"}]}}`,
+		`{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"done"}]}}`,
+	} {
+		b = enc.EncodeAll([]byte(l+"\n"), b)
+	}
+	f.writeBytes(".dsh/sessions/x/session-1/session.jsonl.zstd", b, time.Now())
+	for _, a := range []Agent{{Harness: "dsh", Transcript: "sessions/x/session-1/session.jsonl.zstd"}} {
+		got, err := Messages(f.env(".dsh"), a, 5)
+		if want := []string{"user: compress me", "assistant: done"}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %q, %v; want %q", a.Transcript, got, err, want)
+		}
+	}
+	if !HasMessages(Agent{Harness: "codex", Transcript: "sessions/r.jsonl.zst"}) || HasMessages(Agent{Harness: "codex", Transcript: "x.zst"}) {
+		t.Error("a compressed transcript is JSON lines by the name beneath the compression's")
 	}
 }
 
