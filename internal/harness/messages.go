@@ -5,6 +5,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/harness/render"
 )
 
@@ -40,8 +43,10 @@ func jsonLines(rel string) bool {
 // "[tool NAME]"), control characters made '?': its Spec's Messages, or
 // the generic rendering of a JSON-lines transcript's tail. The bytes read
 // are charged to env.Budget while held; a read that does not fit is
-// refused with the budget's error. Nil when there is nothing to render.
-func Messages(env Env, a Agent, n int) ([]string, error) {
+// refused with the budget's error. oneLink says the reader is a grantee:
+// a transcript with more than one hard link is not read. Nil when there
+// is nothing to render.
+func Messages(env Env, a Agent, n int, oneLink bool) ([]string, error) {
 	n = min(max(n, 0), MessagesMax)
 	if n == 0 || !HasMessages(a) {
 		return nil, nil
@@ -51,7 +56,7 @@ func Messages(env Env, a Agent, n int) ([]string, error) {
 	if s, ok := SpecOf(a.Harness); ok && s.Messages != nil {
 		out, err = s.Messages(env, a, n)
 	} else {
-		out, err = transcriptMessages(env, a.Transcript, n)
+		out, err = transcriptMessages(env, a.Transcript, n, oneLink)
 	}
 	if err != nil {
 		return nil, err
@@ -89,32 +94,48 @@ func compressed(rel string) bool {
 }
 
 // transcriptMessages renders the last MessagesSpan bytes of the JSON-lines
-// transcript rel.
-func transcriptMessages(env Env, rel string, n int) ([]string, error) {
+// transcript rel (decoded within the zstd bounds where it is compressed).
+// oneLink refuses a file with more than one hard link, checked on the
+// descriptor it reads (a grantee's read: such a file may be a link to one
+// it may not read).
+func transcriptMessages(env Env, rel string, n int, oneLink bool) ([]string, error) {
 	if env.Root == nil {
 		return nil, nil
 	}
-	if compressed(rel) {
-		head, tail, done, _ := zwindows(newZWork(env.Budget, nil), env.Root, rel, 0, MessagesSpan)
-		defer done()
-		if tail == nil {
-			tail = head
-		}
-		var b []byte
-		for _, l := range tail {
-			b = append(append(b, l...), '\n')
-		}
-		return render.Messages(b, false, n), nil
+	f, err := env.Root.Open(rel)
+	if err != nil {
+		return nil, nil
 	}
+	defer f.Close()
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || oneLink && st.Nlink > 1 {
+		return nil, nil
+	}
+	span := min(st.Size, MessagesSpan)
 	if env.Budget != nil {
-		if err := env.Budget.Charge(MessagesSpan); err != nil {
+		if err := env.Budget.Charge(span); err != nil {
 			return nil, err
 		}
-		defer env.Budget.Release(MessagesSpan)
+		defer env.Budget.Release(span)
 	}
-	whole, _, tail := rawWindows(env.Root, rel, 0, MessagesSpan)
-	if whole != nil {
-		return render.Messages(whole, false, n), nil
+	b := make([]byte, span)
+	k, _ := f.ReadAt(b, st.Size-span)
+	b, cut := b[:k], st.Size > span
+	if !compressed(rel) {
+		return render.Messages(b, cut, n), nil
 	}
-	return render.Messages(tail, true, n), nil
+	w, ch := newZWork(env.Budget, nil), &budget.Hold{}
+	if env.Budget != nil {
+		ch = budget.NewHold(env.Budget)
+	}
+	defer ch.Release()
+	if cut {
+		out, _ := ztail(w, ch, b, MessagesSpan)
+		return render.Messages(out, true, n), nil
+	}
+	d := zdecode(w, ch, b, 0, MessagesSpan)
+	if d.whole != nil {
+		return render.Messages(d.whole, false, n), nil
+	}
+	return render.Messages(d.tail, true, n), nil
 }

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestMessagesTranscript(t *testing.T) {
 	f.write(".claude/projects/-x/s.jsonl", b.String(), time.Now())
 	env := f.env(".claude")
 	a := Agent{Harness: "claude", Transcript: "projects/-x/s.jsonl"}
-	got, err := Messages(env, a, 100)
+	got, err := Messages(env, a, 100, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,25 +45,37 @@ func TestMessagesTranscript(t *testing.T) {
 	if last := got[len(got)-1]; last != "assistant: "+strings.Repeat("y", messageRunes-len("assistant: ")) {
 		t.Errorf("the long answer is not cut to %d runes: %d bytes", messageRunes, len(last))
 	}
-	if got, _ := Messages(env, a, 2); len(got) != 2 || got[0] != "assistant: answer 29 [tool Bash]" {
+	if got, _ := Messages(env, a, 2, false); len(got) != 2 || got[0] != "assistant: answer 29 [tool Bash]" {
 		t.Errorf("the last 2: %q", got)
 	}
 
 	if HasMessages(Agent{Harness: "claude"}) || HasMessages(Agent{Harness: "gemini", Transcript: "tmp/x/chats/session-1.json"}) {
 		t.Error("no transcript, or one that is not JSON lines, has messages")
 	}
-	if got, err := Messages(env, Agent{Harness: "claude", Transcript: "projects/-x/gone.jsonl"}, 5); err != nil || got == nil || len(got) != 0 {
+	if got, err := Messages(env, Agent{Harness: "claude", Transcript: "projects/-x/gone.jsonl"}, 5, false); err != nil || got == nil || len(got) != 0 {
 		t.Errorf("a vanished transcript: %q, %v; want none and no error", got, err)
+	}
+
+	// A grantee's read refuses a transcript with two links, on the
+	// descriptor it reads.
+	if err := os.Link(filepath.Join(f.home, ".claude/projects/-x/s.jsonl"), filepath.Join(f.home, "elsewhere.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Messages(env, a, 5, true); err != nil || len(got) != 0 {
+		t.Errorf("a grantee's read of a transcript with two links: %q, %v", got, err)
+	}
+	if got, _ := Messages(env, a, 5, false); len(got) != 5 {
+		t.Errorf("the owner's read of a transcript with two links: %q", got)
 	}
 
 	pool := budget.New("test", MessagesSpan-1)
 	env.Budget = pool
-	if _, err := Messages(env, a, 5); err == nil {
+	if _, err := Messages(env, a, 5, false); err == nil {
 		t.Error("a read past the budget was not refused")
 	}
 	pool = budget.New("test", MessagesSpan)
 	env.Budget = pool
-	if got, err := Messages(env, a, 5); err != nil || len(got) != 5 || pool.Used() != 0 || pool.Peak() != MessagesSpan {
+	if got, err := Messages(env, a, 5, false); err != nil || len(got) != 5 || pool.Used() != 0 || pool.Peak() != MessagesSpan {
 		t.Errorf("within the budget: %d messages, %v; used %d, peak %d", len(got), err, pool.Used(), pool.Peak())
 	}
 }
@@ -86,7 +100,7 @@ func TestMessagesZstd(t *testing.T) {
 	}
 	f.writeBytes(".dsh/sessions/x/session-1/session.jsonl.zstd", b, time.Now())
 	for _, a := range []Agent{{Harness: "dsh", Transcript: "sessions/x/session-1/session.jsonl.zstd"}} {
-		got, err := Messages(f.env(".dsh"), a, 5)
+		got, err := Messages(f.env(".dsh"), a, 5, false)
 		if want := []string{"user: compress me", "assistant: done"}; err != nil || !slices.Equal(got, want) {
 			t.Errorf("%s: %q, %v; want %q", a.Transcript, got, err, want)
 		}
@@ -141,7 +155,7 @@ func TestMessagesOpencode(t *testing.T) {
 	}
 	env := f.env(ocRoot)
 	a := Agent{Harness: "opencode", Session: ocSID}
-	got, err := Messages(env, a, 20)
+	got, err := Messages(env, a, 20, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +163,16 @@ func TestMessagesOpencode(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("opencode messages:\n got %.200q\nwant %.200q", got, want)
 	}
-	if got, _ := Messages(env, a, 1); len(got) != 1 || got[0] != want[3] {
+	if got, _ := Messages(env, a, 1, false); len(got) != 1 || got[0] != want[3] {
 		t.Errorf("the last 1: %.40q", got)
 	}
-	if got, err := Messages(env, Agent{Harness: "opencode", Session: ocSID2}, 20); err != nil || len(got) != 0 {
+	if got, err := Messages(env, Agent{Harness: "opencode", Session: ocSID2}, 20, false); err != nil || len(got) != 0 {
 		t.Errorf("a session with no message: %q, %v", got, err)
 	}
 	if HasMessages(Agent{Harness: "opencode"}) || !HasMessages(a) || !HasMessages(Agent{Harness: "kilo", Session: "ses_x"}) {
 		t.Error("opencode and kilo have messages exactly when they have a session")
 	}
-	if got, err := Messages(f.env(".local/share/nothing"), a, 20); err != nil || len(got) != 0 {
+	if got, err := Messages(f.env(".local/share/nothing"), a, 20, false); err != nil || len(got) != 0 {
 		t.Errorf("no database: %q, %v", got, errs.KindOf(err))
 	}
 }

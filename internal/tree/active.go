@@ -777,7 +777,7 @@ func (m *messagesFile) Open() (Handle, error) {
 	}
 	env := m.d.a.cfg.Envs[m.d.h]
 	return &readLater{getErr: func() ([]byte, error) {
-		lines, err := harness.Messages(env, a, harness.MessagesMax)
+		lines, err := harness.Messages(env, a, harness.MessagesMax, m.d.a.cfg.grantee)
 		if err != nil {
 			return nil, err
 		}

@@ -94,8 +94,9 @@ func TestMessagesFile(t *testing.T) {
 		}
 	}
 
-	// The transcript's window is charged to the daemon's pool while held.
-	pool := budget.New("test", harness.MessagesSpan-1)
+	// The transcript's window (here the whole file) is charged to the
+	// daemon's pool while held.
+	pool := budget.New("test", 16)
 	env := envs["claude"]
 	env.Budget = pool
 	envs["claude"] = env
