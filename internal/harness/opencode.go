@@ -519,7 +519,8 @@ func ocMessages(name string) func(env Env, a Agent, n int) ([]string, error) {
 // ocMaxParts bounds the parts read of one message.
 const ocMaxParts = 64
 
-// ocParts is the text of message id's parts, in order.
+// ocParts is the text of message id's parts, in order, until it holds
+// ocMessageText: a message's line is cut shorter still (Messages).
 func ocParts(db *sql.DB, id string) []string {
 	rows, err := db.Query(`SELECT COALESCE(json_extract(data, '$.type'), ''),
 		COALESCE(substr(json_extract(data, '$.text'), 1, ?), ''),
@@ -531,7 +532,8 @@ func ocParts(db *sql.DB, id string) []string {
 	}
 	defer rows.Close()
 	var out []string
-	for rows.Next() {
+	held := 0
+	for held < ocMessageText && rows.Next() {
 		var typ, text, tool string
 		var synthetic any
 		if rows.Scan(&typ, &text, &tool, &synthetic) != nil {
@@ -542,7 +544,10 @@ func ocParts(db *sql.DB, id string) []string {
 			out = append(out, strings.Join(strings.Fields(text), " "))
 		case typ == "tool" && tool != "":
 			out = append(out, "[tool "+tool+"]")
+		default:
+			continue
 		}
+		held += len(out[len(out)-1])
 	}
 	return out
 }
