@@ -127,6 +127,7 @@ var kiloSpec = Spec{
 		{names: []string{"--pure"}, emit: "--pure"},
 	},
 	Flags:    kiloFlags,
+	Messages: ocMessages("kilo"),
 	Verified: "7.7.7",
 	Doc: Doc{
 		Title:   "Kilo CLI",

@@ -453,6 +453,7 @@ var opencodeSpec = Spec{
 		{names: []string{"--pure"}, emit: "--pure"},
 	},
 	Flags:    opencodeFlags,
+	Messages: ocMessages("opencode"),
 	Verified: "1.18.33",
 	Doc: Doc{
 		Title:   "opencode",
@@ -462,6 +463,93 @@ var opencodeSpec = Spec{
 		Resume:  "`opencode --session ID`",
 		RealCLI: "1.18.33",
 	},
+}
+
+// ---- messages ----
+
+// ocMessageText bounds what one part gives of its text: the messages
+// file cuts each line shorter still (Messages), and the part's whole
+// data (a tool's output can be megabytes) is never read into the daemon.
+const ocMessageText = 8 << 10
+
+// ocMessages renders the last n messages of the session of an agent of
+// harness name from NAME.db: each message row's role and its parts in
+// order, the text parts' text (not the synthetic ones opencode adds) and
+// each tool part as "[tool NAME]"; reasoning and the rest are left out.
+// SQLite's JSON functions pick the fields, so only ocMessageText of a
+// part is read. A snapshot the budget refuses is refused.
+func ocMessages(name string) func(env Env, a Agent, n int) ([]string, error) {
+	return func(env Env, a Agent, n int) ([]string, error) {
+		if env.Root == nil || a.Session == "" {
+			return nil, nil
+		}
+		db, release, err := env.DBs.Open(env.Root.Store(), name+".db")
+		if errs.Is(err, errs.NotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		rows, err := db.Query(`SELECT id, COALESCE(json_extract(data, '$.role'), '') FROM message
+			WHERE session_id = ? ORDER BY time_created DESC, id DESC LIMIT ?`, a.Session, n)
+		if err != nil {
+			return nil, nil // not a table this harness knows
+		}
+		type msg struct{ id, role string }
+		var msgs []msg
+		for rows.Next() {
+			var m msg
+			if rows.Scan(&m.id, &m.role) != nil {
+				break
+			}
+			msgs = append(msgs, m)
+		}
+		rows.Close()
+		var out []string
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if texts := ocParts(db, msgs[i].id); len(texts) > 0 {
+				out = append(out, msgs[i].role+": "+strings.Join(texts, " "))
+			}
+		}
+		return out, nil
+	}
+}
+
+// ocMaxParts bounds the parts read of one message.
+const ocMaxParts = 64
+
+// ocParts is the text of message id's parts, in order, until it holds
+// ocMessageText: a message's line is cut shorter still (Messages).
+func ocParts(db *sql.DB, id string) []string {
+	rows, err := db.Query(`SELECT COALESCE(json_extract(data, '$.type'), ''),
+		COALESCE(substr(json_extract(data, '$.text'), 1, ?), ''),
+		COALESCE(json_extract(data, '$.tool'), ''),
+		COALESCE(json_extract(data, '$.synthetic'), 0)
+		FROM part WHERE message_id = ? ORDER BY id LIMIT ?`, ocMessageText, id, ocMaxParts)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []string
+	held := 0
+	for held < ocMessageText && rows.Next() {
+		var typ, text, tool string
+		var synthetic any
+		if rows.Scan(&typ, &text, &tool, &synthetic) != nil {
+			break
+		}
+		switch {
+		case typ == "text" && synthetic != int64(1) && strings.TrimSpace(text) != "":
+			out = append(out, strings.Join(strings.Fields(text), " "))
+		case typ == "tool" && tool != "":
+			out = append(out, "[tool "+tool+"]")
+		default:
+			continue
+		}
+		held += len(out[len(out)-1])
+	}
+	return out
 }
 
 // ---- turn state ----

@@ -126,6 +126,14 @@ type Spec struct {
 	Counter  func() counter
 	Summable func(transcript string) bool
 
+	// Messages, if not nil, renders the last n messages of a's
+	// conversation for a harness that keeps it elsewhere than a JSON-lines
+	// transcript (a database): one "ROLE: text" line each, oldest first,
+	// a tool call as "[tool NAME]"; Messages (messages.go) bounds and
+	// quotes them. An error is a read refused (the byte budget). Nil: the generic rendering of a's JSON-lines
+	// transcript's tail.
+	Messages func(env Env, a Agent, n int) ([]string, error)
+
 	// Stale, if not nil, lists the records the harness keeps for agents
 	// that no longer run (a registry naming a dead pid, a job whose
 	// worker is gone), derived afresh from its files and the process

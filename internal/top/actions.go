@@ -3,19 +3,20 @@ package top
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
+	"github.com/9harness/9harness/internal/harness/render"
 )
 
 // attachedMsg is the end of an attach: its error, and what it said.
@@ -129,17 +130,47 @@ func osc52(s string) string {
 }
 
 // readDetail reads what the details show beyond the row: the last
-// messages of the transcript.
+// messages of the agent's conversation, as its daemon renders them in the
+// agent's messages file; a daemon that serves none (an older one) gets
+// the transcript read and rendered here.
 func (m *model) readDetail(k key) tea.Cmd {
 	h := m.hosts[k.host]
 	a := m.agents[k]
-	if h == nil || h.c == nil || a.Transcript == "" {
+	if h == nil || h.c == nil {
 		return nil
 	}
 	c, path := h.c, a.Transcript
 	return func() tea.Msg {
-		return detailMsg{k, transcriptTail(c, path, 12)}
+		b, err := c.ReadFile(client.AgentDir(k.harness, k.pid) + "/messages")
+		switch {
+		case err == nil:
+			return detailMsg{k, messageLines(b, detailMessages)}
+		case !client.IsErrno(err, syscall.ENOENT):
+			return detailMsg{k, []string{"messages: " + fleet.Printable(fleet.Describe(err).Error())}}
+		case path == "":
+			return detailMsg{k, nil}
+		}
+		return detailMsg{k, transcriptTail(c, path, detailMessages)}
 	}
+}
+
+// detailMessages is how many messages the details keep.
+const detailMessages = 12
+
+// messageLines is the last n lines of a messages file, each made
+// printable again: the file is the daemon's, and a daemon of another
+// host is trusted no further than its bytes.
+func messageLines(b []byte, n int) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if l != "" {
+			out = append(out, fleet.Printable(l))
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }
 
 // transcriptTail reads the last 256 KiB of a transcript and renders its
@@ -165,138 +196,7 @@ func transcriptTail(c *client.Client, path string, n int) []string {
 			break
 		}
 	}
-	return renderMessages(buf[:got], off > 0, n)
-}
-
-// renderMessages renders the JSON lines of a transcript, whatever the
-// harness, as one line per message of the conversation: its role, then
-// its text; a tool call as "tool NAME". It knows no harness: it looks for
-// the keys every harness's records share (role or type, text or content,
-// name and input, arguments or args), and keeps only the records of a
-// conversation role (convRoles) or with a tool call, and none marked
-// isMeta: the harnesses' other records (attachments, system prompts,
-// request shapes, events that repeat a message) would push the
-// conversation out of the last n. cut says the first line may be
-// partial.
-func renderMessages(b []byte, cut bool, n int) []string {
-	lines := strings.Split(string(b), "\n")
-	if cut && len(lines) > 0 {
-		lines = lines[1:]
-	}
-	var out []string
-	for _, l := range lines {
-		var v any
-		if json.Unmarshal([]byte(l), &v) != nil {
-			continue
-		}
-		if obj, ok := v.(map[string]any); ok && obj["isMeta"] == true {
-			continue
-		}
-		role := findString(v, "role", 3)
-		if role == "" {
-			role = findString(v, "type", 1)
-		}
-		tool := toolName(v, 0)
-		if !slices.Contains(convRoles, role) && tool == "" {
-			continue
-		}
-		var texts []string
-		collectText(v, &texts, 0)
-		if tool != "" {
-			texts = append(texts, "[tool "+tool+"]")
-		}
-		if len(texts) == 0 {
-			continue
-		}
-		out = append(out, fleet.Printable(role+": "+strings.Join(texts, " ")))
-	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return out
-}
-
-// convRoles are the roles of a conversation's turns in the harnesses'
-// transcripts: the person's, and the model's by its several names.
-var convRoles = []string{"user", "assistant", "model", "gemini"}
-
-// findString is the first string value of key at most depth levels down.
-func findString(v any, key string, depth int) string {
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return ""
-	}
-	if s, ok := obj[key].(string); ok {
-		return s
-	}
-	if depth == 0 {
-		return ""
-	}
-	for _, k := range []string{"message", "payload", "item", "data"} {
-		if s := findString(obj[k], key, depth-1); s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-// collectText gathers the strings under "text" keys.
-func collectText(v any, out *[]string, depth int) {
-	if depth > 6 || len(*out) > 8 {
-		return
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		if s, ok := v["text"].(string); ok && strings.TrimSpace(s) != "" {
-			*out = append(*out, strings.Join(strings.Fields(s), " "))
-		}
-		if s, ok := v["content"].(string); ok && strings.TrimSpace(s) != "" {
-			*out = append(*out, strings.Join(strings.Fields(s), " "))
-		}
-		for k, x := range v {
-			if k != "text" && k != "input" && k != "arguments" {
-				collectText(x, out, depth+1)
-			}
-		}
-	case []any:
-		for _, x := range v {
-			collectText(x, out, depth+1)
-		}
-	}
-}
-
-// toolName is the name of a tool call in v: an object with a name and an
-// input, arguments or args.
-func toolName(v any, depth int) string {
-	if depth > 6 {
-		return ""
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		if name, ok := v["name"].(string); ok {
-			if _, in := v["input"]; in {
-				return name
-			}
-			if _, in := v["arguments"]; in {
-				return name
-			}
-			if _, in := v["args"]; in {
-				return name
-			}
-		}
-		for _, x := range v {
-			if s := toolName(x, depth+1); s != "" {
-				return s
-			}
-		}
-	case []any:
-		for _, x := range v {
-			if s := toolName(x, depth+1); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
+	return render.Messages(buf[:got], off > 0, n)
 }
 
 // detailView is one agent: its facts, its sub-agents, and the last

@@ -560,6 +560,10 @@ func (d *agentDir) Lookup(name string) (Node, error) {
 		if n, err := d.transcript(a.Transcript); err == nil {
 			return n, nil
 		}
+	case "messages":
+		if d.hasMessages(a) {
+			return &messagesFile{d: d}, nil
+		}
 	case "agents":
 		if len(a.Agents) > 0 {
 			return &subAgents{d: d}, nil
@@ -597,6 +601,9 @@ func (d *agentDir) List() ([]Entry, error) {
 		if at, err := n.Attr(); err == nil {
 			out = append(out, Entry{Name: "transcript", Path: at.Path})
 		}
+	}
+	if d.hasMessages(a) {
+		out = append(out, Entry{Name: "messages", Path: (&messagesFile{d: d}).path()})
 	}
 	if len(a.Agents) > 0 {
 		out = append(out, Entry{Name: "agents", Dir: true, Path: SynthPath(d.treePath() + "/agents@" + strconv.FormatUint(d.p.Start, 10))})
@@ -676,13 +683,24 @@ func (ff *factFile) Open() (Handle, error) {
 // readLater is a handle whose content is derived at its first read and
 // held after, so one reader never sees a value torn across its reads.
 type readLater struct {
-	once sync.Once
-	get  func() []byte
-	b    []byte
+	once   sync.Once
+	get    func() []byte
+	getErr func() ([]byte, error) // instead of get, for a derivation that can be refused
+	b      []byte
+	err    error
 }
 
 func (h *readLater) ReadAt(p []byte, off int64) (int, error) {
-	h.once.Do(func() { h.b = h.get() })
+	h.once.Do(func() {
+		if h.getErr != nil {
+			h.b, h.err = h.getErr()
+			return
+		}
+		h.b = h.get()
+	})
+	if h.err != nil {
+		return 0, h.err
+	}
 	return bytesReader(h.b).ReadAt(p, off)
 }
 
@@ -707,6 +725,68 @@ func (h *hostFile) Write(ctx context.Context, w Writer, data []byte) error {
 	}
 	h.d.a.events.moved(h.d.h, h.d.p, h.f.name+" "+string(data))
 	return nil
+}
+
+// hasMessages reports whether the agent has a messages file in this view:
+// where its harness can render a conversation (harness.HasMessages); for
+// a grantee, only one rendered from a transcript the grantee may read
+// itself (the transcript file is served to it), so the file never shows
+// it a byte it could not read: a conversation kept in a database that is
+// never served (opencode.db, kilo.db) is the owner's alone.
+func (d *agentDir) hasMessages(a harness.Agent) bool {
+	if !harness.HasMessages(a) {
+		return false
+	}
+	if !d.a.cfg.grantee {
+		return true
+	}
+	if s, ok := harness.SpecOf(d.h); !ok || s.Messages != nil {
+		return false
+	}
+	_, err := d.transcript(a.Transcript)
+	return err == nil
+}
+
+// messagesFile is /active/<harness>/<pid>/messages: the last messages of
+// the agent's conversation as its harness renders them
+// (harness.Messages), derived at the first read of an open handle and
+// held by it. Its stat shows size 0, as tmux's and /proc's generated
+// files do: a listing or a stat never reads a transcript or a database
+// for it.
+type messagesFile struct{ d *agentDir }
+
+func (m *messagesFile) path() uint64 {
+	return SynthPath(m.d.treePath() + "/messages@" + strconv.FormatUint(m.d.p.Start, 10))
+}
+
+func (m *messagesFile) Attr() (Attr, error) {
+	if err := m.d.alive(); err != nil {
+		return Attr{}, err
+	}
+	t := m.d.started()
+	return Attr{Mode: 0o444, Nlink: 1, Atime: t, Mtime: t, Ctime: t, Path: m.path()}, nil
+}
+
+func (m *messagesFile) Open() (Handle, error) {
+	a, err := m.d.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if !m.d.hasMessages(a) {
+		return nil, errs.E("active.Open", errs.NotExist, m.d.treePath()+"/messages", nil)
+	}
+	env := m.d.a.cfg.Envs[m.d.h]
+	return &readLater{getErr: func() ([]byte, error) {
+		lines, err := harness.Messages(env, a, harness.MessagesMax, m.d.a.cfg.grantee)
+		if err != nil {
+			return nil, err
+		}
+		var b []byte
+		for _, l := range lines {
+			b = append(append(b, l...), '\n')
+		}
+		return b, nil
+	}}, nil
 }
 
 // subAgents is /active/<harness>/<pid>/agents: one directory per sub-agent

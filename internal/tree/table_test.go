@@ -141,7 +141,7 @@ func rowFromFiles(t *testing.T, r *activeRoot, h, pid string) map[string]any {
 	m := map[string]any{"harness": h, "zmx": "", "tmux": ""}
 	for _, e := range ents {
 		switch e.Name {
-		case "resume":
+		case "resume", "messages":
 			continue // the agent's own file only, never a column
 		case "transcript":
 			m["transcript"] = "/active/" + h + "/" + pid + "/transcript"

@@ -381,7 +381,9 @@ func driveTop(t *testing.T, w *world, p *topPane, before string, agents []*topAg
 	p.await("s to come back to state", screenHas("sort:state"))
 
 	// Details: each agent's facts and the last messages of its
-	// transcript, the prompt typed into it among them.
+	// conversation (the daemon's messages file), the prompt typed into
+	// it among them: from the transcript, or from the database of a CLI
+	// that writes none (opencode, Kilo).
 	for _, a := range agents {
 		f, _ := a.cli.wrote(a.agent)
 		p.filter("tp-" + a.cli.harness)
@@ -393,11 +395,11 @@ func driveTop(t *testing.T, w *world, p *topPane, before string, agents []*topAg
 		s, ok := p.wait(20*time.Second, func(s string) bool {
 			_, msgs, _ := strings.Cut(s, "\nlast messages\n")
 			return strings.Contains(s, a.cli.harness+"/"+strconv.Itoa(a.pid)) && strings.Contains(s, f.session) &&
-				(f.transcript == "" || strings.Contains(msgs, a.prompt))
+				strings.Contains(msgs, a.prompt)
 		})
 		if !ok {
-			t.Errorf("%s: the details of %s/%d lack its name, its session %q or (transcript %q) the prompt %q:\n%s",
-				p.name, a.cli.harness, a.pid, f.session, f.transcript, a.prompt, s)
+			t.Errorf("%s: the details of %s/%d lack its name, its session %q or the prompt %q among its messages (transcript %q):\n%s",
+				p.name, a.cli.harness, a.pid, f.session, a.prompt, f.transcript, s)
 		}
 		switch {
 		case f.transcript == "":
