@@ -211,9 +211,11 @@ func TestPsJSON(t *testing.T) {
 		want := map[string]string{"harness": tc.h}
 		for _, name := range listNames(t, c, dir) {
 			switch name {
-			case "resume":
-				// The agent's own file only: its kept flags' values
-				// can hold keys, and ps --json output gets pasted.
+			case "resume", "messages":
+				// The agent's own files only: resume's kept flags'
+				// values can hold keys, and ps --json output gets
+				// pasted; messages is read from a transcript or a
+				// database, which a listing never does.
 				continue
 			case "transcript":
 				want[name] = dir + "/transcript"
