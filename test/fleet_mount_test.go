@@ -236,3 +236,67 @@ func TestFleetMount(t *testing.T) {
 	t.Logf("the hung host came back after %v", took.Round(time.Millisecond))
 	m.umount()
 }
+
+// TestFleetMountSaysWhoAnswered: a fleet mount with a host that refuses
+// connections says "mounted 1 of 2 hosts", names the host that did not
+// answer and why, both in the foreground and as a background mount (whose
+// count comes from the process that dialed), and its directory holds the
+// host that answered.
+func TestFleetMountSaysWhoAnswered(t *testing.T) {
+	t.Parallel()
+	requireFuse(t)
+	local := fixtureHome(t)
+	d := startDaemon(t, local)
+	closed := "nobody@127.0.0.1:" + itoa(closedPort(t))
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	line := closed + " ssh-opt=BatchMode=yes ssh-opt=StrictHostKeyChecking=no ssh-opt=UserKnownHostsFile=/dev/null\n"
+	must(t, os.WriteFile(hostsFile, []byte(line), 0o644))
+	env := []string{"HOME=" + local, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
+	args := func(dir string, fg bool) []string {
+		a := []string{"-s", d.sock, "mount", "--all", "--hosts", hostsFile, "--timeout", "3s", dir}
+		if fg {
+			a = append(a, "-f")
+		}
+		return a
+	}
+	refused := "9harness mount: " + closed + ": "
+	check := func(how, dir, out string) {
+		t.Helper()
+		if !strings.Contains(out, "mounted 1 of 2 hosts on "+dir+"\n") {
+			t.Errorf("%s: no \"mounted 1 of 2 hosts on %s\":\n%s", how, dir, out)
+		}
+		if !strings.Contains(out, refused) || !strings.Contains(out, "Connection refused") {
+			t.Errorf("%s: the host that refused is not named with its error:\n%s", how, out)
+		}
+		if got := listDir(dir); !slices.Equal(got, []string{"local"}) {
+			t.Errorf("%s: %s holds %q, want [local]", how, dir, got)
+		}
+	}
+
+	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
+	m.cmd = exec.Command(bin("9harness"), args(m.dir, true)...)
+	m.cmd.Env = env
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
+	must(t, m.cmd.Start())
+	go func() { m.done <- m.cmd.Wait() }()
+	t.Cleanup(m.cleanup)
+	check("mount -f", m.dir, m.out.Await("hosts on "+m.dir+"\n"))
+	m.umount()
+
+	bg := t.TempDir()
+	cmd := exec.Command(bin("9harness"), args(bg, false)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	t.Cleanup(func() {
+		if isMounted(t, bg) {
+			exec.Command(bin("9harness"), "umount", bg).Run()
+		}
+	})
+	if err != nil {
+		t.Fatalf("background mount: %v\n%s", err, out)
+	}
+	check("mount", bg, string(out))
+	if out, err := exec.Command(bin("9harness"), "umount", bg).CombinedOutput(); err != nil {
+		t.Errorf("9harness umount %s: %v %s", bg, err, out)
+	}
+}

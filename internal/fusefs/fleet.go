@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,6 +53,21 @@ type Fleet struct {
 	Server *fuse.Server
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	first   sync.WaitGroup // each host's first dial, done or failed
+	firstMu sync.Mutex
+	failed  map[string]error // the hosts whose first dial failed, and why
+}
+
+// FirstDials waits until every host has been dialed once (each dial is
+// bounded by the options' Timeout) and returns the hosts that did not
+// answer then, each with its error; a host that answers later still
+// appears in the directory.
+func (f *Fleet) FirstDials() map[string]error {
+	f.first.Wait()
+	f.firstMu.Lock()
+	defer f.firstMu.Unlock()
+	return maps.Clone(f.failed)
 }
 
 // Wait waits until the mount is unmounted.
@@ -90,12 +107,25 @@ func MountFleet(dir string, hosts []Host, opts FleetOptions) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Server: srv, stop: make(chan struct{})}
+	f := &Fleet{Server: srv, stop: make(chan struct{}), failed: map[string]error{}}
 	for _, h := range hosts {
 		f.wg.Add(1)
+		f.first.Add(1)
+		var once sync.Once
+		dialed := func(err error) {
+			once.Do(func() {
+				if err != nil {
+					f.firstMu.Lock()
+					f.failed[h.Name] = err
+					f.firstMu.Unlock()
+				}
+				f.first.Done()
+			})
+		}
 		go func() {
 			defer f.wg.Done()
-			root.serveHost(h, opts, f.stop)
+			defer dialed(errStopped)
+			root.serveHost(h, opts, f.stop, dialed)
 		}()
 	}
 	return f, nil
@@ -159,7 +189,9 @@ func (r *fleetRoot) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 // doubles up to opts.MaxBackoff. Each connection is a new generation of
 // inode numbers, so that the kernel never takes a new connection's file
 // for an old one's.
-func (r *fleetRoot) serveHost(h Host, opts FleetOptions, stop <-chan struct{}) {
+// dialed is told the outcome of each dial (nil: the host is in the
+// directory).
+func (r *fleetRoot) serveHost(h Host, opts FleetOptions, stop <-chan struct{}, dialed func(error)) {
 	backoff := opts.Probe
 	wait := func(d time.Duration) bool {
 		t := time.NewTimer(d)
@@ -179,6 +211,7 @@ func (r *fleetRoot) serveHost(h Host, opts FleetOptions, stop <-chan struct{}) {
 		}
 		c, abort, err := dialWithin(h.Dial, opts.Timeout)
 		if err != nil {
+			dialed(err)
 			opts.Logf("%s: %v", h.Name, err)
 			if !wait(backoff) {
 				return
@@ -197,6 +230,7 @@ func (r *fleetRoot) serveHost(h Host, opts FleetOptions, stop <-chan struct{}) {
 			inos: newInoMap(&r.inos),
 		}
 		ch, err := r.add(h.Name, c, m)
+		dialed(err)
 		if err != nil {
 			opts.Logf("%s: %v", h.Name, err)
 			go hangUp(c, abort)
@@ -256,6 +290,9 @@ func dialWithin(dial func() (*client.Client, func(), error), timeout time.Durati
 		return nil, nil, errTimeout(timeout)
 	}
 }
+
+// errStopped is a host's first dial when the mount stopped before it.
+var errStopped = errors.New("the mount stopped")
 
 type errTimeout time.Duration
 

@@ -3,10 +3,13 @@ package mount
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/9harness/9harness/internal/cli"
@@ -49,10 +52,7 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 	if status := checkMountDir(dir, stderr); status != cli.ExitOK {
 		return status
 	}
-	what := strconv.Itoa(len(hosts)) + " hosts"
-	if len(hosts) == 1 {
-		what = "1 host"
-	}
+	what := hostCount(len(hosts))
 	if !fg {
 		args, err := fleetMountArgs(g, ff, hostsChanged, dir)
 		if err != nil {
@@ -80,11 +80,15 @@ func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Dura
 		Timeout: timeout,
 		Debug:   debug,
 	}
+	// In the foreground, hosts coming and going are news once the mount
+	// is announced (its first dials are summed up below); in the
+	// background nobody would read it.
+	var announced atomic.Bool
 	if notify == nil {
-		// In the foreground, hosts coming and going are news; in the
-		// background nobody would read it.
 		opts.Logf = func(format string, args ...any) {
-			fmt.Fprintf(stderr, "9harness mount: "+format+"\n", args...)
+			if announced.Load() {
+				fmt.Fprintf(stderr, "9harness mount: "+format+"\n", args...)
+			}
 		}
 	}
 	f, err := fusefs.MountFleet(dir, fhosts, opts)
@@ -93,9 +97,32 @@ func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Dura
 		return cli.ExitError
 	}
 	defer f.Close()
+	what = answered(f.FirstDials(), len(hosts), stderr)
+	announced.Store(true)
 	// The server stops once the kernel lets go of a busy mount: its hosts'
 	// connections are closed after that.
 	return serve(f, dir, what, notify, nil, 5*time.Second, stdout, stderr)
+}
+
+// hostCount is n hosts, in words.
+func hostCount(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return strconv.Itoa(n) + " hosts"
+}
+
+// answered says which hosts did not answer their first dial, a line each,
+// and returns what was mounted: "N hosts", or "K of N hosts" when some did
+// not answer.
+func answered(failed map[string]error, n int, stderr io.Writer) string {
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		fmt.Fprintf(stderr, "9harness mount: %s: %v; its directory appears once it answers\n", name, failed[name])
+	}
+	if len(failed) == 0 {
+		return hostCount(n)
+	}
+	return strconv.Itoa(n-len(failed)) + " of " + hostCount(n)
 }
 
 // mountHosts is a fleet mount's hosts, each named so that it can be a

@@ -63,7 +63,10 @@ while it answers: one that does not answer a probe (every 2 s) within
 --timeout, or whose connection ends, leaves DIR, and a read of its files
 fails with EIO; it is dialed again (2 s, 4 s, 8 s, then every 10 s) and
 comes back when it answers. A host that never answered is not in DIR. The
-mount stays until unmounted, whatever its hosts do.
+mount waits for each host's first answer (at most --timeout), then says
+"mounted N hosts on DIR", or "mounted K of N hosts on DIR" with a line for
+each host that did not answer and why. The mount stays until unmounted,
+whatever its hosts do.
 
 Options:
   -f, --foreground  stay in the foreground (a fleet mount logs its hosts
@@ -165,7 +168,8 @@ func checkMountDir(dir string, stderr io.Writer) int {
 
 // mountBackground runs 9harness with args (a mount -f) as a new session,
 // detached from the terminal, and returns when it has mounted the tree or
-// failed to; what is named what it says it mounted.
+// failed to; what is named what it says it mounted, unless the process
+// says otherwise.
 func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
@@ -203,9 +207,11 @@ func mountBackground(args []string, what, dir string, stdout, stderr io.Writer) 
 	}
 	r.Close()
 	text := strings.TrimSuffix(string(out), "\n")
-	if text == "ok" || strings.HasSuffix(text, "\nok") {
-		if rest := strings.TrimSuffix(text, "ok"); rest != "" {
-			fmt.Fprint(stderr, rest)
+	i := strings.LastIndexByte(text, '\n') + 1
+	if last := text[i:]; last == "ok" || strings.HasPrefix(last, "ok ") {
+		fmt.Fprint(stderr, text[:i])
+		if said := strings.TrimPrefix(last, "ok "); said != last {
+			what = said
 		}
 		cmd.Process.Release()
 		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
@@ -231,10 +237,11 @@ func notifyFile() *os.File {
 	return os.NewFile(uintptr(fd), "notify")
 }
 
-// detach tells the waiting caller the tree is mounted, and sends this
+// detach tells the waiting caller the tree is mounted ("ok WHAT": the
+// caller may not know how many hosts of a fleet answered), and sends this
 // process's output, which nobody reads any more, to /dev/null.
-func detach(notify *os.File) {
-	fmt.Fprintln(notify, "ok")
+func detach(notify *os.File, what string) {
+	fmt.Fprintln(notify, "ok "+what)
 	notify.Close()
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		unix.Dup2(int(null.Fd()), 1)
@@ -286,7 +293,7 @@ func serve(m served, dir, what string, notify *os.File, lost <-chan error, linge
 	done := make(chan struct{})
 	go func() { m.Wait(); close(done) }()
 	if notify != nil {
-		detach(notify)
+		detach(notify, what)
 	} else {
 		fmt.Fprintf(stdout, "mounted %s on %s\n", what, dir)
 	}

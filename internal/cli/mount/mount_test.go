@@ -125,3 +125,25 @@ func TestServe(t *testing.T) {
 		t.Errorf("lost: exit %d, unmounted %v, stderr %q", code, m.unmounted, errs.String())
 	}
 }
+
+// TestAnswered: the mount's line counts the hosts that answered their
+// first dial, and each that did not is a line of its own, in name order.
+func TestAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		failed     map[string]error
+		n          int
+		want, errs string
+	}{
+		{nil, 1, "1 host", ""},
+		{nil, 3, "3 hosts", ""},
+		{map[string]error{"b": errors.New("no answer within 3s")}, 3, "2 of 3 hosts",
+			"9harness mount: b: no answer within 3s; its directory appears once it answers\n"},
+		{map[string]error{"z": errors.New("x"), "a": errors.New("y")}, 2, "0 of 2 hosts",
+			"9harness mount: a: y; its directory appears once it answers\n9harness mount: z: x; its directory appears once it answers\n"},
+	} {
+		var errs bytes.Buffer
+		if got := answered(tc.failed, tc.n, &errs); got != tc.want || errs.String() != tc.errs {
+			t.Errorf("answered(%v, %d) = %q, stderr %q; want %q, %q", tc.failed, tc.n, got, errs.String(), tc.want, tc.errs)
+		}
+	}
+}
