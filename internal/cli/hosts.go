@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/9harness/9harness/internal/client"
 	"github.com/9harness/9harness/internal/fleet"
@@ -20,7 +23,24 @@ func FleetHosts(g *Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer)
 		fmt.Fprintf(stderr, "9harness %s: no hosts: the hosts file lists none, and no --ssh DEST was given\n", g.Cmd)
 		return nil, ExitUsage
 	}
+	if ff.All && !hostsChanged {
+		noHostsFile(g.Cmd, stderr)
+	}
 	return hosts, ExitOK
+}
+
+// noHostsFile says so when --all has no hosts file to read: --all is then
+// this machine (and any --ssh DEST) only, which is easy to mistake for a
+// fleet with nobody on it.
+func noHostsFile(cmd string, stderr io.Writer) {
+	file := client.HostsFile()
+	if _, err := os.Stat(file); file != "" && !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if file == "" {
+		file = "(no $XDG_CONFIG_HOME or $HOME)"
+	}
+	fmt.Fprintf(stderr, "9harness %s: --all: no hosts file %s, so only this machine and any --ssh DEST\n", cmd, fleet.Printable(file))
 }
 
 // DialNamedHost reaches the host a command names (HOST:HARNESS/PID): the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -51,5 +52,45 @@ func TestFleetHosts(t *testing.T) {
 				t.Errorf("hosts %q, want %q", names, tc.names)
 			}
 		})
+	}
+}
+
+// TestFleetHostsNoHostsFile: every --all command (ps, top, wait, events,
+// mount, notify) says in one line that there is no hosts file, naming the
+// file it looked for; not when the file exists or --hosts names one.
+func TestFleetHostsNoHostsFile(t *testing.T) {
+	conf := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", conf)
+	want := filepath.Join(conf, "9harness", "hosts")
+	run := func(cmd string, ff fleet.Flags, changed bool) string {
+		g := NewGlobals("test", nil)
+		g.Cmd = cmd
+		var errs bytes.Buffer
+		if hosts, status := FleetHosts(g, ff, changed, &errs); hosts == nil {
+			t.Fatalf("%s: status %d: %s", cmd, status, errs.String())
+		}
+		return errs.String()
+	}
+	for _, cmd := range []string{"ps", "top", "wait", "events", "mount", "notify"} {
+		got := run(cmd, fleet.Flags{All: true}, false)
+		if line := "9harness " + cmd + ": --all: no hosts file " + want + ", so only this machine and any --ssh DEST\n"; got != line {
+			t.Errorf("%s --all without a hosts file: stderr %q, want %q", cmd, got, line)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(other, []byte("b1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("ps", fleet.Flags{All: true, Hosts: other}, true); got != "" {
+		t.Errorf("--all --hosts FILE: stderr %q, want nothing", got)
+	}
+	if err := os.MkdirAll(filepath.Dir(want), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(want, []byte("b1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("wait", fleet.Flags{All: true}, false); got != "" {
+		t.Errorf("--all with a hosts file: stderr %q, want nothing", got)
 	}
 }

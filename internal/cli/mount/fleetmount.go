@@ -129,14 +129,9 @@ func answered(failed map[string]error, n int, stderr io.Writer) string {
 // directory, no two alike; a problem (no host either) is a usage error,
 // printed, and nil with the status.
 func mountHosts(g *cli.Globals, ff fleet.Flags, hostsChanged bool, stderr io.Writer) ([]client.Host, int) {
-	hosts, err := g.Dialer().Hosts(ff, hostsChanged)
-	if err != nil {
-		fmt.Fprintf(stderr, "9harness mount: %v\n", err)
-		return nil, cli.ExitUsage
-	}
-	if len(hosts) == 0 {
-		fmt.Fprintln(stderr, "9harness mount: no hosts: the hosts file lists none, and no --ssh DEST was given")
-		return nil, cli.ExitUsage
+	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
+	if hosts == nil {
+		return nil, status
 	}
 	names := map[string]bool{}
 	for _, h := range hosts {

@@ -2,10 +2,8 @@ package ps
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"slices"
@@ -76,9 +74,6 @@ func runFleetPs(g *cli.Globals, o psOptions, ff fleet.Flags, hostsChanged bool, 
 	hosts, status := cli.FleetHosts(g, ff, hostsChanged, stderr)
 	if hosts == nil {
 		return status
-	}
-	if ff.All && !hostsChanged {
-		noHostsFile(stderr)
 	}
 	home := os.Getenv("HOME")
 	f := fleet.New(g.Dialer(), hosts, ff.Timeout)
@@ -164,18 +159,4 @@ func watchFleet(f *fleet.Fleet, o psOptions, home string, term *os.File) int {
 			return cli.ExitOK
 		}
 	}
-}
-
-// noHostsFile says so when --all has no hosts file to read: --all is then
-// this machine (and any --ssh DEST) only, which is easy to mistake for a
-// fleet with nobody on it.
-func noHostsFile(stderr io.Writer) {
-	file := client.HostsFile()
-	if _, err := os.Stat(file); file != "" && !errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if file == "" {
-		file = "(no $XDG_CONFIG_HOME or $HOME)"
-	}
-	fmt.Fprintf(stderr, "9harness ps: --all: no hosts file %s, so only this machine and any --ssh DEST\n", fleet.Printable(file))
 }
