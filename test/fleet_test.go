@@ -677,12 +677,13 @@ func TestFleetMove(t *testing.T) {
 // screen, with a line naming the host it waits for; at the end that line
 // is gone, and what stays is the listing: this machine's row, the silent
 // host named on stderr, exit 3 (partial). Without a hosts file, ps --all
-// says so in one line on stderr and lists this machine.
+// says so in one line on stderr and lists this machine. The daemon runs as
+// a test uid, so that this machine's rows are the test's agent alone,
+// whatever else runs on the machine.
 func TestFleetPsSlowHost(t *testing.T) {
-	local := fixtureHome(t)
-	agent := startFake(t, "claude", local, local, "FAKE_SESSION=6f7a8b9c-0d1e-4f2a-8b3c-4d5e6f7a8b9c")
-	waitRegistry(t, local, agent.pid())
-	d := startDaemon(t, local)
+	t.Parallel()
+	e := newOwnedPsEnv(t)
+	local, agent, d := e.home, e.claude, e.d
 	localRow := func(out string) []string {
 		for _, l := range strings.Split(out, "\n") {
 			if f := strings.Fields(l); len(f) > 2 && f[0] == "-" && f[1] == "claude" && f[2] == itoa(agent.pid()) {
