@@ -118,7 +118,9 @@ func TestFleetPs(t *testing.T) {
 	must(t, os.WriteFile(hostsFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 
 	env := []string{"HOME=" + local}
-	const timeout = 3 * time.Second
+	// Long enough for a live host to answer on a machine running two
+	// make tests at once; the silent host costs each ps that much.
+	const timeout = 6 * time.Second
 	ps := func(args ...string) (string, string, int, time.Duration) {
 		start := time.Now()
 		out, errs, code := run9harness(t, env, append([]string{"-s", d.sock, "ps", "--all", "--hosts", hostsFile, "--timeout", timeout.String()}, args...)...)

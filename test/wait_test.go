@@ -211,8 +211,11 @@ func TestWait(t *testing.T) {
 	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, "no live agent claude/1") {
 		t.Errorf("wait on no agent: exit %d, %q, %q", code, out, errs)
 	}
-	// An agent that exits while waited for: 3.
+	// An agent that exits while waited for: 3. The wait must have
+	// looked before the agent exits (else it is "no live agent", 1): it
+	// has connected, then a second for its look.
 	w = start9harness(t, nil, append(sock, "wait", "--state", "idle", cl)...)
+	eventually15(t, func() bool { return sockets(w.cmd.Process.Pid) > 0 || w.exited() }, "wait to connect")
 	time.Sleep(time.Second)
 	if w.exited() {
 		t.Fatalf("wait --state idle returned on a waiting agent: exit %d, %q, %q", w.code, w.stdout.String(), w.stderr.String())
@@ -637,4 +640,16 @@ func TestPsWatchNotifyTerminal(t *testing.T) {
 	tm.run("send-keys", "-t", "w", "-l", "echo rc=$?")
 	tm.run("send-keys", "-t", "w", "Enter")
 	within(t, 10*time.Second, func() bool { return contains(tm.screen("w"), "rc=0") }, "the exit status 0")
+}
+
+// sockets is how many sockets process pid holds.
+func sockets(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
 }
