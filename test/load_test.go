@@ -205,6 +205,7 @@ func TestLoad(t *testing.T) {
 // Guards rule 10: bounded memory, fids, requests and connections; a burst
 // of the owner's own clients waits for a slot.
 func TestConnCap(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "8")
 	var held []*client.Client
