@@ -50,6 +50,8 @@ func testMain(m *testing.M) int {
 		{"the fake zmx", []string{"build", "-o", filepath.Join(dir, "zmx"), "./fakezmx"}},
 		// The confining wrapper (Landlock, seccomp) of the kernel-sandbox tests.
 		{"confine", []string{"build", "-o", filepath.Join(dir, "confine"), "./confine"}},
+		// TestLoad's clients, without -race (see loadgen).
+		{"loadgen", []string{"build", "-o", filepath.Join(dir, "loadgen"), "./loadgen"}},
 	}
 	errs := make([]error, len(builds))
 	outs := make([][]byte, len(builds))
