@@ -27,13 +27,13 @@ const fixtureHomePath = "/home/goblin"
 // (via) and helper exclusions that testdata/active.want says, and then sees
 // a reused pid for what it is.
 func TestActiveFixture(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	fixtureTimeline(t, home)
 	fixturePIDDomain(t, home)
 	procs, pids := copyProcTable(t, "../testdata/proc", home)
 	want := readActiveWant(t)
 
-	t.Setenv("HOME", home)
 	d := startFixtureDaemon(t, home, procs, pids)
 	c := d.client()
 

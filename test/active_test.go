@@ -94,6 +94,7 @@ func contains(ss []string, s string) bool {
 // TestActiveLive: real processes shaped like Claude and Codex appear under
 // /active with the right fields and via, and disappear when they exit.
 func TestActiveLive(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "x")
 	must(t, os.MkdirAll(cwd, 0o755))
@@ -172,6 +173,7 @@ func TestActiveLive(t *testing.T) {
 //
 // Guards rule 8: the daemon never lists or acts on its own ancestry.
 func TestActiveNeverListsOwnAncestry(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "y")
 	must(t, os.MkdirAll(cwd, 0o755))

@@ -185,6 +185,7 @@ func TestCLIStatusAndStreams(t *testing.T) {
 // 9P2000.L and plain 9P2000 are served, and names every harness of
 // internal/harness, so that a new one shows up without an edit here.
 func TestCLIDaemonHelp(t *testing.T) {
+	t.Parallel()
 	r := runProg(t, nil, nil, bin("9harnessd"), "--help")
 	if r.code != 0 {
 		t.Fatalf("9harnessd --help: exit %d: %s", r.code, r.stderr)
@@ -227,6 +228,7 @@ func cliHelpFlags(text string) []string {
 // needs no value leaves VALUE an operand, and flags go anywhere). It also
 // holds each help to the "  -x, --long" form the man page test reads.
 func TestCLIHelpFlagsAccepted(t *testing.T) {
+	t.Parallel()
 	value := func(flag string) string {
 		switch flag {
 		case "--root":
@@ -276,6 +278,7 @@ func TestCLIHelpFlagsAccepted(t *testing.T) {
 // already is is refused, exit 1 with one line, and leaves exactly one
 // mount there (it used to stack a second one on top).
 func TestCLIMountTwice(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -522,6 +525,7 @@ func filterPrefix(list []string, prefix string) []string {
 // cannot serve a root, names the path and the cause in words a user can
 // act on, never the Go operation that failed ("sockpath.EnsureDir:").
 func TestDaemonErrorsInWords(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	other := t.TempDir()
 	must(t, os.Chown(other, victimUID, victimUID))

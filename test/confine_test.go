@@ -110,6 +110,7 @@ func TestNames(t *testing.T) {
 // with a symlink to an outside file) as fast as it can, thousands of reads
 // through the daemon never return one byte from outside.
 func TestSymlinkSwapRace(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	base := filepath.Join(home, ".dsh", "race")
 	outside := t.TempDir()

@@ -603,6 +603,7 @@ func subdirCount(t *testing.T, c *client.Client, p string) int {
 //
 // Guards rule 2: no credential is listed or read.
 func TestOauthServerTranscript(t *testing.T) {
+	t.Parallel()
 	u := testUIDs(t)
 	requireRoot(t)
 	home, run, procDir, _ := credentialHome(t, false)

@@ -22,6 +22,7 @@ import (
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestOtherUIDGetsNothing(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	home := fixtureHome(t)
 	dir, err := os.MkdirTemp("", "9harness-sock-")
@@ -92,6 +93,7 @@ func tversion(tag uint16, msize uint32, version string) []byte {
 // and names the path; a stale socket is replaced; SIGTERM removes the
 // socket; something at the path that is not a socket is never replaced.
 func TestSocketLifecycle(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 
@@ -147,6 +149,7 @@ func TestSocketLifecycle(t *testing.T) {
 // TestDefaultSocket: with no listen flag the daemon posts at
 // $XDG_RUNTIME_DIR/9p/harness in a 0700 directory, and --name posts beside it.
 func TestDefaultSocket(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	rt := t.TempDir()
 	for _, tc := range []struct {
@@ -188,6 +191,7 @@ func TestDefaultSocket(t *testing.T) {
 
 // TestFD: --fd N serves exactly the one connection on descriptor N.
 func TestFD(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	must(t, err)
@@ -220,6 +224,7 @@ func TestFD(t *testing.T) {
 // TestSocketActivation: with LISTEN_FDS and no listen flag, the daemon
 // serves the socket systemd handed over.
 func TestSocketActivation(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	sock := filepath.Join(t.TempDir(), "act.sock")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -254,6 +259,7 @@ func TestSocketActivation(t *testing.T) {
 // Guards rule 10: bounded connections, and a burst of the owner's own
 // clients waits for a slot rather than being closed.
 func TestConnectionCap(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "2")
 	a, err := client.Dial(d.sock)

@@ -593,6 +593,7 @@ func TestManMatchesHelp(t *testing.T) {
 // TestManGroff: each man page renders under groff -ww (every warning on)
 // without a word on standard error.
 func TestManGroff(t *testing.T) {
+	t.Parallel()
 	groff := require(t, "groff")
 	for _, page := range []string{"../packaging/man/9harness.1", "../packaging/man/9harnessd.8"} {
 		cmd := exec.Command(groff, "-ww", "-man", "-Tutf8", page)
@@ -611,6 +612,7 @@ func TestManGroff(t *testing.T) {
 // quote the CLI versions the real-CLI tier pins (harness.Verified), so
 // neither can claim a version the tier did not run.
 func TestDocVerifiedVersions(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -639,6 +641,7 @@ func TestDocVerifiedVersions(t *testing.T) {
 // out of it), and everything it names is in the tree: the map of the code
 // stays true as packages come and go.
 func TestLayoutListsPackages(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile("../README.md")
 	must(t, err)
 	_, rest, ok := strings.Cut(string(src), "\n## Layout\n\n```text\n")
@@ -834,6 +837,7 @@ func harnessDocs() []docSpan {
 // added, removed or changed there fails here until the docs are made
 // again (-update-docs). Line breaks in prose do not count.
 func TestDocHarnesses(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{}
 	for _, d := range harnessDocs() {
 		src, ok := files[d.file]

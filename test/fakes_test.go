@@ -183,6 +183,7 @@ func (z *fakeZmx) history(name string) string { return z.zmx("history", name) }
 // ZMX_SESSION, TERM and the client's cwd, typed in with the task marker;
 // every argument beginning -d is eaten; kill ends the whole session.
 func TestZmxRunShape(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	const sid = "aaaa0000-1111-4222-8333-444455556666"
 	z.env = append(z.env, "FAKE_SESSION="+sid) // TERM is unset
@@ -285,6 +286,7 @@ func TestZmxRunShape(t *testing.T) {
 // make a new session: the line goes into the existing shell, with that
 // session's environment, and waits behind a command still running there.
 func TestZmxRunIntoExistingSession(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	first := z.cmd([]string{"WHO=first", "FAKE_SESSION=11111111-2222-4333-8444-555555555555"}, "run", "work", "-d", "claude")
 	if out, err := first.CombinedOutput(); err != nil {
@@ -339,6 +341,7 @@ func TestZmxRunIntoExistingSession(t *testing.T) {
 // socket (connect refused), ignores what is not a socket, marks the current
 // session; run over a stale socket makes a new session.
 func TestZmxListStale(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	z.zmx("run", "live", "-d", "true")
 	daemonPID := z.daemon("live")
@@ -395,6 +398,7 @@ func TestZmxListStale(t *testing.T) {
 // TestZmxNames: names are any bytes but '/' and NUL, not "." or "..",
 // prefixed by $ZMX_SESSION_PREFIX, and bounded by sun_path.
 func TestZmxNames(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	for _, bad := range []string{"a/b", ".", "..", ""} {
 		c := z.cmd(nil, "run", bad, "-d", "true")
@@ -431,6 +435,7 @@ func TestZmxNames(t *testing.T) {
 
 // TestZmxSocketDir: the socket dir's precedence, its mode, and version.
 func TestZmxSocketDir(t *testing.T) {
+	t.Parallel()
 	uid := os.Getuid()
 	base := t.TempDir()
 	for _, tc := range []struct {
@@ -472,6 +477,7 @@ func TestZmxSocketDir(t *testing.T) {
 // TestZmxDaemonTerm: a daemon told to stop by SIGTERM takes its shell and
 // command with it and removes its socket; a session whose shell exits ends.
 func TestZmxDaemonTerm(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	z.zmx("run", "w", "-d", "claude")
 	rec := z.waitRecords(1)[0]
@@ -583,6 +589,7 @@ var (
 // TestFakeOmp: omp's current directory scheme, the v3 layout with its
 // 256-byte title slot, a held fd, and --session PATH resuming in place.
 func TestFakeOmp(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
 	tmp := filepath.Join(base, "tmp") // TMPDIR, so home is not under it
@@ -651,6 +658,7 @@ func TestFakeOmp(t *testing.T) {
 // TestFakePi: pi's --<cwd>-- directory, the header first, no held fd, and
 // --session PATH|ID resuming in place.
 func TestFakePi(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
 	cwd := filepath.Join(home, "src", "x")
@@ -714,6 +722,7 @@ func hermesStart(t *testing.T, pid int) float64 {
 // owner's process start time, pruning of dead owners, refusal of a session a
 // live owner holds, release on exit, FAKE_IGNORE_TERM.
 func TestFakeHermes(t *testing.T) {
+	t.Parallel()
 	base := t.TempDir()
 	home := filepath.Join(base, "home")
 	must(t, os.MkdirAll(home, 0o755))
@@ -800,6 +809,7 @@ func TestFakeHermes(t *testing.T) {
 // TestFakeHarnessInZmx: what a move does: an agent resumed through zmx runs
 // under the session's bash and holds its transcript.
 func TestFakeHarnessInZmx(t *testing.T) {
+	t.Parallel()
 	z := newFakeZmx(t)
 	cwd := z.cwd
 	tmp := t.TempDir()

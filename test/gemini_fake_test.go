@@ -17,6 +17,7 @@ import (
 // /gemini mirror; the launcher ignores SIGTERM as the real one does, and
 // exits when its child does.
 func TestActiveGeminiFake(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	cwd := filepath.Join(home, "src", "gemproj")
 	must(t, os.MkdirAll(cwd, 0o755))

@@ -306,3 +306,13 @@ func emptyProc(t testing.TB) string {
 	}
 	return dir
 }
+
+// lineAfter returns the line of out that starts with prefix.
+func lineAfter(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}

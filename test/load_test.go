@@ -3,11 +3,10 @@ package test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,55 +127,45 @@ func TestLoad(t *testing.T) {
 	settleFDs(t, pid, 0)
 	rss0, fds0, thr0 := procCounts(t, pid)
 
-	var nerr, nops atomic.Int64
-	var firstErr sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(d.sock)
-			if err != nil {
-				nerr.Add(1)
-				firstErr.Do(func() { t.Errorf("client %d: dial: %v", i, err) })
-				return
-			}
-			defer c.Close()
-			for j := range ops {
-				var err error
-				k := i*7919 + j*104729
-				switch j % 4 {
-				case 0:
-					_, err = c.ReadFile(files[k%len(files)])
-				case 1:
-					_, _, err = c.Stat(files[k%len(files)])
-				case 2:
-					_, err = c.ReadDir(dirs[k%len(dirs)])
-				case 3:
-					var f interface{ Close() error }
-					f, err = c.Walk(dirs[k%len(dirs)])
-					if err == nil {
-						err = f.Close()
-					}
-				}
-				nops.Add(1)
-				if err != nil {
-					nerr.Add(1)
-					firstErr.Do(func() { t.Errorf("client %d op %d: %v", i, j, err) })
-				}
-			}
-		}()
+	// The clients are loadgen, a plain build: under -race the load
+	// generator would cost more CPU than the daemon it loads.
+	var paths strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&paths, "f %s\n", f)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	for _, d := range dirs {
+		fmt.Fprintf(&paths, "d %s\n", d)
+	}
+	gen := exec.Command(bin("loadgen"), "-s", d.sock, "-clients", strconv.Itoa(clients), "-ops", strconv.Itoa(ops))
+	gen.Stdin = strings.NewReader(paths.String())
+	out, err := gen.CombinedOutput()
+	if err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out)
+	}
+	var nops, nerr int64
+	var elapsed time.Duration
+	reported := false
+	for _, ln := range strings.Split(string(out), "\n") {
+		if e, ok := strings.CutPrefix(ln, "ERR "); ok {
+			t.Error(e)
+		}
+		if f := strings.Fields(ln); len(f) == 6 && f[0] == "OPS" {
+			nops, _ = strconv.ParseInt(f[1], 10, 64)
+			nerr, _ = strconv.ParseInt(f[3], 10, 64)
+			elapsed, _ = time.ParseDuration(f[5])
+			reported = true
+		}
+	}
+	if !reported {
+		t.Fatalf("loadgen reported no figures:\n%s", out)
+	}
 	fds1 := settleFDs(t, pid, fds0)
 	rss1, _, thr1 := procCounts(t, pid)
 	t.Logf("%d clients x %d ops = %d ops in %v (%.0f ops/s), %d errors; %d files, %d dirs",
-		clients, ops, nops.Load(), elapsed.Round(time.Millisecond), float64(nops.Load())/elapsed.Seconds(), nerr.Load(), len(files), len(dirs))
+		clients, ops, nops, elapsed.Round(time.Millisecond), float64(nops)/elapsed.Seconds(), nerr, len(files), len(dirs))
 	t.Logf("daemon: VmRSS %d -> %d KiB; fds %d -> %d (after) ; threads %d -> %d", rss0, rss1, fds0, fds1, thr0, thr1)
-	if nerr.Load() != 0 {
-		t.Fatalf("%d errors", nerr.Load())
+	if nerr != 0 {
+		t.Fatalf("%d errors", nerr)
 	}
 	// Bounds: no fd left behind; RSS growth at most 4 MiB per concurrent
 	// client plus 64 MiB. That is what p9 costs today (msize-sized buffers
@@ -205,6 +194,7 @@ func TestLoad(t *testing.T) {
 // Guards rule 10: bounded memory, fids, requests and connections; a burst
 // of the owner's own clients waits for a slot.
 func TestConnCap(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home, "--max-conns", "8")
 	var held []*client.Client

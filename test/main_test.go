@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -30,38 +31,50 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
+	// The builds run at once: each is mostly a link, one CPU each, and
+	// the package's tests wait for all of them.
 	args := []string{"build", "-o", dir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
 	args = append(args, "../cmd/9harnessd", "../cmd/9harness")
-	cmd := exec.Command("go", args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		return 1
-	}
-	// The fake harness, under the names the harnesses' processes have.
 	fake := filepath.Join(dir, "fakeharness")
-	if out, err := exec.Command("go", "build", "-o", fake, "./fakeharness").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the fake harness: %v\n%s", err, out)
-		return 1
+	builds := []struct {
+		what string
+		args []string
+	}{
+		{"the binaries", args},
+		// The fake harness, under the names the harnesses' processes have.
+		{"the fake harness", []string{"build", "-o", fake, "./fakeharness"}},
+		// The fake zmx, under its real name: a test puts bins on PATH.
+		{"the fake zmx", []string{"build", "-o", filepath.Join(dir, "zmx"), "./fakezmx"}},
+		// The confining wrapper (Landlock, seccomp) of the kernel-sandbox tests.
+		{"confine", []string{"build", "-o", filepath.Join(dir, "confine"), "./confine"}},
+		// TestLoad's clients, without -race (see loadgen).
+		{"loadgen", []string{"build", "-o", filepath.Join(dir, "loadgen"), "./loadgen"}},
+	}
+	errs := make([]error, len(builds))
+	outs := make([][]byte, len(builds))
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = exec.Command("go", b.args...).CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for i, b := range builds {
+		if errs[i] != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.what, errs[i], outs[i])
+			return 1
+		}
 	}
 	for _, name := range []string{"claude", "codex", "omp", "pi", "hermes", "gemini"} {
 		if err := os.Link(fake, filepath.Join(dir, name)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-	}
-	// The fake zmx, under its real name: a test puts bins on PATH.
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "zmx"), "./fakezmx").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the fake zmx: %v\n%s", err, out)
-		return 1
-	}
-	// The confining wrapper (Landlock, seccomp) of the kernel-sandbox tests.
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "confine"), "./confine").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building confine: %v\n%s", err, out)
-		return 1
 	}
 	// A copy of the test binary itself, runnable by other uids: tests
 	// re-run it as a helper peer under another uid.

@@ -137,6 +137,7 @@ func mountinfoLine(t testing.TB, dir string) string {
 // lists completely; a line appended on the host is visible through the
 // mount at once, also to tail -f; nothing can be written; umount is clean.
 func TestMountRead(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	home := fixtureHome(t)
 	fixturePIDDomain(t, home) // as TestFixtureTree: /stale judges the records
@@ -319,6 +320,7 @@ func openErr(path string, flags int) error {
 //
 // Guards rule 4: read-only by absence.
 func TestMountMove(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	me := newMoveEnv(t)
 	const sid = "4b5c6d7e-8f9a-4b0c-9d1e-2f3a4b5c6d7e"
@@ -433,6 +435,7 @@ func TestMountMove(t *testing.T) {
 // mount with it: the next access fails and the mount process unmounts and
 // exits 1, saying why. None leaves a mount behind.
 func TestMountEnds(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
@@ -489,6 +492,7 @@ func TestMountEnds(t *testing.T) {
 //
 // Guards rule 3: a peer the kernel does not allow gets nothing.
 func TestMountUnprivileged(t *testing.T) {
+	t.Parallel()
 	requireFuse(t)
 	for _, tool := range []string{"unshare", "setpriv", "mknod", "useradd", "userdel"} {
 		require(t, tool)

@@ -367,6 +367,7 @@ func TestMoveSandbox(t *testing.T) {
 // within that server, into a session of the agent's old size; the tmux
 // file names the server; a write naming another server is refused.
 func TestMoveTmuxOtherServer(t *testing.T) {
+	t.Parallel()
 	m := newMoveEnv(t)
 	const sid = "4d5e6f7a-8b9c-4d0e-8f1a-2b3c4d5e6f7a"
 	other := filepath.Join(m.tmuxDir, "tmux-"+strconv.Itoa(os.Getuid()), "other")

@@ -127,6 +127,7 @@ func (rr *rootReader) report(t *testing.T) {
 //
 // Guards rule 1: no byte from outside the roots.
 func TestRootSwap(t *testing.T) {
+	t.Parallel()
 	const swaps = 1000
 	home := fixtureHome(t)
 	dsh := filepath.Join(home, ".dsh")
@@ -212,6 +213,7 @@ func TestRootSwap(t *testing.T) {
 //
 // Guards rule 1: no byte from outside the roots.
 func TestMountBeneathRoot(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	unshare := require(t, "unshare")
 	nsenter := require(t, "nsenter")
@@ -291,6 +293,7 @@ func TestMountBeneathRoot(t *testing.T) {
 //
 // Guards rule 1: no byte from outside the roots.
 func TestRootSymlinkAtStart(t *testing.T) {
+	t.Parallel()
 	fixture := fixtureHome(t)
 	home := filepath.Join(t.TempDir(), "home")
 	must(t, os.Mkdir(home, 0o755))

@@ -105,6 +105,7 @@ func TestRelayDaemonCloses(t *testing.T) {
 // TestRelayUnreachable: no daemon: one line on stderr naming the socket,
 // nothing on stdout (the protocol stream), exit 1.
 func TestRelayUnreachable(t *testing.T) {
+	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "nobody-here.sock")
 	cmd := exec.Command(bin("9harness"), "relay", "-s", sock)
 	var stdout, stderr bytes.Buffer
@@ -166,6 +167,7 @@ func TestRelayRefusedUID(t *testing.T) {
 // TestRelayAndSSHHelp: --help documents relay and the ssh flags; misuse is
 // refused with a reason.
 func TestRelayAndSSHHelp(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(bin("9harness"), "--help").CombinedOutput()
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,7 @@ cat "$WORK/entries.json"
 // TestJournalFallback: with no journal reachable, the audit entry is one
 // logfmt line on stderr.
 func TestJournalFallback(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	if _, err := os.Stat("/run/systemd/journal/socket"); err == nil {
 		t.Log("this machine runs a journal: the fallback is checked in a namespace without one")
@@ -153,6 +154,7 @@ cat "$WORK/daemon.log"
 //
 // Guards rule 4: read-only by absence.
 func TestPolkit(t *testing.T) {
+	t.Parallel()
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/polkit-1/polkitd", "/usr/bin/dbus-daemon"} {
 		if !isExec(p) {

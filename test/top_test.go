@@ -80,8 +80,12 @@ func topRowOf(screen string, pid int) string {
 // name refused (the daemon's reason shown), attach to the moved agent's
 // tmux session and back, and q giving the terminal back as it was.
 func TestTop(t *testing.T) {
+	t.Parallel()
 	for _, size := range [][2]int{{80, 24}, {200, 50}} {
-		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) { testTopAt(t, size[0], size[1]) })
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			t.Parallel()
+			testTopAt(t, size[0], size[1])
+		})
 	}
 }
 

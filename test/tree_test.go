@@ -287,6 +287,7 @@ func TestCredentialsNeverServed(t *testing.T) {
 // read, a new file and directory appear in the next listing, a removed file
 // answers ENOENT.
 func TestLive(t *testing.T) {
+	t.Parallel()
 	home := fixtureHome(t)
 	d := startDaemon(t, home)
 	c := d.client()

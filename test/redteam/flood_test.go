@@ -76,6 +76,12 @@ func field(out, word string) int64 {
 // daemon's accept loop rather than what a refused connection costs it.
 const floodWorkers = "HELPER_FLOOD_WORKERS=1"
 
+// floodThreads is the harder flood: sixteen threads each spinning on
+// connect() and close(), eight per CPU of the CI machine. It measures
+// the owner's share of the CPUs against a peer that takes all it can, and
+// whether the accept loop stays fair when the backlog never drains.
+const floodThreads = "HELPER_FLOOD_WORKERS=16"
+
 // flood runs a connect flood (cmd) against a daemon of ownerUID and lists
 // / as the owner 12 times meanwhile: before the fix, 8 of 12 failed under
 // another uid's flood and 3 of 12 under a sandboxed owner-uid flood.
@@ -122,6 +128,48 @@ func TestRedteamFloodSandboxedOwner(t *testing.T) {
 			return helper("TestHelperFlood", []string{unshare, "--mount", "--pid", "--fork",
 				setpriv, "--reuid=" + own, "--regid=" + own, "--clear-groups"}, "HELPER_FLOOD="+sock, floodWorkers)
 		})
+}
+
+// TestRedteamFloodGrantedUID: a uid the daemon grants (--allow-uid)
+// only calls connect(). A granted peer costs the daemon more per
+// connection than a refused one: it is accepted and charged a slot.
+//
+// Guards rule 10: no flood of connects locks the owner out.
+func TestRedteamFloodGrantedUID(t *testing.T) {
+	flood(t, "connect flood, granted uid", "uid granted by --allow-uid, 1 thread only calling connect(); 12 owner ls",
+		func(sock string) *exec.Cmd {
+			cmd := helper("TestHelperFlood", nil, "HELPER_FLOOD="+sock, floodWorkers)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: friendUID, Gid: friendUID}}
+			return cmd
+		}, "--allow-uid", strconv.Itoa(friendUID))
+}
+
+// TestRedteamFloodThreads: the three flooders again, each with sixteen
+// threads: a uid granted nothing, a granted uid, and the owner's uid in
+// `unshare --user` (a user namespace of its own, served as a grantee).
+//
+// Guards rule 10: no peer, nor any flood of connects, can lock the owner
+// out.
+func TestRedteamFloodThreads(t *testing.T) {
+	unshare := require(t, "unshare")
+	for _, tc := range []struct {
+		name string
+		uid  uint32
+		wrap []string
+	}{
+		{"other uid", strangeUID, nil},
+		{"granted uid", friendUID, nil},
+		{"userns owner uid", ownerUID, []string{unshare, "--user", "--map-current-user"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flood(t, "connect flood x16, "+tc.name, "16 threads only calling connect(); 12 owner ls",
+				func(sock string) *exec.Cmd {
+					cmd := helper("TestHelperFlood", tc.wrap, "HELPER_FLOOD="+sock, floodThreads)
+					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: tc.uid, Gid: tc.uid}}
+					return cmd
+				}, "--allow-uid", strconv.Itoa(friendUID))
+		})
+	}
 }
 
 // TestRedteamOwnerBurst: 1,000 `9harness ls /` of the owner started at
