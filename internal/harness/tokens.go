@@ -3,8 +3,10 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
+	"golang.org/x/sys/unix"
 )
 
 // Tokens is a session's token usage as the harness records it. Each count
@@ -171,6 +174,9 @@ func countedAlready(env Env, a Agent, wait bool) (Tokens, bool) {
 		return Tokens{}, false
 	}
 	key := countKey{info.Dev, info.Ino, a.Harness}
+	if t, ok := env.Counts.unchanged(key, info.Size, info.Mtime); ok {
+		return t, true
+	}
 	e, ok, got := env.Counts.take(key, true, wait)
 	if !got {
 		return Tokens{}, false
@@ -242,9 +248,13 @@ type Counts struct {
 	// Logf, if not nil, names work dropped for Budget.
 	Logf func(format string, args ...any)
 
-	mu    sync.Mutex
-	m     map[countKey]countEntry
-	order []countKey
+	mu sync.Mutex
+	m  map[countKey]countEntry
+	// order is m's keys, least recently put first, and at their place
+	// in it: a table read puts back every agent's count, so moving one
+	// to the end costs no walk of the others.
+	order *list.List
+	at    map[countKey]*list.Element
 	busy  map[countKey]chan struct{} // closed when that file's count is done
 
 	later   []laterCount    // the derivations Later queued, oldest first
@@ -277,6 +287,12 @@ const (
 const countYieldBytes = 256 << 10
 
 var yieldMax = 250 * time.Millisecond
+
+// workerNice is the nice value of the thread the worker runs on. A
+// nice-19 thread still runs when the CPUs are otherwise busy (about a
+// seventieth of a nice-0 thread's share), so the derivations are never
+// starved, only put behind the reads.
+const workerNice = 19
 
 // Reading notes a read of many agents (the table) in progress until done
 // is called. The worker that derives what such reads leave pending (Later)
@@ -403,8 +419,15 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	}
 }
 
-// work derives the queued agents' facts until none is left.
+// work derives the queued agents' facts until none is left, on a thread
+// of its own at the lowest priority (workerNice): the derivations are for
+// a later read, and whatever a user waits for meanwhile (a client
+// starting, the daemon answering another request) comes first.
 func (c *Counts) work() {
+	// The thread keeps the priority: it is never given back to the
+	// runtime (no UnlockOSThread), so it ends when this goroutine does.
+	runtime.LockOSThread()
+	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
 	for {
 		c.mu.Lock()
 		if len(c.later) == 0 {
@@ -521,6 +544,26 @@ func (c *Counts) take(k countKey, ok, wait bool) (e countEntry, hit, got bool) {
 	return e, hit, true
 }
 
+// unchanged is the count kept for k when it is of the file as it is now
+// (size and mtime), and no count of it is running: what take, then put,
+// would give, with one hold of the lock instead of three (a table read
+// asks this for every agent at once).
+func (c *Counts) unchanged(k countKey, size int64, mtime time.Time) (Tokens, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, running := c.busy[k]; running {
+		return Tokens{}, false
+	}
+	e, ok := c.m[k]
+	if !ok || e.size != size || !e.mtime.Equal(mtime) {
+		return Tokens{}, false
+	}
+	if el, ok := c.at[k]; ok {
+		c.order.MoveToBack(el)
+	}
+	return e.t.clone(), true
+}
+
 // done ends the caller's count of k (after put, if it keeps one).
 func (c *Counts) done(k countKey, ok bool) {
 	if c == nil || !ok {
@@ -542,11 +585,15 @@ func (c *Counts) put(k countKey, e countEntry) {
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[countKey]countEntry{}
+		c.order, c.at = list.New(), map[countKey]*list.Element{}
 	}
 	if old, ok := c.m[k]; ok {
 		c.Budget.Release(old.cost)
 	}
-	c.order = slices.DeleteFunc(c.order, func(o countKey) bool { return o == k })
+	if el, ok := c.at[k]; ok {
+		c.order.Remove(el)
+		delete(c.at, k)
+	}
 	// Kept whole if it fits; else its totals alone, which are what an
 	// unchanged file gives; else not at all.
 	e.cost = 0
@@ -561,12 +608,13 @@ func (c *Counts) put(k countKey, e countEntry) {
 			return
 		}
 	}
-	c.order = append(c.order, k)
+	c.at[k] = c.order.PushBack(k)
 	c.m[k] = e
-	for len(c.order) > maxCounts {
-		c.Budget.Release(c.m[c.order[0]].cost)
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
+	for c.order.Len() > maxCounts {
+		old := c.order.Remove(c.order.Front()).(countKey)
+		c.Budget.Release(c.m[old].cost)
+		delete(c.m, old)
+		delete(c.at, old)
 	}
 }
 

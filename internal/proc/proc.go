@@ -112,6 +112,12 @@ type Proc struct {
 	Start uint64 // field 22 of stat: clock ticks after boot
 	Comm  string
 	Argv  []string
+	// TTY is field 7 of stat (tty_nr, 0 without a controlling terminal)
+	// as the read that gave Start saw it, when TTYRead: a reader of many
+	// agents' terminals (the table) takes it from its own scan instead
+	// of reading each stat again.
+	TTY     uint32
+	TTYRead bool
 }
 
 // ErrGone means the process does not exist (or is no longer the one named).
@@ -306,19 +312,20 @@ func ParseStat(b []byte) (Proc, error) {
 	if open < 0 || end < open {
 		return Proc{}, fmt.Errorf("proc: malformed stat")
 	}
-	ppid, start, err := statFields(b[end+1:])
+	ppid, start, tty, ttyOK, err := statFields(b[end+1:])
 	if err != nil {
 		return Proc{}, err
 	}
-	return Proc{PPID: ppid, Start: start, Comm: string(b[open+1 : end])}, nil
+	return Proc{PPID: ppid, Start: start, Comm: string(b[open+1 : end]), TTY: tty, TTYRead: ttyOK}, nil
 }
 
-// statFields reads field 4 (ppid) and field 22 (starttime) from what
+// statFields reads field 4 (ppid), field 7 (tty_nr; ttyOK false when it
+// is not a number statTTY would take) and field 22 (starttime) from what
 // follows the comm, without allocating.
-func statFields(rest []byte) (ppid int, start uint64, err error) {
+func statFields(rest []byte) (ppid int, start uint64, tty uint32, ttyOK bool, err error) {
 	// The first field after the comm is field 3 (state).
 	field, n := 3, 0
-	var pp, st []byte
+	var pp, tt, st []byte
 	for i := 0; i < len(rest); {
 		for i < len(rest) && isSpace(rest[i]) {
 			i++
@@ -333,6 +340,8 @@ func statFields(rest []byte) (ppid int, start uint64, err error) {
 		switch field {
 		case 4:
 			pp = rest[i:j]
+		case 7:
+			tt = rest[i:j]
 		case 22:
 			st = rest[i:j]
 		}
@@ -344,14 +353,15 @@ func statFields(rest []byte) (ppid int, start uint64, err error) {
 		}
 	}
 	if st == nil {
-		return 0, 0, fmt.Errorf("proc: short stat (%d fields after comm)", n)
+		return 0, 0, 0, false, fmt.Errorf("proc: short stat (%d fields after comm)", n)
 	}
 	p, ok1 := atou(pp)
 	s, ok2 := atou(st)
 	if !ok1 || !ok2 || p > 1<<31 {
-		return 0, 0, fmt.Errorf("proc: malformed stat fields")
+		return 0, 0, 0, false, fmt.Errorf("proc: malformed stat fields")
 	}
-	return int(p), s, nil
+	t, ok := atou(tt)
+	return int(p), s, uint32(t), ok && t <= 1<<32-1, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' }
@@ -408,7 +418,8 @@ func (t *Table) Parent(pid int) (ppid int, start uint64, err error) {
 	if end < 0 {
 		return 0, 0, fmt.Errorf("proc: malformed stat")
 	}
-	return statFields(b[end+1:])
+	ppid, start, _, _, err = statFields(b[end+1:])
+	return ppid, start, err
 }
 
 // Alive reports whether pid is still the process that started at start:
@@ -423,7 +434,7 @@ func (t *Table) Alive(pid int, start uint64) bool {
 	if end < 0 {
 		return false
 	}
-	_, st, err := statFields(b[end+1:])
+	_, st, _, _, err := statFields(b[end+1:])
 	return err == nil && st == start
 }
 

@@ -443,7 +443,7 @@ var fields = []field{
 	// Who can answer the agent (reach): from its environment and the
 	// kernel's view of its terminal, so the owner's view only.
 	{"reach", func(d *agentDir, a harness.Agent) (string, bool) {
-		return str(d.reach(a, d.a.cfg.Procs.Terminals(d.a.cfg.UID)))
+		return str(d.reach(a, d.a.cfg.Procs.Terminals(d.a.cfg.UID), false))
 	}, false, nil},
 }
 
@@ -464,10 +464,15 @@ const (
 // tell (the process is gone, its environment or descriptors cannot be
 // read). It is derived on every read: the stat of the agent and, for one
 // at a terminal with no session host, of the user's processes, read once
-// for all the agents of a request (terms, proc.Terminals).
-func (d *agentDir) reach(a harness.Agent, terms *proc.Terminals) string {
+// for all the agents of a request (terms, proc.Terminals). scanned says
+// that d.p comes from a scan this request made: its terminal, read with
+// its identity (proc.Proc.TTY), is then not read again.
+func (d *agentDir) reach(a harness.Agent, terms *proc.Terminals, scanned bool) string {
 	procs := d.a.cfg.Procs
-	dev, err := procs.CtrlTTY(d.p.PID, d.p.Start)
+	dev, err := d.p.TTY, error(nil)
+	if !scanned || !d.p.TTYRead {
+		dev, err = procs.CtrlTTY(d.p.PID, d.p.Start)
+	}
 	switch {
 	case err != nil:
 		return ""

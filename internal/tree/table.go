@@ -355,7 +355,8 @@ func (d *agentDir) cell(f field, a harness.Agent, r *tableRead, env harness.Env)
 	v, ok := "", d.shows(f)
 	switch {
 	case ok && f.name == "reach":
-		v = d.reach(a, r.terms)
+		// The terminal as this read's scan has just read it, as ppid.
+		v = d.reach(a, r.terms, true)
 		ok = v != ""
 	case ok && f.name == "ppid" && d.p.PPID > 0:
 		// From this read's scan, which resolveWith has just checked
