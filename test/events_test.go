@@ -190,14 +190,20 @@ func TestEventsCLI(t *testing.T) {
 	e.setClaudeStatus(t, "busy", "")
 	all := start9harness(t, []string{"HOME=" + e.home}, "-s", e.d.sock, "events")
 	codex := start9harness(t, []string{"HOME=" + e.home}, "-s", e.d.sock, "events", "--harness", "codex", "--json")
-	// Both are reading once a change made after they started reaches the
-	// unfiltered one.
-	time.Sleep(500 * time.Millisecond)
-	e.setClaudeStatus(t, "waiting", "approve Edit")
+	// A reader prints what changes once it reads, and on a loaded
+	// machine it may start reading late: a new change is made until its
+	// line comes (each waits for something else, as a state the watcher
+	// saw for less than its period may make no line).
 	pid := strconv.Itoa(e.claude.pid())
-	awaitOut(t, all.stdout, "claude "+pid+" waiting approve Edit\n")
-	a := startFake(t, "codex", e.home, e.cwd, "FAKE_SESSION=00000000-0000-4000-8000-00000000e2e2")
-	awaitOut(t, codex.stdout, `"harness":"codex","pid":`+strconv.Itoa(a.pid())+`,"event":"appear"`)
+	pokeUntil(t, all.stdout, func(try int) string {
+		what := []string{"Edit", "Write", "Bash", "Read", "Glob"}[try]
+		e.setClaudeStatus(t, "waiting", "approve "+what)
+		return "claude " + pid + " waiting approve " + what + "\n"
+	})
+	pokeUntil(t, codex.stdout, func(int) string {
+		a := startFake(t, "codex", e.home, e.cwd, "FAKE_SESSION=00000000-0000-4000-8000-00000000e2e2")
+		return `"harness":"codex","pid":` + strconv.Itoa(a.pid()) + `,"event":"appear"`
+	})
 	if s := codex.stdout.String(); strings.Contains(s, "claude") {
 		t.Fatalf("--harness codex printed %q", s)
 	}
@@ -334,6 +340,23 @@ func TestEventsMount(t *testing.T) {
 }
 
 // awaitOut fails unless b holds sub within Await's 10 s.
+// pokeUntil makes a change (poke, told which try it is, returns the line
+// it should make) until its line is in b: up to five times, 3 s apart.
+func pokeUntil(t *testing.T, b *syncBuffer, poke func(try int) string) {
+	t.Helper()
+	for try := range 5 {
+		sub := poke(try)
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if strings.Contains(b.String(), sub) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	t.Fatalf("no line made by any of 5 changes 3 s apart in %q", b.String())
+}
+
 func awaitOut(t *testing.T, b *syncBuffer, sub string) {
 	t.Helper()
 	if s := b.Await(sub); !strings.Contains(s, sub) {
