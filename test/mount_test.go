@@ -85,8 +85,16 @@ func (m *fuseMount) umount() {
 		if err != nil {
 			m.t.Errorf("the mount process ended with %v after umount:\n%s", err, m.out.String())
 		}
-	case <-time.After(10 * time.Second):
-		m.t.Fatalf("the mount process still runs 10 s after umount:\n%s", m.out.String())
+	case <-time.After(20 * time.Second):
+		// Its goroutines say where it waits: SIGQUIT makes a Go program
+		// print them as it exits.
+		m.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case err := <-m.done:
+			m.done <- err
+		case <-time.After(5 * time.Second):
+		}
+		m.t.Fatalf("the mount process still runs 20 s after umount:\n%s", m.out.String())
 	}
 	if isMounted(m.t, m.dir) {
 		m.t.Errorf("%s is still in /proc/self/mountinfo after umount", m.dir)

@@ -171,8 +171,18 @@ func TestClaudeBackground(t *testing.T) {
 			t.Errorf("%s/%s = %q (%v), want %q", dir, file, b, err, want)
 		}
 	}
-	if b, err := d.c.ReadFile(dir + "/title"); err != nil || strings.TrimSpace(string(b)) == "" {
-		t.Errorf("%s/title = %q (%v), want the session's title", dir, b, err)
+	// The title is the transcript's, which Claude may write a moment
+	// after its worker is listed.
+	var title []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if title, err = d.c.ReadFile(dir + "/title"); err == nil && strings.TrimSpace(string(title)) != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s/title = %q (%v) after 20 s, want the session's title", dir, title, err)
+			break
+		}
 	}
 
 	// ps shows where zmx or tmux would be the attach command's id.

@@ -3,7 +3,6 @@ package realcli
 import (
 	"bytes"
 	"fmt"
-	"github.com/9harness/9harness/internal/harness"
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/9harness/9harness/internal/harness"
 
 	"github.com/9harness/9harness/internal/client"
 )
@@ -104,7 +105,19 @@ func (d *daemon) stop() {
 }
 
 // logged reports whether the daemon's audit output (--audit stderr) holds s.
-func (d *daemon) logged(s string) bool { return strings.Contains(d.stderr.String(), s) }
+// logged reports whether the daemon's log has s within 10 s: the daemon
+// writes a line before it answers, but the line reaches the buffer
+// through a pipe and a copying goroutine, which a loaded machine delays.
+func (d *daemon) logged(s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(d.stderr.String(), s) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
 
 // move runs `9harness move --tmux HARNESS/PID NAME` and returns its exit
 // status and output.
