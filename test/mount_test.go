@@ -86,6 +86,16 @@ func (m *fuseMount) umount() {
 			m.t.Errorf("the mount process ended with %v after umount:\n%s", err, m.out.String())
 		}
 	case <-time.After(20 * time.Second):
+		// A mount namespace made while the tree was mounted (another
+		// test's unshare) holds a copy of the mount, and the kernel keeps
+		// serving it to that namespace: umount here cannot end it.
+		if pid := heldElsewhere(m.dir); pid != 0 {
+			m.t.Logf("%s is still mounted in the mount namespace of pid %d, made while it was mounted here; ending the mount process", m.dir, pid)
+			m.cmd.Process.Kill()
+			err := <-m.done
+			m.done <- err
+			return
+		}
 		// Its goroutines say where it waits: SIGQUIT makes a Go program
 		// print them as it exits.
 		m.cmd.Process.Signal(syscall.SIGQUIT)
@@ -605,4 +615,31 @@ echo "LEFT $(grep -c " $MNT " /proc/self/mountinfo || true) $(pgrep -u "$U" -f "
 	if fi, err := os.Stat("/dev/fuse"); err == nil && fi.Mode().Perm() == 0o666 {
 		t.Logf("note: the host's /dev/fuse is 0666 (as a distribution's udev rule makes it); it was not changed")
 	}
+}
+
+// heldElsewhere is a process of another mount namespace where dir is a
+// FUSE mount point, or 0.
+func heldElsewhere(dir string) int {
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	seen := map[string]bool{self: true}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		if err != nil || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 4 && f[4] == dir && strings.Contains(line, " - fuse") {
+				return pid
+			}
+		}
+	}
+	return 0
 }

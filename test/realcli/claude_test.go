@@ -294,19 +294,24 @@ func claudeSubagent(t *testing.T, w *world, d *daemon, a *agent) {
 	}
 	mb, err := os.ReadFile(strings.TrimSuffix(subs[0], ".jsonl") + ".meta.json")
 	require(t, err == nil && json.Unmarshal(mb, &meta) == nil, "sub-agent meta: %v %s", err, mb)
+	// The sub-agent's model is in its assistant lines, which Claude may
+	// write a moment after the transcript appears.
 	model := ""
-	sb, _ := os.ReadFile(subs[0])
-	for _, line := range bytes.Split(sb, []byte("\n")) {
-		var l struct {
-			Type    string `json:"type"`
-			Message struct {
-				Model string `json:"model"`
-			} `json:"message"`
-		}
-		if json.Unmarshal(line, &l) == nil && l.Type == "assistant" && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
-			model = l.Message.Model
+	for deadline := time.Now().Add(20 * time.Second); model == "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		sb, _ := os.ReadFile(subs[0])
+		for _, line := range bytes.Split(sb, []byte("\n")) {
+			var l struct {
+				Type    string `json:"type"`
+				Message struct {
+					Model string `json:"model"`
+				} `json:"message"`
+			}
+			if json.Unmarshal(line, &l) == nil && l.Type == "assistant" && l.Message.Model != "" && l.Message.Model != "<synthetic>" {
+				model = l.Message.Model
+			}
 		}
 	}
+	require(t, model != "", "Claude wrote no assistant line with a model in %s within 20 s", subs[0])
 	name := meta.AgentType + "-" + id
 	dir := "/active/claude/" + strconv.Itoa(a.pid) + "/agents"
 	t.Run("subagent", func(t *testing.T) {
