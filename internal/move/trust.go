@@ -65,6 +65,26 @@ func TrustedTmux(socket string, uid uint32, judge Judge) error {
 // through it, so the server judged is the one the returned descriptor
 // reaches.
 func judgeTmux(socket string, uid uint32, judge Judge) (*tmuxServer, error) {
+	s, err := judgeTmuxOnce(socket, uid, judge)
+	if err == errServerExited {
+		// The server exited while it was judged, as a tmux server does
+		// when its last session ends (a move out of a server's only
+		// session stops that session's agent first). Its successor, if
+		// any, is judged afresh from the path: nothing of the first
+		// judgement is reused.
+		s, err = judgeTmuxOnce(socket, uid, judge)
+	}
+	if err == errServerExited {
+		err = fmt.Errorf("the tmux server on %s exited while it was judged, twice", socket)
+	}
+	return s, err
+}
+
+// errServerExited is a judgement that failed because the judged server
+// exited meanwhile: neither trusted nor found in a sandbox.
+var errServerExited = errors.New("the tmux server exited while it was judged")
+
+func judgeTmuxOnce(socket string, uid uint32, judge Judge) (*tmuxServer, error) {
 	if judge == nil {
 		return nil, fmt.Errorf("the tmux server on %s cannot be judged: no judgement of its namespaces is configured", socket)
 	}
@@ -129,6 +149,9 @@ func judgeTmux(socket string, uid uint32, judge Judge) (*tmuxServer, error) {
 		return nil, fmt.Errorf("the server on %s runs as uid %d, not %d", socket, p.UID, uid)
 	}
 	verdict, err := judge(conn, p)
+	if (err != nil || verdict != "") && !p.Alive() {
+		return nil, errServerExited
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the tmux server on %s (pid %d) cannot be judged: %v", socket, p.PID, err)
 	}

@@ -3,6 +3,7 @@ package move
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -127,6 +128,60 @@ func TestJudgeTmuxRefusals(t *testing.T) {
 	}
 	if err := TrustedTmux(filepath.Join(dir, "nodir", "s"), uid, prochelper.Sandbox(nil, uid, nil)); err != errNoServer {
 		t.Errorf("no directory: %v, want errNoServer", err)
+	}
+}
+
+// TestJudgeTmuxServerExits: a tmux server that exits while it is judged
+// (its last session ended, as when a move stops the only agent of a
+// server) is no server: the move starts one, rather than failing on a
+// judgement of a process that is gone.
+func TestJudgeTmuxServerExits(t *testing.T) {
+	tm, err := exec.LookPath("tmux")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("missing in CI: tmux")
+		}
+		t.Skip("needs tmux")
+	}
+	dir, err := os.MkdirTemp("/tmp", "tmuxexit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o700)
+	sock := filepath.Join(dir, "s")
+	tmux := func(args ...string) error {
+		cmd := exec.Command(tm, append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "SHELL=/bin/sh"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("tmux %s: %v %s", args[0], err, out)
+		}
+		return nil
+	}
+	if err := tmux("new-session", "-d", "sleep 600"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tmux("kill-server") })
+	judged := 0
+	exits := func(c net.Conn, p *peer.Peer) (string, error) {
+		judged++
+		// A tmux server exits only once its clients have gone: this
+		// connection, too.
+		c.Close()
+		if err := tmux("kill-server"); err != nil {
+			t.Error(err)
+		}
+		for i := 0; i < 1000 && p.Alive(); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return "unknown", nil
+	}
+	if err := TrustedTmux(sock, uint32(os.Getuid()), exits); err != errNoServer {
+		t.Errorf("a server that exited while judged: %v, want errNoServer", err)
+	}
+	if judged != 1 {
+		t.Errorf("judged %d servers, want the one that exited", judged)
 	}
 }
 
