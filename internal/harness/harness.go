@@ -424,13 +424,26 @@ func Scan(t *proc.Table, uid uint32, exclude map[int]bool) ([]Found, error) {
 		}
 	})
 	out := found[:0] // in place: each agent moves down, never up
-	for _, f := range found {
-		if f.Harness != "" {
+	for i, f := range found {
+		if f.Harness != "" && !forkOfAgent(pids, argvs, found, i) {
 			out = append(out, f)
 		}
 	}
 	clear(found[len(out):])
 	return out, nil
+}
+
+// forkOfAgent says whether found[i] is a fork of an agent that has not
+// exec'd yet: a process of the same harness whose parent is an agent with
+// the very same command line. Every program an agent runs (a shell for a
+// tool, git) is such a fork for a moment, and where a harness tells its
+// agent by its parent (Qwen Code's and Gemini CLI's relaunched CLI, whose
+// parent is the relauncher, never listed) the fork passes for an agent.
+// No agent starts another with its own command line and stays its
+// parent's child: a relaunch's parent is a launcher, not an agent.
+func forkOfAgent(pids []int, argvs [][]string, found []Found, i int) bool {
+	j, ok := slices.BinarySearch(pids, found[i].Proc.PPID)
+	return ok && found[j].Harness == found[i].Harness && slices.Equal(argvs[j], argvs[i])
 }
 
 // promoter is a harness whose launcher and agent can share one command

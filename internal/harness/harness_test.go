@@ -182,6 +182,7 @@ func TestScan(t *testing.T) {
 		{PID: 102, PPID: 101, Argv: []string{claudeVer, "--bg-spare", "--fd", "3"}},         // background worker
 		{PID: 103, PPID: 100, Argv: []string{"claude"}},                                     // npm install after process.title
 		{PID: 104, PPID: 100, Argv: []string{"claude", "-p", "summarize"}},                  // a print run: a session
+		{PID: 105, PPID: 101, Argv: []string{"claude", "--dangerously-skip-permissions"}},   // 101's fork before its exec
 		{PID: 110, PPID: 100, Argv: []string{"node", codexDir + "codex.js", "resume", "x"}}, // npm wrapper
 		{PID: 111, PPID: 110, Argv: []string{codexDir + "codex-x86_64-unknown-linux-musl", "resume", "x"}},
 		{PID: 112, PPID: 100, Argv: []string{"codex", "app-server"}},

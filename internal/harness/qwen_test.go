@@ -223,12 +223,20 @@ func TestResolveQwen(t *testing.T) {
 
 // TestScanQwen: of the wrapper, the relauncher and the agent, only the
 // agent is listed; a qwen started with QWEN_CODE_NO_RELAUNCH (one cli.js
-// under the wrapper) is listed too.
+// under the wrapper) is listed too; neither's fork before an exec is.
 func TestScanQwen(t *testing.T) {
 	f := newFx(t)
 	qwAgent(f)
 	f.add(proctest.Proc{PID: 172000, PPID: qwShell, Start: qwTick, Argv: []string{"node", qwBin, "--resume", qwSID}, Env: f.stdEnv("QWEN_CODE_NO_RELAUNCH=true"), Cwd: f.cwd()})
 	f.add(proctest.Proc{PID: 172001, PPID: 172000, Start: qwTick, Argv: []string{qwNode, "--expose-gc", qwCLI, "--resume", qwSID}, Env: f.stdEnv("QWEN_CODE_NO_RELAUNCH=true"), Cwd: f.cwd()})
+	// Each agent's fork before it execs a tool: a cli.js child of a
+	// cli.js, with the agent's command line and environment.
+	for a, argv := range map[int][]string{
+		qwPID:  {qwNode, "--expose-gc", qwCLI},
+		172001: {qwNode, "--expose-gc", qwCLI, "--resume", qwSID},
+	} {
+		f.add(proctest.Proc{PID: a + 5, PPID: a, Start: qwTick + 100, Argv: argv, Env: f.stdEnv("QWEN_CODE_NO_RELAUNCH=true"), Cwd: f.cwd()})
+	}
 	found, err := Scan(proc.New(f.procDir), 1000, nil)
 	if err != nil {
 		t.Fatal(err)
