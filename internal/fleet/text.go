@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/9harness/9harness/internal/client"
+	"github.com/9harness/9harness/internal/harness/render"
 )
 
 // LimitCell is the LIMITS cell: the tightest window, its length and the
@@ -116,26 +117,10 @@ func ShortHome(p, home string) string {
 	return p
 }
 
-// Printable keeps a value from steering the terminal: control characters
-// (a title is whatever the harness stored) and the bidirectional controls
-// that would reorder the rest of the line become '?', and line breaks and
-// tabs a space.
-func Printable(s string) string {
-	if plainASCII(s) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029:
-			return ' '
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return '?'
-		case r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
-			return '?'
-		}
-		return r
-	}, s)
-}
+// Printable keeps a value from steering the terminal (a title is
+// whatever the harness stored): render.Printable, the daemon's rule for
+// messages, for every value the client prints.
+func Printable(s string) string { return render.Printable(s) }
 
 // TextWidth is the cells s takes on a terminal, by grapheme cluster:
 // emoji and East Asian wide characters take 2, combining marks and the

@@ -98,8 +98,9 @@ func TestPrintable(t *testing.T) {
 		{"a\tb\nc\rd", "a b c d"},
 		{"\x1b]0;pwned\x07title", "?]0;pwned?title"},
 		{"\x1b[2Jx\x7f\u0085", "?[2Jx??"},
-		{"abc\u202edef\u2066", "abc?def?"}, // bidi controls would reorder the line
-		{"👨‍👩‍👧", "👨‍👩‍👧"},                 // the ZWJ stays
+		{"abc\u202edef\u2066", "abc?def?"},   // bidi controls would reorder the line
+		{"👨‍👩‍👧", "👨‍👩‍👧"},                   // the ZWJ stays
+		{"bad \xff\xfe byte", "bad ?? byte"}, // not UTF-8
 	} {
 		if got := Printable(tc.in); got != tc.want {
 			t.Errorf("Printable(%q) = %q, want %q", tc.in, got, tc.want)

@@ -12,9 +12,15 @@ import (
 	"unicode/utf8"
 )
 
-// Printable keeps a line from steering a terminal: control characters and
-// the bidirectional controls become '?', line breaks and tabs a space.
+// Printable keeps a line from steering a terminal: control characters,
+// the bidirectional controls that would reorder the rest of the line and
+// bytes that are not UTF-8 become '?', line breaks and tabs a space. It is
+// the one such rule, the daemon's for messages and the client's for every
+// value it prints.
 func Printable(s string) string {
+	if plainASCII(s) {
+		return s
+	}
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t' || r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029:
@@ -28,6 +34,17 @@ func Printable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// plainASCII reports whether s is printable ASCII only: nothing for
+// Printable to replace, as most of a table is.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Messages renders the JSON lines of a transcript, whatever the
