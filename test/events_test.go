@@ -326,11 +326,16 @@ func TestEventsMount(t *testing.T) {
 			<-done
 		}
 	})
-	time.Sleep(500 * time.Millisecond)
-	e.setClaudeStatus(t, "waiting", "approve Bash")
-	awaitOut(t, out, "claude "+strconv.Itoa(e.claude.pid())+" waiting approve Bash\n")
+	// cat prints what changes once its open reached the daemon, which on
+	// a loaded machine may be late: a new change until its line comes.
+	pid := strconv.Itoa(e.claude.pid())
+	pokeUntil(t, out, func(try int) string {
+		what := []string{"Edit", "Write", "Bash", "Read", "Glob"}[try]
+		e.setClaudeStatus(t, "waiting", "approve "+what)
+		return "claude " + pid + " waiting approve " + what + "\n"
+	})
 	e.setClaudeStatus(t, "idle", "")
-	awaitOut(t, out, "claude "+strconv.Itoa(e.claude.pid())+" idle\n")
+	awaitOut(t, out, "claude "+pid+" idle\n")
 	cat.Process.Signal(syscall.SIGINT)
 	select {
 	case <-done:

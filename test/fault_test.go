@@ -433,7 +433,7 @@ func TestFaultHostFailsAfterKill(t *testing.T) {
 	t.Parallel()
 	m := newMoveEnv(t)
 	broken := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(broken, "zmx"), []byte("#!/bin/sh\necho 'zmx: fault injected: cannot create a session' >&2\nexit 1\n"), 0o755))
+	writeExe(t, filepath.Join(broken, "zmx"), []byte("#!/bin/sh\necho 'zmx: fault injected: cannot create a session' >&2\nexit 1\n"))
 	const sid = "5d6e7f8a-9b0c-4d1e-8f2a-3b4c5d6e7f8a"
 	agent := m.startClaude(t, sid, "PATH="+broken+":"+bins+":/usr/bin:/bin")
 	d := startDaemon(t, m.home, "--allow-move", "--host-path", broken+":"+bins+":/usr/bin:/bin")

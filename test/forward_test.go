@@ -30,7 +30,7 @@ func TestSSHForward(t *testing.T) {
 	must(t, os.Chmod(relayDir, 0o755))
 	relayScript := filepath.Join(relayDir, "relay")
 	putRelay := func() {
-		must(t, os.WriteFile(relayScript, []byte("#!/bin/sh\nexec "+bin("9harness")+" \"$@\"\n"), 0o755))
+		writeExe(t, relayScript, []byte("#!/bin/sh\nexec "+bin("9harness")+" \"$@\"\n"))
 	}
 	putRelay()
 	opts := append(h.opts(h.key), "--ssh-opt", "ControlMaster=auto", "--ssh-opt", "ControlPath="+cm+"/%C",

@@ -375,9 +375,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 	w := t.TempDir()
 	must(t, os.Chmod(w, 0o755))
 	cp := filepath.Join(w, "9harnessd")
-	b, err := os.ReadFile(bin("9harnessd"))
-	must(t, err)
-	must(t, os.WriteFile(cp, b, 0o755))
+	copyExe(t, bin("9harnessd"), cp)
 	// The impostors, by a short id the session's name starts with.
 	type impostor struct {
 		what string
@@ -405,7 +403,7 @@ func TestMoveHandoffImpostor(t *testing.T) {
 		script += "\t" + id + "-*) exec " + bin("zmx") + ` run "$name" -d ` + strings.Join(q, " ") + " \"$@\" ;;\n"
 	}
 	script += "\tesac\nfi\nexec " + bin("zmx") + " \"$@\"\n"
-	must(t, os.WriteFile(filepath.Join(w, "zmx"), []byte(script), 0o755))
+	writeExe(t, filepath.Join(w, "zmx"), []byte(script))
 	canary := marker(t, "CANARY")
 	// Two daemons: one judges its launchers itself, the other through a
 	// proc helper, as the systemd unit does; each meets every impostor.
@@ -498,18 +496,16 @@ func TestMoveUpgradedDaemon(t *testing.T) {
 	dir := t.TempDir()
 	must(t, os.Chmod(dir, 0o755))
 	exe := filepath.Join(dir, "9harnessd")
-	b, err := os.ReadFile(bin("9harnessd"))
-	must(t, err)
-	must(t, os.WriteFile(exe, b, 0o755))
+	copyExe(t, bin("9harnessd"), exe)
 	sock := filepath.Join(t.TempDir(), "harness.sock")
 	d := launchCmd(t, exe, append(append([]string{"--unix", sock, "--audit", "stderr"}, rootArgs(m.home)...), m.moveArgs()...)...)
 	d.sock = sock
 	d.waitReady()
 	// The upgrade: a new file renamed over the old name.
-	must(t, os.WriteFile(exe+".new", b, 0o755))
+	copyExe(t, bin("9harnessd"), exe+".new")
 	must(t, os.Rename(exe+".new", exe))
 	a := m.startClaude(t, "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
-	err = d.client().WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/tmux", []byte("upgraded"))
+	err := d.client().WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/tmux", []byte("upgraded"))
 	if !isErrno(err, 1 /* EPERM */) {
 		t.Fatalf("move after an upgrade: %v, want EPERM\n%s", err, d.stderr.String())
 	}
@@ -527,4 +523,27 @@ func TestMoveUpgradedDaemon(t *testing.T) {
 	if n := len(auditEntries(d.stderr.String(), "9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e54")); n != 0 {
 		t.Errorf("%d moves started", n)
 	}
+}
+
+// copyExe copies the executable src to dst with cp(1), and writeExe
+// writes one with sh(1), never through a descriptor of this process: a
+// file this process opens for writing is inherited, until its exec, by
+// every child another test forks meanwhile, and an exec of the file fails
+// with ETXTBSY while any of them holds it.
+func copyExe(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s %s: %v %s", src, dst, err, out)
+	}
+	must(t, os.Chmod(dst, 0o755))
+}
+
+func writeExe(t *testing.T, path string, b []byte) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", `cat >"$1"`, "sh", path)
+	cmd.Stdin = bytes.NewReader(b)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writing %s: %v %s", path, err, out)
+	}
+	must(t, os.Chmod(path, 0o755))
 }

@@ -144,7 +144,7 @@ func journalctlStub(t *testing.T) (path, log string) {
 	t.Helper()
 	d := t.TempDir()
 	path, log = filepath.Join(d, "journalctl"), filepath.Join(d, "ran")
-	must(t, os.WriteFile(path, []byte("#!/bin/sh\necho \"$@\" >>"+log+"\n"), 0o755))
+	writeExe(t, path, []byte("#!/bin/sh\necho \"$@\" >>"+log+"\n"))
 	return path, log
 }
 
@@ -203,7 +203,7 @@ find ` + strings.Join(dirs, " ") + ` ! -type d | sort
 echo "== end"
 `
 	work := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(work, "install.sh"), []byte(script), 0o755))
+	writeExe(t, filepath.Join(work, "install.sh"), []byte(script))
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", filepath.Join(work, "install.sh"))
 	cmd.Env = append(append(os.Environ(), goEnv(t)...), "BIN="+binDir, "PREFIX="+prefix, "JCTL="+jctl)
 	out, err := cmd.CombinedOutput()
@@ -288,7 +288,7 @@ echo "== catalog after"
 journalctl --list-catalog 9a3c1d2e5f6b4c7d8e9f0a1b2c3d4e51 2>&1 || true
 echo "== end"
 `
-	must(t, os.WriteFile(filepath.Join(work, "install.sh"), []byte(script), 0o755))
+	writeExe(t, filepath.Join(work, "install.sh"), []byte(script))
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", filepath.Join(work, "install.sh"))
 	cmd.Env = append(os.Environ(), "BIN="+binDir)
 	out, err := cmd.CombinedOutput()

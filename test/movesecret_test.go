@@ -286,7 +286,7 @@ func TestMoveSandbox(t *testing.T) {
 	canaryDir := t.TempDir()
 	canary := filepath.Join(t.TempDir(), "canary-ran")
 	for _, name := range []string{"tmux", "zmx", "claude"} {
-		must(t, os.WriteFile(filepath.Join(canaryDir, name), []byte("#!/bin/sh\ntouch "+canary+"\nexit 0\n"), 0o755))
+		writeExe(t, filepath.Join(canaryDir, name), []byte("#!/bin/sh\ntouch "+canary+"\nexit 0\n"))
 	}
 	hostile := append([]string{}, m.env...)
 	hostile[0] = "PATH=" + canaryDir + ":" + bins + ":/usr/bin:/bin"
@@ -479,7 +479,7 @@ func TestMoveOutcomeTrue(t *testing.T) {
 	// The daemon's resume path names a claude that lives one second.
 	dir := t.TempDir()
 	must(t, os.Chmod(dir, 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "claude"), []byte("#!/bin/sh\n( sleep 1; kill $$ ) &\nexec "+bin("claude")+" \"$@\"\n"), 0o755))
+	writeExe(t, filepath.Join(dir, "claude"), []byte("#!/bin/sh\n( sleep 1; kill $$ ) &\nexec "+bin("claude")+" \"$@\"\n"))
 	d := startDaemon(t, m.home, m.moveArgs("--resume-path", dir)...)
 	start := time.Now()
 	err := d.client().WriteFile("/active/claude/"+strconv.Itoa(a.pid())+"/tmux", []byte("brief"))

@@ -91,7 +91,7 @@ func TestProcHelper(t *testing.T) {
 	b, err := os.ReadFile(sleep)
 	must(t, err)
 	claude := filepath.Join(t.TempDir(), "claude")
-	must(t, os.WriteFile(claude, b, 0o755))
+	writeExe(t, claude, b)
 	master, slave := openPTY(t)
 	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP; exec `+claude+" 600")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home}

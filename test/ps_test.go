@@ -894,7 +894,7 @@ func TestPsTableTmux(t *testing.T) {
 	b, err := os.ReadFile(sleep)
 	must(t, err)
 	claude := filepath.Join(dir, "claude")
-	must(t, os.WriteFile(claude, b, 0o755))
+	writeExe(t, claude, b)
 	sock := filepath.Join(dir, "s")
 	tmux := func(args ...string) string {
 		t.Helper()

@@ -39,7 +39,7 @@ func TestReachLive(t *testing.T) {
 	b, err := os.ReadFile(sleep)
 	must(t, err)
 	claude := filepath.Join(dir, "claude")
-	must(t, os.WriteFile(claude, b, 0o755))
+	writeExe(t, claude, b)
 
 	var started []int
 	t.Cleanup(func() {

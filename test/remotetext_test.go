@@ -40,7 +40,7 @@ func TestRemoteTextQuoted(t *testing.T) {
 	base := t.TempDir()
 	fakebin := filepath.Join(base, "bin")
 	must(t, os.MkdirAll(fakebin, 0o755))
-	must(t, os.WriteFile(filepath.Join(fakebin, "ssh"), []byte(hostileSSH), 0o755))
+	writeExe(t, filepath.Join(fakebin, "ssh"), []byte(hostileSSH))
 	hosts := filepath.Join(base, "hosts")
 	must(t, os.WriteFile(hosts, []byte("evil\nevil2\n"), 0o644))
 	run := filepath.Join(base, "run")

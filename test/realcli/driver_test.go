@@ -177,8 +177,14 @@ func (w *world) launch(session, cwd string, env []string, argv ...string) pane {
 		b.WriteString(" " + shq(kv))
 	}
 	b.WriteString(` TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" "$@"` + "\n")
-	if err := os.WriteFile(script, []byte(b.String()), 0o700); err != nil {
-		w.t.Fatal(err)
+	// Written by sh, not through a descriptor of this process: one open
+	// for writing here is inherited, until their exec, by the children
+	// other tests fork meanwhile, and tmux's exec of the script would fail
+	// with ETXTBSY while one holds it.
+	wr := exec.Command("sh", "-c", `umask 077 && cat >"$1" && chmod 700 "$1"`, "sh", script)
+	wr.Stdin = strings.NewReader(b.String())
+	if out, err := wr.CombinedOutput(); err != nil {
+		w.t.Fatalf("writing %s: %v %s", script, err, out)
 	}
 	args := append([]string{"new-session", "-d", "-s", session, "-x", "200", "-y", "50", "-c", cwd, "--", script}, argv...)
 	if _, err := w.tmux(w.label, args...); err != nil {
