@@ -904,9 +904,11 @@ func testBoundStopCost(t *testing.T, dialect string) {
 	busy := stopAfter(t, dialect, requests/10000, requests)
 	t.Logf("stop after no request: %v; after %d: %v", idle, requests, busy)
 	// The CPU time is read in 10 ms ticks before the stop: the slack
-	// covers that and the noise of a busy machine, far below the cost
-	// of 200,000 leftovers.
-	if busy.cpu > 2*idle.cpu+25*time.Millisecond {
+	// covers that, a garbage collection the requests' garbage may start
+	// meanwhile and the noise of a busy machine, and is far below what
+	// 200,000 leftovers cost under -race, as make test builds the
+	// daemon (a plain build's daemon cancelled them in about 50 ms).
+	if busy.cpu > 2*idle.cpu+100*time.Millisecond {
 		t.Errorf("the stop after %d requests took %v of CPU, after none %v: a stop's cost grows with the requests answered", requests, busy.cpu, idle.cpu)
 	}
 	if busy.wall > 5*time.Second {
