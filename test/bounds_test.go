@@ -878,3 +878,143 @@ func holdAsWait(t *testing.T, uid int, sock string, n int, dialect string, wait 
 		return out.String()
 	}
 }
+
+// TestBoundStopCost: a daemon asked to stop (SIGTERM, systemd's stop)
+// spends no more on a connection that has had 200,000 requests answered
+// than on one that has had none. Before, each request answered on a
+// 9P2000 connection left its context behind until the connection ended,
+// and the stop then cancelled every one: 0.8 s of CPU under -race for
+// 200,000 Tstats (more under load: TestBoundFids's daemon, 200,000
+// Twalks on one connection, overran its 10 s to stop), where a stop
+// costs about 10 ms. Measured as the daemon's CPU time from SIGTERM to
+// its exit, which a busy machine stretches far less than wall-clock
+// time; the daemon is told not to sleep at exit under the race detector
+// (GORACE), a second that would hide the difference.
+//
+// Guards rule 10: what a peer's requests make the daemon hold ends with
+// each request, not with the connection.
+func TestBoundStopCost(t *testing.T) {
+	t.Parallel()
+	forDialects(t, testBoundStopCost)
+}
+
+func testBoundStopCost(t *testing.T, dialect string) {
+	const requests = 200000
+	idle := stopAfter(t, dialect, requests/10000, 0)
+	busy := stopAfter(t, dialect, requests/10000, requests)
+	t.Logf("stop after no request: %v; after %d: %v", idle, requests, busy)
+	// The CPU time is read in 10 ms ticks before the stop: the slack
+	// covers that, a garbage collection the requests' garbage may start
+	// meanwhile and the noise of a busy machine, and is far below what
+	// 200,000 leftovers cost under -race, as make test builds the
+	// daemon (a plain build's daemon cancelled them in about 50 ms).
+	if busy.cpu > 2*idle.cpu+100*time.Millisecond {
+		t.Errorf("the stop after %d requests took %v of CPU, after none %v: a stop's cost grows with the requests answered", requests, busy.cpu, idle.cpu)
+	}
+	if busy.wall > 5*time.Second {
+		t.Errorf("the stop after %d requests took %v", requests, busy.wall)
+	}
+}
+
+// stopCost is what a daemon's stop on SIGTERM took: wall-clock time and
+// the CPU time the daemon spent in it.
+type stopCost struct{ wall, cpu time.Duration }
+
+func (c stopCost) String() string { return fmt.Sprintf("%v (CPU %v)", c.wall, c.cpu) }
+
+// stopAfter starts a daemon, makes fids fids on one connection, has
+// extra more requests answered on it (Tstat or Tgetattr of the root),
+// and returns what the daemon's stop on SIGTERM costs with the
+// connection open and the fids held.
+func stopAfter(t *testing.T, dialect string, fids, extra int) stopCost {
+	t.Helper()
+	d := startDaemonEnv(t, []string{"GORACE=atexit_sleep_ms=0"}, t.TempDir(), "--proc", emptyProc(t))
+	a := dial9(t, d.sock, 64<<10, dialect)
+	must(t, a.attach(0))
+	next := uint32(1)
+	a.pipeline(t, fids-1, func(buf []byte, tag uint16) []byte {
+		buf = append(buf, frame(proto.Twalk, tag, walkBody(0, next))...)
+		next++
+		return buf
+	}, proto.Rwalk)
+	styp, sbody := a.statReq(0)
+	a.pipeline(t, extra, func(buf []byte, tag uint16) []byte {
+		return append(buf, frame(styp, tag, sbody)...)
+	}, styp+1)
+	before, err := cpuTime(d.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.done <- err
+		if err != nil {
+			t.Errorf("the daemon's exit: %v\n%s", err, d.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the daemon did not stop within 60 s of SIGTERM\n%s", d.stderr.String())
+	}
+	wall := time.Since(start)
+	ps := d.cmd.ProcessState
+	return stopCost{wall: wall, cpu: ps.UserTime() + ps.SystemTime() - before}
+}
+
+// pipeline has n requests answered, 256 at a time, each made by req
+// with its tag, and fails the test on any reply but want.
+func (r *raw9) pipeline(t *testing.T, n int, req func(buf []byte, tag uint16) []byte, want uint8) {
+	t.Helper()
+	const window = 256
+	buf := make([]byte, 0, window*32)
+	for n > 0 {
+		buf = buf[:0]
+		k := min(window, n)
+		for i := range k {
+			buf = req(buf, uint16(i))
+		}
+		n -= k
+		if err := r.send(buf); err != nil {
+			t.Fatalf("sending: %v", err)
+		}
+		for range k {
+			typ, _, body, err := r.recv()
+			if err != nil {
+				t.Fatalf("reading a reply: %v", err)
+			}
+			if typ != want {
+				t.Fatalf("%s, want reply type %d", replyString(typ, body), want)
+			}
+		}
+	}
+}
+
+// cpuTime is the CPU time pid has used so far (utime+stime).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// utime and stime are the 14th and 15th fields of the line, the
+	// 12th and 13th after the command's closing parenthesis, in clock
+	// ticks (USER_HZ, 100 on Linux).
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond, nil
+}
+
+// replyString names a reply that is not the one asked for.
+func replyString(typ uint8, body []byte) string {
+	switch {
+	case typ == proto.Rlerror && len(body) >= 4:
+		return syscall.Errno(proto.Uint32(body)).Error()
+	case typ == proto.Rerror && len(body) >= 2:
+		return string(body[2:])
+	}
+	return fmt.Sprint("reply type ", typ)
+}

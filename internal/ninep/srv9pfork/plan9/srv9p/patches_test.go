@@ -377,3 +377,27 @@ func TestSmallMsize(t *testing.T) {
 		t.Fatal("the Tread was not charged within 10 s")
 	}
 }
+
+// 11-request-context-ends: a request's context is done once its reply is
+// written, while the connection lives on. Before, each stayed a child of
+// the connection's context until the connection ended: memory per
+// request ever answered, and a cancel of each one at the end.
+func TestRequestContextEnds(t *testing.T) {
+	srv := testFS()
+	ctxs := make(chan context.Context, 1)
+	stat := srv.Stat
+	srv.Stat = func(ctx context.Context, fid *Fid) (*plan9.Dir, error) {
+		ctxs <- ctx
+		return stat(ctx, fid)
+	}
+	cli, _ := session(t, srv)
+	for i := range 100 {
+		rpc(t, cli, &plan9.Fcall{Type: plan9.Tstat, Tag: uint16(2 + i), Fid: 0}, plan9.Rstat)
+		ctx := <-ctxs
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Tstat %d: its context is not done 5 s after its reply", i)
+		}
+	}
+}

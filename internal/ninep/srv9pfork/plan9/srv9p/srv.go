@@ -471,6 +471,10 @@ func (r *request) respond() {
 		f.respond()
 	}
 	r.flush = nil
+	// The request is done: its context leaves the connection's, which
+	// would otherwise keep it, one per request ever answered, until the
+	// connection ends, and then cancel every one of them.
+	r.cancel()
 	conn.giveSlot(r)
 	if r.counted {
 		conn.finished()
