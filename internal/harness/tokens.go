@@ -6,7 +6,6 @@ import (
 	"container/list"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
-	"golang.org/x/sys/unix"
 )
 
 // Tokens is a session's token usage as the harness records it. Each count
@@ -288,12 +286,6 @@ const countYieldBytes = 256 << 10
 
 var yieldMax = 250 * time.Millisecond
 
-// workerNice is the nice value of the thread the worker runs on. A
-// nice-19 thread still runs when the CPUs are otherwise busy (about a
-// seventieth of a nice-0 thread's share), so the derivations are never
-// starved, only put behind the reads.
-const workerNice = 19
-
 // Reading notes a read of many agents (the table) in progress until done
 // is called. The worker that derives what such reads leave pending (Later)
 // waits while any runs, so it never competes with a reader for the CPUs:
@@ -419,15 +411,13 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	}
 }
 
-// work derives the queued agents' facts until none is left, on a thread
-// of its own at the lowest priority (workerNice): the derivations are for
-// a later read, and whatever a user waits for meanwhile (a client
-// starting, the daemon answering another request) comes first.
+// work derives the queued agents' facts until none is left, one at a
+// time (one of the runtime's CPUs at most), pausing while reads run
+// (Reading). It runs at the daemon's own priority: a thread the kernel
+// runs less often still holds one of the runtime's CPUs while it waits
+// to run, so on a busy machine the reads would wait for it (for that
+// CPU, and for every stop of the world the collector makes).
 func (c *Counts) work() {
-	// The thread keeps the priority: it is never given back to the
-	// runtime (no UnlockOSThread), so it ends when this goroutine does.
-	runtime.LockOSThread()
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
 	for {
 		c.mu.Lock()
 		if len(c.later) == 0 {
