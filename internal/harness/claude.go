@@ -400,7 +400,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 // and its subagents.
 func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 	a.Transcript = tr
-	if claudeFactsNow(env, tr) {
+	if claudeFactsNow(env, a.Harness, tr) {
 		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
 			t, m := claudeFacts(env.Root, tr)
 			return [2]string{t, m}
@@ -418,10 +418,15 @@ func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 // them for an earlier version of the file (an agent the reads already
 // show, at work: its title is derived at every change, as without a
 // Defer), or when the windows claudeFacts reads fit what the read has
-// left to spend.
-func claudeFactsNow(env Env, tr string) bool {
+// left to spend, and no derivation of them is queued already
+// (Counts.Later): a read does not do again what the worker will do for
+// it, so the reads that come while it works cost what a later one does.
+func claudeFactsNow(env Env, harness, tr string) bool {
 	if env.Defer == nil || derivedBefore(env.Memo, env.Root, "claude-facts", tr) {
 		return true
+	}
+	if env.Counts.queuedLater(harness, tr) {
+		return false
 	}
 	info, err := env.Memo.Stat(env.Root, tr)
 	if err != nil {

@@ -101,6 +101,9 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 	// Without env.Counts nothing is kept for a later read: CountNow
 	// counts now, as Count.
 	whole = whole || env.Counts == nil
+	if !whole && countingElsewhere(env, a) {
+		return a.Tokens, false
+	}
 	f, err := env.Root.Open(a.Transcript)
 	if err != nil {
 		return a.Tokens, true
@@ -190,6 +193,22 @@ func countedAlready(env Env, a Agent, wait bool) (Tokens, bool) {
 	return e.t.clone(), true
 }
 
+// countingElsewhere reports, for CountNow in a read that shares its
+// stats (env.Memo), that the count it would make is pending whatever it
+// reads: the Counts hold nothing for a's transcript to read on from, or
+// another count of it is running. Then the file is not opened: CountNow
+// would open it only to find as much.
+func countingElsewhere(env Env, a Agent) bool {
+	if env.Memo == nil {
+		return false
+	}
+	info, err := env.Memo.Stat(env.Root, a.Transcript)
+	if err != nil || info.Dir || info.Size > scanMax {
+		return false
+	}
+	return env.Counts.nothingToGrow(countKey{info.Dev, info.Ino, a.Harness})
+}
+
 // counter is a harness's running count of a transcript's lines.
 type counter interface {
 	line([]byte)
@@ -256,7 +275,8 @@ type Counts struct {
 	busy  map[countKey]chan struct{} // closed when that file's count is done
 
 	later   []laterCount    // the derivations Later queued, oldest first
-	queued  map[string]bool // their harness and transcript
+	sums    []laterCount    // those whose facts are derived, their sums not yet
+	queued  map[string]bool // the harness and transcript of both
 	working bool            // the worker runs
 	idle    chan struct{}   // closed when the queue empties, for Settled
 
@@ -340,7 +360,8 @@ type laterCount struct {
 	files *FileCache
 	p     proc.Proc
 	a     Agent
-	cost  int64 // charged to Budget while queued
+	key   string // in queued: the harness and transcript Later was given
+	cost  int64  // charged to Budget while queued
 }
 
 // laterCost is what l holds: the agent's strings (its argv is the
@@ -384,12 +405,12 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	k := a.Harness + "\x00" + a.Transcript
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.queued[k] || len(c.later) >= maxCounts {
+	if c.queued[k] || len(c.later)+len(c.sums) >= maxCounts {
 		return
 	}
 	// Only what Count reads of the agent is kept.
 	l := laterCount{env: env, files: files, p: p,
-		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}}
+		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}, key: k}
 	l.cost = laterCost(l)
 	need := l.cost
 	if !c.working {
@@ -417,43 +438,61 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 // runs less often still holds one of the runtime's CPUs while it waits
 // to run, so on a busy machine the reads would wait for it (for that
 // CPU, and for every stop of the world the collector makes).
+//
+// The facts a few windows give (title, model) are derived for every
+// queued agent before any token sums (a whole transcript each): a read
+// shows them all soon, and leaves them to the worker (claudeFactsNow)
+// instead of reading their windows itself.
 func (c *Counts) work() {
 	for {
 		c.mu.Lock()
-		if len(c.later) == 0 {
+		if len(c.later) > 0 {
+			l := c.later[0]
+			c.later = c.later[1:]
+			c.mu.Unlock()
+			l.a = c.facts(l)
+			c.mu.Lock()
+			c.sums = append(c.sums, l)
+			c.mu.Unlock()
+			continue
+		}
+		if len(c.sums) == 0 {
 			c.working = false
-			c.later = nil
+			c.later, c.sums = nil, nil
 			c.logged = false
 			c.Budget.Release(workCost)
 			close(c.idle)
 			c.mu.Unlock()
 			return
 		}
-		l := c.later[0]
-		c.later = c.later[1:]
+		l := c.sums[0]
+		c.sums = c.sums[1:]
 		c.mu.Unlock()
-		c.derive(l)
+		l.env.yield = c.yield
+		c.yield()
+		Count(l.env, l.a)
 		c.mu.Lock()
-		delete(c.queued, l.a.Harness+"\x00"+l.a.Transcript)
+		delete(c.queued, l.key)
 		c.Budget.Release(l.cost)
 		c.mu.Unlock()
 	}
 }
 
-// derive is the worker's derivation of l: the facts it names, then the
-// tokens' sums, waiting while reads are in progress (Reading).
-func (c *Counts) derive(l laterCount) {
+// facts is the worker's derivation of the facts l names but the tokens'
+// sums, waiting while reads are in progress (Reading): l's agent as
+// resolved again, for its sums.
+func (c *Counts) facts(l laterCount) Agent {
 	a := l.a
-	l.env.yield = c.yield
-	c.yield()
-	if slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) && l.files != nil {
-		env := l.env
-		env.Memo = NewMemoCache(l.files)
-		a = ByName(l.a.Harness).Resolve(env, l.p)
-		env.Memo.Release()
-		c.yield()
+	if !slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) || l.files == nil {
+		return a
 	}
-	Count(l.env, a)
+	c.yield()
+	env := l.env
+	env.Memo = NewMemoCache(l.files)
+	r := ByName(l.a.Harness).Resolve(env, l.p)
+	env.Memo.Release()
+	// Only what Count reads of the agent is kept.
+	return Agent{Harness: r.Harness, Transcript: r.Transcript, Tokens: r.Tokens}
 }
 
 // Settled is closed once no derivation Later queued is waiting or running.
@@ -552,6 +591,30 @@ func (c *Counts) unchanged(k countKey, size int64, mtime time.Time) (Tokens, boo
 		c.order.MoveToBack(el)
 	}
 	return e.t.clone(), true
+}
+
+// nothingToGrow reports that a count of k is running, or that no count
+// of k with its running state is kept (a grown file would be counted
+// afresh).
+func (c *Counts) nothingToGrow(k countKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, running := c.busy[k]; running {
+		return true
+	}
+	e, ok := c.m[k]
+	return !ok || e.c == nil
+}
+
+// queuedLater reports whether a derivation of harness's transcript tr is
+// queued (Later) and not yet done.
+func (c *Counts) queuedLater(harness, tr string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued[harness+"\x00"+tr]
 }
 
 // done ends the caller's count of k (after put, if it keeps one).
