@@ -284,6 +284,7 @@ type Counts struct {
 	// resume is closed when the last ends. The worker waits meanwhile.
 	readers atomic.Int32
 	resume  chan struct{} // under mu
+	ended   atomic.Int64  // when the last read ended (unix nanoseconds)
 
 	logged bool // a drop was logged since the queue last emptied; under mu
 }
@@ -306,6 +307,11 @@ const countYieldBytes = 256 << 10
 
 var yieldMax = 250 * time.Millisecond
 
+// readQuiet is how long after a read of many agents ends the worker
+// still waits: such reads come in runs (a watch, a script, a user's
+// second look), and the next one's client is starting meanwhile.
+var readQuiet = 50 * time.Millisecond
+
 // Reading notes a read of many agents (the table) in progress until done
 // is called. The worker that derives what such reads leave pending (Later)
 // waits while any runs, so it never competes with a reader for the CPUs:
@@ -324,6 +330,7 @@ func (c *Counts) Reading() (done func()) {
 		once.Do(func() {
 			c.mu.Lock()
 			if c.readers.Add(-1) == 0 {
+				c.ended.Store(time.Now().UnixNano())
 				close(c.resume)
 			}
 			c.mu.Unlock()
@@ -331,24 +338,39 @@ func (c *Counts) Reading() (done func()) {
 	}
 }
 
-// yield waits while a read is in progress (Reading), for at most
-// yieldMax.
+// yield waits while a read is in progress (Reading), and until readQuiet
+// after the last one ended, for at most yieldMax in all.
 func (c *Counts) yield() {
-	if c.readers.Load() == 0 {
-		return
-	}
-	c.mu.Lock()
-	ch := c.resume
-	busy := c.readers.Load() > 0
-	c.mu.Unlock()
-	if !busy {
-		return
-	}
-	t := time.NewTimer(yieldMax)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
+	var t *time.Timer
+	for {
+		quiet := time.Until(time.Unix(0, c.ended.Load()).Add(readQuiet))
+		if c.readers.Load() == 0 && quiet <= 0 {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(yieldMax)
+			defer t.Stop()
+		}
+		c.mu.Lock()
+		ch := c.resume
+		if c.readers.Load() == 0 {
+			ch = nil // none running: wait out the quiet
+		}
+		c.mu.Unlock()
+		var q <-chan time.Time
+		if ch == nil {
+			quiet = time.Until(time.Unix(0, c.ended.Load()).Add(readQuiet))
+			if quiet <= 0 {
+				return
+			}
+			q = time.After(quiet)
+		}
+		select {
+		case <-ch:
+		case <-q:
+		case <-t.C:
+			return
+		}
 	}
 }
 
