@@ -400,7 +400,7 @@ func (claude) Resolve(env Env, p proc.Proc) Agent {
 // and its subagents.
 func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 	a.Transcript = tr
-	if claudeFactsNow(env, tr) {
+	if claudeFactsNow(env, a.Harness, tr) {
 		facts := fileCached(env.Memo, env.Root, "claude-facts", tr, func() [2]string {
 			t, m := claudeFacts(env.Root, tr)
 			return [2]string{t, m}
@@ -418,10 +418,15 @@ func claudeTranscriptFacts(env Env, a *Agent, projDir, sid, tr string) {
 // them for an earlier version of the file (an agent the reads already
 // show, at work: its title is derived at every change, as without a
 // Defer), or when the windows claudeFacts reads fit what the read has
-// left to spend.
-func claudeFactsNow(env Env, tr string) bool {
+// left to spend, and no derivation of them is queued already
+// (Counts.Later): a read does not do again what the worker will do for
+// it, so the reads that come while it works cost what a later one does.
+func claudeFactsNow(env Env, harness, tr string) bool {
 	if env.Defer == nil || derivedBefore(env.Memo, env.Root, "claude-facts", tr) {
 		return true
+	}
+	if env.Counts.queuedLater(harness, tr) {
+		return false
 	}
 	info, err := env.Memo.Stat(env.Root, tr)
 	if err != nil {
@@ -1123,7 +1128,9 @@ func (u *claudeUsage) add(v claudeUsage) {
 }
 
 func (c *claudeTokens) line(ln []byte) {
-	if !bytes.Contains(ln, []byte(`"usage"`)) {
+	// From the end, where Claude writes it: a search from the start
+	// would try every quote of the content first.
+	if bytes.LastIndex(ln, []byte(`"usage"`)) < 0 {
 		return
 	}
 	id, u, ok := claudeUsageFast(ln)
@@ -1153,8 +1160,12 @@ func (c *claudeTokens) line(ln []byte) {
 func claudeUsageFast(ln []byte) (id string, u claudeUsage, ok bool) {
 	const msg = `"message":{"id":"`
 	i := bytes.Index(ln, []byte(msg))
+	// The marks of what is left to the full decoding are looked for by
+	// a rarer part (one that does not start with a quote, which the
+	// content is full of): more lines may match, and go to the full
+	// decoding, none fewer.
 	if i < 0 || !bytes.Contains(ln, []byte(`"type":"assistant"`)) ||
-		bytes.Contains(ln, []byte(`"isSidechain":true`)) || bytes.Contains(ln, []byte(`"<synthetic>"`)) {
+		bytes.Contains(ln, []byte(`Sidechain":true`)) || bytes.Contains(ln, []byte(`<synthetic>`)) {
 		return "", u, false
 	}
 	rest := ln[i+len(msg):]
@@ -1168,10 +1179,156 @@ func claudeUsageFast(ln []byte) (id string, u claudeUsage, ok bool) {
 		return "", u, false
 	}
 	obj := jsonObject(ln[k+len(`"usage":`):])
-	if obj == nil || json.Unmarshal(obj, &u) != nil {
+	if obj == nil {
+		return "", u, false
+	}
+	if u, ok = usageFast(obj); ok {
+		return id, u, true
+	}
+	if u = (claudeUsage{}); json.Unmarshal(obj, &u) != nil {
 		return "", u, false
 	}
 	return id, u, true
+}
+
+// usageFast is json.Unmarshal of a usage object into a claudeUsage,
+// without reflection, for the objects Claude writes: keys without
+// escapes, the counts integers, other values strings without escapes,
+// numbers, literals or objects of the same. Anything else is not read
+// (ok false), so that what it gives is always what json.Unmarshal gives.
+func usageFast(obj []byte) (u claudeUsage, ok bool) {
+	fields := [...]struct {
+		name string
+		v    *int64
+	}{{"input_tokens", &u.Input}, {"cache_creation_input_tokens", &u.CacheCreate},
+		{"cache_read_input_tokens", &u.CacheRead}, {"output_tokens", &u.Output}}
+	p := jsonScan{b: obj}
+	ok = p.object(func(key []byte) bool {
+		for _, f := range fields {
+			if string(key) == f.name {
+				n, ok := p.integer()
+				*f.v = n
+				return ok
+			}
+			if bytes.EqualFold(key, []byte(f.name)) {
+				return false // json.Unmarshal's match ignores case
+			}
+		}
+		return p.value()
+	})
+	p.space()
+	return u, ok && p.i == len(p.b)
+}
+
+// jsonScan reads the strict subset of JSON usageFast takes.
+type jsonScan struct {
+	b []byte
+	i int
+}
+
+func (p *jsonScan) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *jsonScan) next(c byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// object reads an object, each member's value by member (after its key
+// and colon).
+func (p *jsonScan) object(member func(key []byte) bool) bool {
+	if !p.next('{') {
+		return false
+	}
+	if p.next('}') {
+		return true
+	}
+	for {
+		p.space()
+		key, ok := p.str()
+		if !ok || !p.next(':') {
+			return false
+		}
+		p.space()
+		if !member(key) {
+			return false
+		}
+		if p.next('}') {
+			return true
+		}
+		if !p.next(',') {
+			return false
+		}
+	}
+}
+
+// str reads a string of printable ASCII without escapes, and gives its
+// body.
+func (p *jsonScan) str() ([]byte, bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, false
+	}
+	for j := p.i + 1; j < len(p.b); j++ {
+		switch c := p.b[j]; {
+		case c == '"':
+			s := p.b[p.i+1 : j]
+			p.i = j + 1
+			return s, true
+		case c == '\\' || c < 0x20 || c >= 0x7f:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// integer reads an integer that fits an int64.
+func (p *jsonScan) integer() (int64, bool) {
+	j := p.i
+	if j < len(p.b) && p.b[j] == '-' {
+		j++
+	}
+	d := j
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+		j++
+	}
+	if j == d || j-d > 1 && p.b[d] == '0' || j < len(p.b) && (p.b[j] == '.' || p.b[j] == 'e' || p.b[j] == 'E') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(p.b[p.i:j]), 10, 64)
+	p.i = j
+	return n, err == nil
+}
+
+// value reads and drops a value: a string, an integer, a literal, or an
+// object of them.
+func (p *jsonScan) value() bool {
+	if p.i >= len(p.b) {
+		return false
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
+		_, ok := p.str()
+		return ok
+	case c == '{':
+		return p.object(func([]byte) bool { return p.value() })
+	case c == '-' || c >= '0' && c <= '9':
+		_, ok := p.integer()
+		return ok
+	}
+	for _, lit := range []string{"true", "false", "null"} {
+		if bytes.HasPrefix(p.b[p.i:], []byte(lit)) {
+			p.i += len(lit)
+			return true
+		}
+	}
+	return false
 }
 
 // jsonObject is the JSON object b starts with, found by matching braces

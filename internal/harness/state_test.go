@@ -460,6 +460,30 @@ func TestClaudeUsageFast(t *testing.T) {
 	}
 }
 
+// TestUsageFast: the usage object's own reading gives what json.Unmarshal
+// gives, or leaves the object to it.
+func TestUsageFast(t *testing.T) {
+	for _, obj := range []string{
+		`{"input_tokens":3,"cache_creation_input_tokens":120,"cache_read_input_tokens":1000,"output_tokens":40}`,
+		`{ "input_tokens" : 3 , "cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":120},"output_tokens":-4,"service_tier":"standard","server_tool_use":{"web_search_requests":0},"x":null,"y":true,"z":false}`,
+		`{}`, `{"input_tokens":1,"input_tokens":2}`, `{"Input_Tokens":5}`, `{"input_tokens":5,"INPUT_TOKENS":6}`,
+		`{"input_tokens":1.5}`, `{"input_tokens":1e3}`, `{"input_tokens":01}`, `{"input_tokens":"3"}`, `{"input_tokens":null}`,
+		`{"input_tokens":99999999999999999999}`, `{"input_tokens":-}`, `{"a":[1,2],"input_tokens":3}`, `{"a":"\u0041","output_tokens":3}`,
+		`{"output_tokens":3,}`, `{"output_tokens":3`, `{"output_tokens" 3}`, `{"a":tru,"output_tokens":3}`, `{"a":"é","output_tokens":3}`,
+		`{"output_tokens":3} `, `{"output_tokens":3}x`,
+	} {
+		var want claudeUsage
+		werr := json.Unmarshal([]byte(obj), &want)
+		got, ok := usageFast([]byte(obj))
+		if ok && (werr != nil || got != want) {
+			t.Errorf("%s: %+v, json.Unmarshal %+v (%v)", obj, got, want, werr)
+		}
+	}
+	if u, ok := usageFast([]byte(`{"input_tokens":3,"cache_creation":{"a":1},"output_tokens":40,"service_tier":"standard"}`)); !ok || u.Input != 3 || u.Output != 40 {
+		t.Errorf("Claude's usage object not read: %+v %v", u, ok)
+	}
+}
+
 // TestCodexTokensWindows: in a rollout too big to read whole, the newest
 // token_count is still found in the tail, and a sub-agent's baseline is
 // looked for in the head alone: not found there, the sums are absent

@@ -6,7 +6,6 @@ import (
 	"container/list"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/proc"
 	"github.com/9harness/9harness/internal/saferoot"
-	"golang.org/x/sys/unix"
 )
 
 // Tokens is a session's token usage as the harness records it. Each count
@@ -103,6 +101,9 @@ func count(env Env, a Agent, whole bool) (Tokens, bool) {
 	// Without env.Counts nothing is kept for a later read: CountNow
 	// counts now, as Count.
 	whole = whole || env.Counts == nil
+	if !whole && countingElsewhere(env, a) {
+		return a.Tokens, false
+	}
 	f, err := env.Root.Open(a.Transcript)
 	if err != nil {
 		return a.Tokens, true
@@ -192,6 +193,22 @@ func countedAlready(env Env, a Agent, wait bool) (Tokens, bool) {
 	return e.t.clone(), true
 }
 
+// countingElsewhere reports, for CountNow in a read that shares its
+// stats (env.Memo), that the count it would make is pending whatever it
+// reads: the Counts hold nothing for a's transcript to read on from, or
+// another count of it is running. Then the file is not opened: CountNow
+// would open it only to find as much.
+func countingElsewhere(env Env, a Agent) bool {
+	if env.Memo == nil {
+		return false
+	}
+	info, err := env.Memo.Stat(env.Root, a.Transcript)
+	if err != nil || info.Dir || info.Size > scanMax {
+		return false
+	}
+	return env.Counts.nothingToGrow(countKey{info.Dev, info.Ino, a.Harness})
+}
+
 // counter is a harness's running count of a transcript's lines.
 type counter interface {
 	line([]byte)
@@ -258,7 +275,8 @@ type Counts struct {
 	busy  map[countKey]chan struct{} // closed when that file's count is done
 
 	later   []laterCount    // the derivations Later queued, oldest first
-	queued  map[string]bool // their harness and transcript
+	sums    []laterCount    // those whose facts are derived, their sums not yet
+	queued  map[string]bool // the harness and transcript of both
 	working bool            // the worker runs
 	idle    chan struct{}   // closed when the queue empties, for Settled
 
@@ -266,6 +284,7 @@ type Counts struct {
 	// resume is closed when the last ends. The worker waits meanwhile.
 	readers atomic.Int32
 	resume  chan struct{} // under mu
+	ended   atomic.Int64  // when the last read ended (unix nanoseconds)
 
 	logged bool // a drop was logged since the queue last emptied; under mu
 }
@@ -288,11 +307,10 @@ const countYieldBytes = 256 << 10
 
 var yieldMax = 250 * time.Millisecond
 
-// workerNice is the nice value of the thread the worker runs on. A
-// nice-19 thread still runs when the CPUs are otherwise busy (about a
-// seventieth of a nice-0 thread's share), so the derivations are never
-// starved, only put behind the reads.
-const workerNice = 19
+// readQuiet is how long after a read of many agents ends the worker
+// still waits: such reads come in runs (a watch, a script, a user's
+// second look), and the next one's client is starting meanwhile.
+var readQuiet = 50 * time.Millisecond
 
 // Reading notes a read of many agents (the table) in progress until done
 // is called. The worker that derives what such reads leave pending (Later)
@@ -312,6 +330,7 @@ func (c *Counts) Reading() (done func()) {
 		once.Do(func() {
 			c.mu.Lock()
 			if c.readers.Add(-1) == 0 {
+				c.ended.Store(time.Now().UnixNano())
 				close(c.resume)
 			}
 			c.mu.Unlock()
@@ -319,24 +338,39 @@ func (c *Counts) Reading() (done func()) {
 	}
 }
 
-// yield waits while a read is in progress (Reading), for at most
-// yieldMax.
+// yield waits while a read is in progress (Reading), and until readQuiet
+// after the last one ended, for at most yieldMax in all.
 func (c *Counts) yield() {
-	if c.readers.Load() == 0 {
-		return
-	}
-	c.mu.Lock()
-	ch := c.resume
-	busy := c.readers.Load() > 0
-	c.mu.Unlock()
-	if !busy {
-		return
-	}
-	t := time.NewTimer(yieldMax)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
+	var t *time.Timer
+	for {
+		quiet := time.Until(time.Unix(0, c.ended.Load()).Add(readQuiet))
+		if c.readers.Load() == 0 && quiet <= 0 {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(yieldMax)
+			defer t.Stop()
+		}
+		c.mu.Lock()
+		ch := c.resume
+		if c.readers.Load() == 0 {
+			ch = nil // none running: wait out the quiet
+		}
+		c.mu.Unlock()
+		var q <-chan time.Time
+		if ch == nil {
+			quiet = time.Until(time.Unix(0, c.ended.Load()).Add(readQuiet))
+			if quiet <= 0 {
+				return
+			}
+			q = time.After(quiet)
+		}
+		select {
+		case <-ch:
+		case <-q:
+		case <-t.C:
+			return
+		}
 	}
 }
 
@@ -348,7 +382,8 @@ type laterCount struct {
 	files *FileCache
 	p     proc.Proc
 	a     Agent
-	cost  int64 // charged to Budget while queued
+	key   string // in queued: the harness and transcript Later was given
+	cost  int64  // charged to Budget while queued
 }
 
 // laterCost is what l holds: the agent's strings (its argv is the
@@ -392,12 +427,12 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	k := a.Harness + "\x00" + a.Transcript
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.queued[k] || len(c.later) >= maxCounts {
+	if c.queued[k] || len(c.later)+len(c.sums) >= maxCounts {
 		return
 	}
 	// Only what Count reads of the agent is kept.
 	l := laterCount{env: env, files: files, p: p,
-		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}}
+		a: Agent{Harness: a.Harness, Transcript: a.Transcript, Tokens: a.Tokens.clone(), Pending: a.Pending}, key: k}
 	l.cost = laterCost(l)
 	need := l.cost
 	if !c.working {
@@ -419,51 +454,67 @@ func (c *Counts) Later(env Env, files *FileCache, p proc.Proc, a Agent) {
 	}
 }
 
-// work derives the queued agents' facts until none is left, on a thread
-// of its own at the lowest priority (workerNice): the derivations are for
-// a later read, and whatever a user waits for meanwhile (a client
-// starting, the daemon answering another request) comes first.
+// work derives the queued agents' facts until none is left, one at a
+// time (one of the runtime's CPUs at most), pausing while reads run
+// (Reading). It runs at the daemon's own priority: a thread the kernel
+// runs less often still holds one of the runtime's CPUs while it waits
+// to run, so on a busy machine the reads would wait for it (for that
+// CPU, and for every stop of the world the collector makes).
+//
+// The facts a few windows give (title, model) are derived for every
+// queued agent before any token sums (a whole transcript each): a read
+// shows them all soon, and leaves them to the worker (claudeFactsNow)
+// instead of reading their windows itself.
 func (c *Counts) work() {
-	// The thread keeps the priority: it is never given back to the
-	// runtime (no UnlockOSThread), so it ends when this goroutine does.
-	runtime.LockOSThread()
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), workerNice)
 	for {
 		c.mu.Lock()
-		if len(c.later) == 0 {
+		if len(c.later) > 0 {
+			l := c.later[0]
+			c.later = c.later[1:]
+			c.mu.Unlock()
+			l.a = c.facts(l)
+			c.mu.Lock()
+			c.sums = append(c.sums, l)
+			c.mu.Unlock()
+			continue
+		}
+		if len(c.sums) == 0 {
 			c.working = false
-			c.later = nil
+			c.later, c.sums = nil, nil
 			c.logged = false
 			c.Budget.Release(workCost)
 			close(c.idle)
 			c.mu.Unlock()
 			return
 		}
-		l := c.later[0]
-		c.later = c.later[1:]
+		l := c.sums[0]
+		c.sums = c.sums[1:]
 		c.mu.Unlock()
-		c.derive(l)
+		l.env.yield = c.yield
+		c.yield()
+		Count(l.env, l.a)
 		c.mu.Lock()
-		delete(c.queued, l.a.Harness+"\x00"+l.a.Transcript)
+		delete(c.queued, l.key)
 		c.Budget.Release(l.cost)
 		c.mu.Unlock()
 	}
 }
 
-// derive is the worker's derivation of l: the facts it names, then the
-// tokens' sums, waiting while reads are in progress (Reading).
-func (c *Counts) derive(l laterCount) {
+// facts is the worker's derivation of the facts l names but the tokens'
+// sums, waiting while reads are in progress (Reading): l's agent as
+// resolved again, for its sums.
+func (c *Counts) facts(l laterCount) Agent {
 	a := l.a
-	l.env.yield = c.yield
-	c.yield()
-	if slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) && l.files != nil {
-		env := l.env
-		env.Memo = NewMemoCache(l.files)
-		a = ByName(l.a.Harness).Resolve(env, l.p)
-		env.Memo.Release()
-		c.yield()
+	if !slices.ContainsFunc(a.Pending, func(f string) bool { return f != "tokens" }) || l.files == nil {
+		return a
 	}
-	Count(l.env, a)
+	c.yield()
+	env := l.env
+	env.Memo = NewMemoCache(l.files)
+	r := ByName(l.a.Harness).Resolve(env, l.p)
+	env.Memo.Release()
+	// Only what Count reads of the agent is kept.
+	return Agent{Harness: r.Harness, Transcript: r.Transcript, Tokens: r.Tokens}
 }
 
 // Settled is closed once no derivation Later queued is waiting or running.
@@ -562,6 +613,30 @@ func (c *Counts) unchanged(k countKey, size int64, mtime time.Time) (Tokens, boo
 		c.order.MoveToBack(el)
 	}
 	return e.t.clone(), true
+}
+
+// nothingToGrow reports that a count of k is running, or that no count
+// of k with its running state is kept (a grown file would be counted
+// afresh).
+func (c *Counts) nothingToGrow(k countKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, running := c.busy[k]; running {
+		return true
+	}
+	e, ok := c.m[k]
+	return !ok || e.c == nil
+}
+
+// queuedLater reports whether a derivation of harness's transcript tr is
+// queued (Later) and not yet done.
+func (c *Counts) queuedLater(harness, tr string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued[harness+"\x00"+tr]
 }
 
 // done ends the caller's count of k (after put, if it keeps one).
