@@ -51,12 +51,7 @@ func TestTmuxSessions(t *testing.T) {
 		t.Cleanup(func() { l.Close() })
 		return sock
 	}
-	base, err := os.MkdirTemp("/tmp", "tmuxsess")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base := shortTemp(t, "tmuxsess", 0o755)
 	good := serve(filepath.Join(base, "good"), 0o700)
 	open := serve(filepath.Join(base, "open"), 0o777)
 	dead := filepath.Join(base, "good", "dead")

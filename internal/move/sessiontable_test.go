@@ -30,12 +30,7 @@ func TestTmuxServer(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "tmux"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base, err := os.MkdirTemp("/tmp", "tmuxsrv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base := shortTemp(t, "tmuxsrv", 0o755)
 	serve := func(dir string, mode os.FileMode) string {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)

@@ -27,12 +27,7 @@ import (
 //
 // Guards rule 9: whatever the daemon checks, it uses through the descriptor it checked.
 func TestJudgedTmuxPinned(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "tmuxpin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o700)
+	dir := shortTemp(t, "tmuxpin", 0o700)
 	sock := filepath.Join(dir, "default")
 	judged, err := net.Listen("unix", sock)
 	if err != nil {
@@ -80,12 +75,7 @@ func TestJudgedTmuxPinned(t *testing.T) {
 // TestJudgeTmuxRefusals: each judgement that fails names why, and a
 // server in a sandbox is named by its namespace.
 func TestJudgeTmuxRefusals(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "tmuxjdg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o700)
+	dir := shortTemp(t, "tmuxjdg", 0o700)
 	sock := filepath.Join(dir, "s")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -143,12 +133,7 @@ func TestJudgeTmuxServerExits(t *testing.T) {
 		}
 		t.Skip("needs tmux")
 	}
-	dir, err := os.MkdirTemp("/tmp", "tmuxexit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o700)
+	dir := shortTemp(t, "tmuxexit", 0o700)
 	sock := filepath.Join(dir, "s")
 	tmux := func(args ...string) error {
 		cmd := exec.Command(tm, append([]string{"-S", sock, "-f", "/dev/null"}, args...)...)
@@ -253,12 +238,7 @@ func TestConfinedClientOfHostileServer(t *testing.T) {
 		typ  uint32
 	}{{"MSG_LOCK", msgLock}, {"MSG_SHELL", msgShell}} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, err := os.MkdirTemp("/tmp", "tmuxhst")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			os.Chmod(dir, 0o700)
+			dir := shortTemp(t, "tmuxhst", 0o700)
 			pwned := filepath.Join(dir, "pwned")
 			msg := "touch " + pwned
 			if tc.typ == msgShell {
@@ -293,4 +273,20 @@ func TestConfinedClientOfHostileServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shortTemp makes a directory under /tmp, not the test's TempDir, whose
+// long path would not fit a unix socket's 107 bytes once tmux adds its
+// own names; mode perm, removed at the end.
+func shortTemp(t *testing.T, prefix string, perm os.FileMode) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
