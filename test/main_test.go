@@ -24,14 +24,6 @@ func testMain(m *testing.M) int {
 	if os.Getenv("HELPER_SOCK") != "" || os.Getenv("HELPER_POLKIT") != "" || os.Getenv("HELPER_WRITE_SOCK") != "" || os.Getenv("HELPER_POLL") != "" || os.Getenv("HELPER_SPY") != "" {
 		return m.Run() // a helper peer run by a test: needs no binaries
 	}
-	// A race-built program sleeps a second at exit while other
-	// goroutines live (the race runtime's atexit_sleep_ms, for reports
-	// from them), and every daemon and client a test starts is one: the
-	// suite spent that second on each. A race is still reported when it
-	// happens; only one in the last second of a process's life is lost.
-	if _, ok := os.LookupEnv("GORACE"); !ok {
-		os.Setenv("GORACE", "atexit_sleep_ms=0")
-	}
 	dir, err := os.MkdirTemp("", "9harness-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-LSg1PqHZNpM3sDeW4kpmlGJ7WDt3mHjwnEdsO1G3JPc=";
+  vendorHash = "sha256-DIZys6gHF+rtm8WeKReRJHj6piWHjeU6lAdJ1379Fcc=";
 
   subPackages = [
     "cmd/9harnessd"
