@@ -344,11 +344,21 @@ func TestRefusedCostsNoProc(t *testing.T) {
 		defer unix.Close(fd)
 		// Closed unanswered: the read ends, with no byte.
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, 10_000); err != nil {
-			t.Fatal(err)
+		for {
+			// The runtime's preemption signal interrupts a poll.
+			if _, err := unix.Poll(pfd, 10_000); err != unix.EINTR {
+				if err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
 		}
 		var b [1]byte
-		if k, err := unix.Read(fd, b[:]); k > 0 || (err != nil && err != unix.ECONNRESET) {
+		k, err := unix.Read(fd, b[:])
+		for err == unix.EINTR {
+			k, err = unix.Read(fd, b[:])
+		}
+		if k > 0 || (err != nil && err != unix.ECONNRESET) {
 			t.Fatalf("a refused connection read %d bytes, %v", k, err)
 		}
 	}

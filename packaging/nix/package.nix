@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-DIZys6gHF+rtm8WeKReRJHj6piWHjeU6lAdJ1379Fcc=";
+  vendorHash = "sha256-wes/XZxQ72v5kq9b6WlyZJn4sQeaMZNQqe32qLPvFgU=";
 
   subPackages = [
     "cmd/9harnessd"

@@ -401,3 +401,35 @@ func TestRequestContextEnds(t *testing.T) {
 		}
 	}
 }
+
+// 12-slot-before-rflush: a flushed blocking read's slot is free once the
+// client has the Rflush: with one blocking slot, a read sent right after
+// each Rflush always waits, 300 times in a row, never refused.
+func TestSlotFreeBeforeRflush(t *testing.T) {
+	started := make(chan struct{}, 1)
+	srv := blockFS(started, nil)
+	srv.MaxBlockingReads = 1
+	cli, _ := session(t, srv)
+	openBlock(t, cli, 1)
+	send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: 10, Fid: 1, Count: 10})
+	<-started
+	for i := range 300 {
+		cli.SetDeadline(time.Now().Add(10 * time.Second))
+		old, tag := uint16(10+i%2), uint16(11-i%2)
+		send(t, cli, &plan9.Fcall{Type: plan9.Tflush, Tag: 100, Oldtag: old})
+		if r := recv(t, cli); r.Tag != old {
+			t.Fatalf("round %d: %v, want the flushed read's reply", i, r)
+		}
+		if r := recv(t, cli); r.Type != plan9.Rflush {
+			t.Fatalf("round %d: %v, want the Rflush", i, r)
+		}
+		send(t, cli, &plan9.Fcall{Type: plan9.Tread, Tag: tag, Fid: 1, Count: 10})
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			cli.SetDeadline(time.Now().Add(time.Second))
+			r := recv(t, cli)
+			t.Fatalf("round %d: the read after the Rflush did not wait: %v", i, r)
+		}
+	}
+}

@@ -467,6 +467,9 @@ func (r *request) respond() {
 	r.mu.Lock()
 	r.responded.Store(true) // r.flush no longer accessed by others
 	r.mu.Unlock()
+	// Its reply is written, so its slot is free before any Tflush of it
+	// is answered: a client that has the Rflush may use the slot at once.
+	conn.giveSlot(r)
 	for _, f := range r.flush {
 		f.respond()
 	}
@@ -475,7 +478,6 @@ func (r *request) respond() {
 	// would otherwise keep it, one per request ever answered, until the
 	// connection ends, and then cancel every one of them.
 	r.cancel()
-	conn.giveSlot(r)
 	if r.counted {
 		conn.finished()
 		conn.running.Done()
