@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-wes/XZxQ72v5kq9b6WlyZJn4sQeaMZNQqe32qLPvFgU=";
+  vendorHash = "sha256-U3gn+E/gYeggN0qVpE7Z7D3FhOk/RiBIhF1AXQSHG8c=";
 
   subPackages = [
     "cmd/9harnessd"

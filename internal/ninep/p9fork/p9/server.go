@@ -755,6 +755,9 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 		cs.writeDeadline()
 		err = send(cs.server.log, cs.r, tag, r)
 	}
+	// The reply is written: the slot is free before a Tflush waiting
+	// on sent is answered, so a client that has the Rflush may use it.
+	release(st.slot)
 	close(st.sent)
 	cs.sendMu.Unlock()
 	if a, ok := r.(afterSender); ok {
@@ -763,7 +766,6 @@ func (cs *connState) handleRequest(tag tag, st *tagState, m message) {
 	if st.cancel != nil {
 		st.cancel()
 	}
-	release(st.slot)
 	cs.active()
 	if err != nil {
 		cs.server.log.Printf("p9.send: %v", err)
