@@ -258,10 +258,8 @@ func TestZmxRunShape(t *testing.T) {
 	if h := z.history("work"); !typed.MatchString(h) {
 		t.Errorf("history %q: want the quoted command and the task marker", h)
 	}
-	registry := filepath.Join(z.home, ".claude", "sessions", strconv.Itoa(agentPID)+".json")
-	if _, err := os.Stat(registry); err != nil {
-		t.Fatalf("the fake claude wrote no registry: %v", err)
-	}
+	// The fake writes its registry record after the record of its argv.
+	registry := waitRegistry(t, z.home, agentPID)
 
 	if out := z.zmx("kill", "work"); out != "killed session work\n" {
 		t.Errorf("zmx kill printed %q", out)
