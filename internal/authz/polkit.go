@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -62,7 +64,26 @@ func (p *Polkit) Check(ctx context.Context, s Subject, actionID string) (bool, s
 	return false, "not authorized for uid " + fmt.Sprint(s.UID), nil
 }
 
+// dial connects to the bus, and once more if the bus hung up before the
+// connection was done: the system bus drops a client that has not said
+// Hello within its auth_timeout (5 s), which a client on a busy machine
+// can miss. A second hang-up is the answer.
 func (p *Polkit) dial(ctx context.Context) (*dbus.Conn, error) {
+	conn, err := p.connect(ctx)
+	if hungUp(err) && ctx.Err() == nil {
+		conn, err = p.connect(ctx)
+	}
+	return conn, err
+}
+
+// hungUp tells whether err is the bus closing the connection: during
+// the Hello (ErrClosed), or during authentication.
+func hungUp(err error) bool {
+	return errors.Is(err, dbus.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+func (p *Polkit) connect(ctx context.Context) (*dbus.Conn, error) {
 	if p.Bus == "" {
 		return dbus.ConnectSystemBus(dbus.WithContext(ctx))
 	}
