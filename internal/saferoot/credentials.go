@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/9harness/9harness/internal/errs"
@@ -67,9 +68,12 @@ type Rule struct{ Pattern, From string }
 // harnesses declare their own stores this way, so the table knows them
 // without knowing any harness. A pattern already in the table as a store
 // rule is not added again (its From grows). It is for package
-// initialization: the table is read without a lock, so it must not be
-// called once a Root is in use.
+// initialization: the table is compiled at its first use, and a rule
+// added after that panics rather than be missing from it.
 func AddStoreRules(add ...Rule) {
+	if compiledAt.Load() {
+		panic("saferoot: AddStoreRules after the credential table was first used")
+	}
 	for _, r := range add {
 		if i := slices.IndexFunc(credentialRules, func(c credentialRule) bool { return c.store && c.pattern == r.Pattern }); i >= 0 {
 			credentialRules[i].from += "; " + r.From
@@ -77,8 +81,6 @@ func AddStoreRules(add ...Rule) {
 		}
 		credentialRules = append(credentialRules, credentialRule{r.Pattern, r.From, true})
 	}
-	rules, shapes, shapeAt, exact, byFirst, byLast = compile()
-	exactFirst, exactMax = exactIndex()
 }
 
 type credentialRule struct {
@@ -223,40 +225,45 @@ type compiled struct {
 	pre, suf string
 }
 
-// rules is credentialRules compiled and shapes its generic shapes. The
-// tables index them, so that a name costs a table load per byte and a
-// comparison only with the rules that could match it: shapeAt maps a byte
-// to the bit set of the shapes that start with it, exact an exact rule's
-// name to whether a store rule names it, byFirst a name's first byte to the
-// prefix and prefix-suffix rules starting with it, byLast its last byte to
-// the suffix rules ending with it.
-var rules, shapes, shapeAt, exact, byFirst, byLast = compile()
-
-// exactFirst and exactMax say which names can be an exact rule's at all
-// (its first byte, its length), so that most names cost no map lookup.
-var exactFirst, exactMax = exactIndex()
-
-func exactIndex() (t [256]bool, n int) {
-	for k := range exact {
-		t[k[0]], n = true, max(n, len(k))
-	}
-	return t, n
+// credTable is credentialRules compiled: rules, and shapes its generic
+// shapes. The tables index them, so that a name costs a table load per
+// byte and a comparison only with the rules that could match it: shapeAt
+// maps a byte to the bit set of the shapes that start with it, exact an
+// exact rule's name to whether a store rule names it, byFirst a name's
+// first byte to the prefix and prefix-suffix rules starting with it,
+// byLast its last byte to the suffix rules ending with it. exactFirst and
+// exactMax say which names can be an exact rule's at all (its first byte,
+// its length), so that most names cost no map lookup.
+type credTable struct {
+	rules           []compiled
+	shapes          []string
+	shapeAt         [256]uint32
+	exact           map[string]bool
+	byFirst, byLast [256][]uint8
+	exactFirst      [256]bool
+	exactMax        int
 }
 
-func compile() ([]compiled, []string, [256]uint32, map[string]bool, [256][]uint8, [256][]uint8) {
-	var out []compiled
-	var at [256]uint32
-	var first, last [256][]uint8
-	var shapes []string
-	exact := map[string]bool{}
+// table is the compiled table, made at its first use: after every
+// package's initialization has added its rules (AddStoreRules), so that
+// a process compiles it once, not once per harness.
+var table = sync.OnceValue(compile)
+
+// compiledAt says the table was made: a rule added after that would not
+// be in it.
+var compiledAt atomic.Bool
+
+func compile() *credTable {
+	compiledAt.Store(true)
+	t := &credTable{exact: map[string]bool{}}
 	for _, r := range credentialRules {
 		p := r.pattern
 		var c compiled
 		switch {
 		case len(p) > 2 && p[0] == '*' && p[len(p)-1] == '*':
 			c = compiled{kind: kindShape, pre: p[1 : len(p)-1]}
-			at[c.pre[0]] |= 1 << len(shapes)
-			shapes = append(shapes, c.pre)
+			t.shapeAt[c.pre[0]] |= 1 << len(t.shapes)
+			t.shapes = append(t.shapes, c.pre)
 		case p[0] == '*':
 			c = compiled{kind: kindSuffix, suf: p[1:]}
 		case p[len(p)-1] == '*':
@@ -269,22 +276,25 @@ func compile() ([]compiled, []string, [256]uint32, map[string]bool, [256][]uint8
 			}
 		}
 		c.store = r.store
-		if indexStar(c.pre) >= 0 || indexStar(c.suf) >= 0 || len(shapes) > 32 || len(out) > 255 ||
+		if indexStar(c.pre) >= 0 || indexStar(c.suf) >= 0 || len(t.shapes) > 32 || len(t.rules) > 255 ||
 			(c.kind != kindSuffix && c.pre == "") || (c.kind == kindSuffix && c.suf == "") ||
 			(c.kind == kindShape && c.store) || p != string(fold(nil, p)) {
 			panic("saferoot: bad credential pattern " + p)
 		}
 		switch c.kind {
 		case kindExact:
-			exact[c.pre] = exact[c.pre] || c.store
+			t.exact[c.pre] = t.exact[c.pre] || c.store
 		case kindPrefix, kindBoth:
-			first[c.pre[0]] = append(first[c.pre[0]], uint8(len(out)))
+			t.byFirst[c.pre[0]] = append(t.byFirst[c.pre[0]], uint8(len(t.rules)))
 		case kindSuffix:
-			last[c.suf[len(c.suf)-1]] = append(last[c.suf[len(c.suf)-1]], uint8(len(out)))
+			t.byLast[c.suf[len(c.suf)-1]] = append(t.byLast[c.suf[len(c.suf)-1]], uint8(len(t.rules)))
 		}
-		out = append(out, c)
+		t.rules = append(t.rules, c)
 	}
-	return out, shapes, at, exact, first, last
+	for k := range t.exact {
+		t.exactFirst[k[0]], t.exactMax = true, max(t.exactMax, len(k))
+	}
+	return t
 }
 
 func indexStar(s string) int {
@@ -434,17 +444,18 @@ func isIDByte(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'z' || c == '
 // credential reports whether the folded name f is in the table. At a slug
 // position only the store rules apply.
 func credential(f []byte, slug bool) bool {
+	t := table()
 	if !slug {
 		for i, c := range f {
-			for set := shapeAt[c]; set != 0; set &= set - 1 {
-				p := shapes[bits.TrailingZeros32(set)]
+			for set := t.shapeAt[c]; set != 0; set &= set - 1 {
+				p := t.shapes[bits.TrailingZeros32(set)]
 				if len(f)-i >= len(p) && string(f[i:i+len(p)]) == p {
 					return true
 				}
 			}
 		}
 	}
-	return decorated(f, slug, 0)
+	return t.decorated(f, slug, 0)
 }
 
 // decorated matches f and each stage of its undecoration against the
@@ -452,17 +463,17 @@ func credential(f []byte, slug bool) bool {
 // Once a vim decoration is taken, the rest is also tried without its
 // leading '.' (vim's ".name.swp"; "..name.swp.swp" of that), depth bounding
 // the recursion.
-func decorated(f []byte, storeOnly bool, depth int) bool {
+func (t *credTable) decorated(f []byte, storeOnly bool, depth int) bool {
 	afterTmp := false
 	for range 32 {
-		if matchFixed(f, storeOnly) {
+		if t.matchFixed(f, storeOnly) {
 			return true
 		}
 		rest, vim, tmp, ok := strip(f, afterTmp)
 		if !ok {
 			return false
 		}
-		if vim && depth < 4 && len(rest) > 1 && rest[0] == '.' && decorated(rest[1:], storeOnly, depth+1) {
+		if vim && depth < 4 && len(rest) > 1 && rest[0] == '.' && t.decorated(rest[1:], storeOnly, depth+1) {
 			return true
 		}
 		f, afterTmp = rest, tmp
@@ -472,17 +483,17 @@ func decorated(f []byte, storeOnly bool, depth int) bool {
 
 // matchFixed matches the exact, prefix and suffix rules (only the store
 // rules if storeOnly).
-func matchFixed(f []byte, storeOnly bool) bool {
+func (t *credTable) matchFixed(f []byte, storeOnly bool) bool {
 	if len(f) == 0 {
 		return false
 	}
-	if len(f) <= exactMax && exactFirst[f[0]] {
-		if store, ok := exact[string(f)]; ok && (store || !storeOnly) {
+	if len(f) <= t.exactMax && t.exactFirst[f[0]] {
+		if store, ok := t.exact[string(f)]; ok && (store || !storeOnly) {
 			return true
 		}
 	}
-	for _, i := range byFirst[f[0]] {
-		r := &rules[i]
+	for _, i := range t.byFirst[f[0]] {
+		r := &t.rules[i]
 		if storeOnly && !r.store {
 			continue
 		}
@@ -497,8 +508,8 @@ func matchFixed(f []byte, storeOnly bool) bool {
 			}
 		}
 	}
-	for _, i := range byLast[f[len(f)-1]] {
-		if r := &rules[i]; (!storeOnly || r.store) && len(f) >= len(r.suf) && string(f[len(f)-len(r.suf):]) == r.suf {
+	for _, i := range t.byLast[f[len(f)-1]] {
+		if r := &t.rules[i]; (!storeOnly || r.store) && len(f) >= len(r.suf) && string(f[len(f)-len(r.suf):]) == r.suf {
 			return true
 		}
 	}

@@ -316,3 +316,20 @@ func TestSlugDirsServed(t *testing.T) {
 		}
 	}
 }
+
+// TestAddStoreRulesAfterUse: the table is compiled at its first use; a
+// rule added after that would be missing from it, so AddStoreRules
+// panics and adds nothing.
+func TestAddStoreRulesAfterUse(t *testing.T) {
+	table()
+	n := len(credentialRules)
+	defer func() {
+		if recover() == nil {
+			t.Error("AddStoreRules after the table's first use did not panic")
+		}
+		if len(credentialRules) != n || table().exact["late-store.json"] {
+			t.Error("the late rule was added")
+		}
+	}()
+	AddStoreRules(Rule{"late-store.json", "a test"})
+}
