@@ -46,12 +46,14 @@ func mountTree(t *testing.T, sock string) *fuseMount {
 	t.Helper()
 	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
 	m.cmd = exec.Command(bin("9harness"), "-s", sock, "mount", "-f", m.dir)
+	// Its exit is waited for: without the race runtime's exit sleep.
+	m.cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	must(t, m.cmd.Start())
 	go func() { m.done <- m.cmd.Wait() }()
 	t.Cleanup(m.cleanup)
 	want := fmt.Sprintf("mounted %s on %s\n", sock, m.dir)
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // a bound on a hang
 	for !strings.Contains(m.out.String(), want) {
 		select {
 		case err := <-m.done:
@@ -60,7 +62,7 @@ func mountTree(t *testing.T, sock string) *fuseMount {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not mounted after 15 s:\n%s", m.out.String())
+			t.Fatalf("not mounted after 60 s:\n%s", m.out.String())
 		}
 	}
 	if !isMounted(t, m.dir) {
@@ -85,7 +87,10 @@ func (m *fuseMount) umount() {
 		if err != nil {
 			m.t.Errorf("the mount process ended with %v after umount:\n%s", err, m.out.String())
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(60 * time.Second):
+		// A bound on a hang, not a timing: a race-built process that has
+		// left its main can take tens of seconds to end under heavy load.
+		//
 		// A mount namespace made while the tree was mounted (another
 		// test's unshare) holds a copy of the mount, and the kernel keeps
 		// serving it to that namespace: umount here cannot end it.
