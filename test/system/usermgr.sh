@@ -28,9 +28,10 @@ mount -t tmpfs -o mode=755 tmpfs /run/log
 # (systemd-sysctl.service, systemd-tmpfiles-setup.service) makes it; a
 # user unit with LoadCredential= and a mount namespace mounts its
 # credentials beneath it (226/NAMESPACE without). Made here only if the
-# machine lacks it, with a tmpfs over it, and removed at the end.
-MADE_CREDS=
-if [ ! -d /run/credentials ]; then mkdir /run/credentials && MADE_CREDS=1; fi
+# machine lacks it, with a tmpfs over it, and left in place: another
+# checkout's run of this test may have its own tmpfs on it, and an rmdir
+# here would detach that mount from its namespace.
+mkdir -p /run/credentials
 mount -t tmpfs -o mode=755 tmpfs /run/credentials
 mount -t tmpfs -o mode=755 tmpfs /run/user
 mkdir -p "$RUNDIR" && chown "$U:$U" "$RUNDIR" && chmod 700 "$RUNDIR"
@@ -75,7 +76,6 @@ cleanup() {
   kill $JPID 2>/dev/null
   wait 2>/dev/null
   umount /run/credentials 2>/dev/null
-  [ -n "$MADE_CREDS" ] && rmdir /run/credentials 2>/dev/null
 }
 trap cleanup EXIT
 
