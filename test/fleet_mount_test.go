@@ -167,6 +167,9 @@ func TestFleetMount(t *testing.T) {
 	log := &syncBuffer{}
 	sshd := exec.Command(require(t, "sshd"), "-D", "-e", "-f", conf)
 	sshd.Stderr = log
+	// Its sessions' processes inherit its stderr; once sshd is gone, Wait
+	// must not wait for them to close it.
+	sshd.WaitDelay = 5 * time.Second
 	must(t, sshd.Start())
 	sshdDone := make(chan error, 1)
 	go func() { sshdDone <- sshd.Wait() }()
