@@ -2,6 +2,7 @@ package test
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -242,6 +245,96 @@ func TestFleetMount(t *testing.T) {
 	}, "the hung host to come back to DIR")
 	t.Logf("the hung host came back after %v", took.Round(time.Millisecond))
 	m.umount()
+}
+
+// TestFleetMountSlowHost: a host whose every connection takes longer to
+// set up than --timeout (a slow link: here a proxy that holds each TCP
+// connection 4 s before passing it on) is reported as not answering when
+// the mount starts, and then appears on that same first dial rather than
+// never: the probe's bound is not the dial's.
+func TestFleetMountSlowHost(t *testing.T) {
+	t.Parallel()
+	requireFuse(t)
+	h := newSSHHost(t)
+	proxy, dials := slowProxy(t, "127.0.0.1:"+itoa(h.port), 4*time.Second)
+	name := h.user + "@" + proxy
+	local := fixtureHome(t)
+	d := startDaemon(t, local)
+	hostsFile := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"), 0o644))
+
+	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
+	m.cmd = exec.Command(bin("9harness"), "-s", d.sock, "mount", "-f", "--all", "--hosts", hostsFile, "--timeout", "3s", m.dir)
+	m.cmd.Env = []string{"HOME=" + local, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
+	must(t, m.cmd.Start())
+	go func() { m.done <- m.cmd.Wait() }()
+	t.Cleanup(m.cleanup)
+	out := m.out.Await("hosts on " + m.dir + "\n")
+	if !regexp.MustCompile(`mounted [01] of 2 hosts on `).MatchString(out) {
+		t.Fatalf("the slow host is not reported as not answering yet:\n%s", out)
+	}
+	if want := "9harness mount: " + name + ": no answer within 3s; its directory appears once it answers\n"; !strings.Contains(out, want) {
+		t.Errorf("no %q:\n%s", want, out)
+	}
+	took := waitFor(t, 30*time.Second, func() bool {
+		return isDir(filepath.Join(m.dir, name, "active"))
+	}, "the slow host to appear in DIR")
+	t.Logf("the slow host appeared %v after the mount's report", took.Round(time.Millisecond))
+	if n := dials.Load(); n != 1 {
+		t.Errorf("the slow host was dialed %d times before it appeared, want once", n)
+	}
+	b, err := os.ReadFile(filepath.Join(m.dir, name, "pid"))
+	if err != nil || strings.TrimSpace(string(b)) != itoa(h.daemon.cmd.Process.Pid) {
+		t.Errorf("%s/pid: %q %v, want %d", name, b, err, h.daemon.cmd.Process.Pid)
+	}
+	m.umount()
+}
+
+// slowProxy listens on loopback and passes each connection on to target
+// after holding it for delay; it returns its address and the count of
+// connections it took. It ends with the test.
+func slowProxy(t *testing.T, target string, delay time.Duration) (string, *atomic.Int32) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		wg.Wait()
+	})
+	var n atomic.Int32
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			wg.Go(func() {
+				defer c.Close()
+				select {
+				case <-done:
+					return
+				case <-time.After(delay):
+				}
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() {
+					<-done
+					c.Close()
+					up.Close()
+				}()
+				go io.Copy(up, c)
+				io.Copy(c, up)
+			})
+		}
+	})
+	return ln.Addr().String(), &n
 }
 
 // TestFleetMountSaysWhoAnswered: a fleet mount with a host that refuses

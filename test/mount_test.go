@@ -119,6 +119,9 @@ func (m *fuseMount) umount() {
 // cleanup unmounts (lazily: a failed test may hold files open) and ends
 // the mount process, which is this test's own.
 func (m *fuseMount) cleanup() {
+	if m.t.Failed() {
+		m.t.Logf("the mount process's output:\n%s", m.out.String())
+	}
 	if isMounted(m.t, m.dir) {
 		syscall.Unmount(m.dir, syscall.MNT_DETACH)
 	}

@@ -32,9 +32,16 @@ type FleetOptions struct {
 	// Source names the mount in the mount table: "9harness:" + Source.
 	Source string
 	// Timeout bounds a host's answer to the liveness probe; a host that
-	// takes longer is dropped, and the requests waiting on it fail.
-	// Zero is 5 s.
+	// takes longer is dropped, and the requests waiting on it fail. A
+	// host whose first dial takes longer is reported as not answering
+	// (FirstDials). Zero is 5 s.
 	Timeout time.Duration
+	// DialLimit bounds a dial: ssh's connecting and login, the relay's
+	// start and the 9P handshake, which on a slow link or a loaded
+	// machine take longer than a probe's answer. A dial that answers
+	// after Timeout but within DialLimit is kept. Zero is 30 s, or
+	// Timeout if that is longer.
+	DialLimit time.Duration
 	// Probe is how often a connected host is asked whether it is still
 	// there. Zero is 2 s.
 	Probe time.Duration
@@ -59,10 +66,10 @@ type Fleet struct {
 	failed  map[string]error // the hosts whose first dial failed, and why
 }
 
-// FirstDials waits until every host has been dialed once (each dial is
-// bounded by the options' Timeout) and returns the hosts that did not
-// answer then, each with its error; a host that answers later still
-// appears in the directory.
+// FirstDials waits until every host has answered its first dial, failed
+// it, or taken longer than the options' Timeout, and returns the hosts
+// that did not answer by then, each with its error; a host that answers
+// later still appears in the directory.
 func (f *Fleet) FirstDials() map[string]error {
 	f.first.Wait()
 	f.firstMu.Lock()
@@ -93,6 +100,10 @@ func MountFleet(dir string, hosts []Host, opts FleetOptions) (*Fleet, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
+	if opts.DialLimit <= 0 {
+		opts.DialLimit = 30 * time.Second
+	}
+	opts.DialLimit = max(opts.DialLimit, opts.Timeout)
 	if opts.Probe <= 0 {
 		opts.Probe = 2 * time.Second
 	}
@@ -209,7 +220,14 @@ func (r *fleetRoot) serveHost(h Host, opts FleetOptions, stop <-chan struct{}, d
 			return
 		default:
 		}
-		c, abort, err := dialWithin(h.Dial, opts.Timeout)
+		late := func(err error) {
+			dialed(err)
+			opts.Logf("%s: %v; still dialing", h.Name, err)
+		}
+		c, abort, err := dialWithin(h.Dial, opts.Timeout, opts.DialLimit, late, stop)
+		if errors.Is(err, errStopped) {
+			return
+		}
 		if err != nil {
 			dialed(err)
 			opts.Logf("%s: %v", h.Name, err)
@@ -263,9 +281,12 @@ func hangUp(c *client.Client, abort func()) {
 	c.Close()
 }
 
-// dialWithin dials, giving up after timeout; a dial that answers later is
-// hung up.
-func dialWithin(dial func() (*client.Client, func(), error), timeout time.Duration) (*client.Client, func(), error) {
+// dialWithin dials. A dial still going after timeout is reported to late
+// and waited for up to limit in all: a slow host is slow to set up, not
+// gone, and a dial given up at the probe's bound would be given up every
+// time. A dial given up on (at limit, or at stop) is hung up if it
+// answers later.
+func dialWithin(dial func() (*client.Client, func(), error), timeout, limit time.Duration, late func(error), stop <-chan struct{}) (*client.Client, func(), error) {
 	type result struct {
 		c     *client.Client
 		abort func()
@@ -276,19 +297,40 @@ func dialWithin(dial func() (*client.Client, func(), error), timeout time.Durati
 		c, abort, err := dial()
 		done <- result{c, abort, err}
 	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-done:
-		return r.c, r.abort, r.err
-	case <-t.C:
+	giveUp := func(err error) (*client.Client, func(), error) {
 		go func() {
 			if r := <-done; r.err == nil {
 				hangUp(r.c, r.abort)
 			}
 		}()
-		return nil, nil, errTimeout(timeout)
+		return nil, nil, err
 	}
+	// await is the dial's result, or why it was not waited for: d
+	// passed, or stop came.
+	await := func(d time.Duration) (result, error) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case r := <-done:
+			return r, nil
+		case <-stop:
+			return result{}, errStopped
+		case <-t.C:
+			return result{}, errTimeout(d)
+		}
+	}
+	r, err := await(timeout)
+	if errors.Is(err, errTimeout(timeout)) && limit > timeout {
+		late(err)
+		r, err = await(limit - timeout)
+		if err != nil && err != errStopped {
+			err = errTimeout(limit)
+		}
+	}
+	if err != nil {
+		return giveUp(err)
+	}
+	return r.c, r.abort, r.err
 }
 
 // errStopped is a host's first dial when the mount stopped before it.

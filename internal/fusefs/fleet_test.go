@@ -38,22 +38,76 @@ func TestInoMap(t *testing.T) {
 	}
 }
 
-// TestDialWithin: a dial that does not answer in time is given up on at
-// the timeout (the host loop goes on to its backoff), and a dial's own
-// failure comes back as it is.
+// TestDialWithin: a dial's own answer comes back as it is; one slower
+// than the timeout is reported late once and still kept if it answers
+// within the limit; one that does not is given up at the limit, or at
+// stop, whichever comes first. Each dial answers on an event, never on a
+// clock, so that a busy machine cannot reorder them.
 func TestDialWithin(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	start := time.Now()
-	_, _, err := dialWithin(func() (*client.Client, func(), error) {
-		<-release
-		return nil, nil, errors.New("late")
-	}, 100*time.Millisecond)
-	if took := time.Since(start); err == nil || took > 2*time.Second {
-		t.Errorf("a dial that hangs: %v after %v, want a timeout after 100ms", err, took)
-	}
-	want := errors.New("refused")
-	if _, _, err := dialWithin(func() (*client.Client, func(), error) { return nil, nil, want }, time.Second); err != want {
-		t.Errorf("a failed dial: %v, want %v", err, want)
+	refused := errors.New("refused")
+	const short, long = 20 * time.Millisecond, time.Minute
+	const (
+		now       = iota // the dial answers at once
+		afterLate        // once it was reported late
+		never            // only after dialWithin returned (refused)
+	)
+	for _, tc := range []struct {
+		name           string
+		answers        int
+		err            error // what it answers
+		timeout, limit time.Duration
+		stopWhenLate   bool
+		want           error
+		wantLate       bool
+	}{
+		{"refused", now, refused, long, long, false, refused, false},
+		{"quick", now, nil, long, long, false, nil, false},
+		{"slow", afterLate, nil, short, long, false, nil, true},
+		{"slow and refused", afterLate, refused, short, long, false, refused, true},
+		{"past the limit", never, nil, short, 5 * short, false, errTimeout(5 * short), true},
+		{"a limit no more than the timeout", never, nil, short, short, false, errTimeout(short), false},
+		{"stopped", never, nil, short, long, true, errStopped, true},
+	} {
+		lateCh, release, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var aborted atomic.Bool
+		abort := func() { aborted.Store(true) }
+		var lates atomic.Int32
+		_, gotAbort, err := dialWithin(func() (*client.Client, func(), error) {
+			switch tc.answers {
+			case afterLate:
+				<-lateCh
+			case never:
+				<-release
+				return nil, nil, refused
+			}
+			if tc.err != nil {
+				return nil, nil, tc.err
+			}
+			return nil, abort, nil
+		}, tc.timeout, tc.limit, func(err error) {
+			if lates.Add(1) == 1 {
+				close(lateCh)
+				if tc.stopWhenLate {
+					close(stop)
+				}
+			}
+			if err != errTimeout(tc.timeout) {
+				t.Errorf("%s: told late with %v, want %v", tc.name, err, errTimeout(tc.timeout))
+			}
+		}, stop)
+		close(release)
+		if err != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.want == nil && tc.err == nil {
+			if gotAbort == nil {
+				t.Errorf("%s: no abort for the dial's connection", tc.name)
+			} else if gotAbort(); !aborted.Load() {
+				t.Errorf("%s: the abort returned is not the dial's", tc.name)
+			}
+		}
+		if n := lates.Load(); n != map[bool]int32{false: 0, true: 1}[tc.wantLate] {
+			t.Errorf("%s: told late %d times, want late=%v", tc.name, n, tc.wantLate)
+		}
 	}
 }

@@ -64,21 +64,28 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 	return mountFleetForeground(g, hosts, ff.Timeout, dir, what, debug, stdout, stderr)
 }
 
+// dialLimit bounds a fleet host's dial (ssh's connecting and login, the
+// relay's start) when --timeout is shorter: a dial that takes longer than
+// --timeout is still waited for, and the host appears once it answers.
+const dialLimit = 30 * time.Second
+
 // mountFleetForeground mounts one directory per host on dir and serves
 // it until the mount is gone.
 func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Duration, dir, what string, debug bool, stdout, stderr io.Writer) int {
 	notify := notifyFile()
+	limit := max(dialLimit, timeout)
 	var fhosts []fusefs.Host
 	for _, h := range hosts {
 		fhosts = append(fhosts, fusefs.Host{
 			Name: mountName(h),
-			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, timeout) },
+			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, limit) },
 		})
 	}
 	opts := fusefs.FleetOptions{
-		Source:  "fleet",
-		Timeout: timeout,
-		Debug:   debug,
+		Source:    "fleet",
+		Timeout:   timeout,
+		DialLimit: limit,
+		Debug:     debug,
 	}
 	// In the foreground, hosts coming and going are news once the mount
 	// is announced (its first dials are summed up below); in the
@@ -194,8 +201,8 @@ func fleetMountArgs(g *cli.Globals, ff fleet.Flags, hostsChanged bool, dir strin
 
 // dialFleetHost reaches one host of a fleet mount as fleet.Dialer does, and
 // keeps its transport, whose close the mount uses to hang up on a host
-// that stopped answering.
-func dialFleetHost(g *cli.Globals, h client.Host, timeout time.Duration) (*client.Client, func(), error) {
+// that stopped answering. ssh gives up connecting after limit.
+func dialFleetHost(g *cli.Globals, h client.Host, limit time.Duration) (*client.Client, func(), error) {
 	if h.SSH == nil {
 		var conn net.Conn
 		c, err := client.DialFunc(func() (net.Conn, error) {
@@ -212,7 +219,7 @@ func dialFleetHost(g *cli.Globals, h client.Host, timeout time.Duration) (*clien
 		return c, func() { conn.Close() }, nil
 	}
 	s := *h.SSH
-	s.ConnectTimeout = timeout
+	s.ConnectTimeout = limit
 	c, err := client.DialSSH(s)
 	if err != nil {
 		return nil, nil, fleet.HostError(err)
