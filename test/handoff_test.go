@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -75,6 +76,24 @@ func (s *spy) stop(t *testing.T) map[string]int {
 	return got
 }
 
+// dialListening connects to the socket at p as an attacker would: a socket
+// is bound (and seen) a moment before it listens, and connecting in that
+// moment is refused, so a refusal is tried again while the socket is there,
+// for up to 2 s.
+func dialListening(p string) (net.Conn, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		c, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil || !errors.Is(err, unix.ECONNREFUSED) || time.Now().After(deadline) {
+			return c, err
+		}
+		if _, err := os.Lstat(p); err != nil {
+			return nil, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestHelperSpy is the spy (run by startSpy inside unshare).
 func TestHelperSpy(t *testing.T) {
 	dir := os.Getenv("HELPER_SPY")
@@ -134,7 +153,7 @@ func TestHelperSpy(t *testing.T) {
 					continue
 				}
 				tried[key] = true
-				c, err := net.DialTimeout("unix", p, time.Second)
+				c, err := dialListening(p)
 				if err != nil {
 					continue
 				}
