@@ -3,8 +3,11 @@ package test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,8 +19,9 @@ import (
 
 // System tests: real systemd-journald and a real polkitd on a hand-started
 // system bus, each inside a private mount namespace (tmpfs over the paths
-// they own), so the host's /run, /etc and /usr are never touched and
-// nothing outlives the test: the namespace dies with its last process.
+// they own), so the host's /run and /usr are never touched and nothing
+// outlives the test: the namespace dies with its last process. /etc is
+// touched only by TestPolkit's two users, removed when it ends.
 
 // inNamespace runs a bash script in a private mount namespace, as root.
 func inNamespace(t *testing.T, script string, env ...string) string {
@@ -152,52 +156,71 @@ cat "$WORK/daemon.log"
 // polkit's reason; a rule that allows lets it pass the gate; with the bus
 // gone the move is refused and the reason says polkit could not be asked.
 //
+// The two users are the machine's own for the test's run: the bus drops a
+// client whose uid names no user, and a passwd file bind-mounted over
+// /etc/passwd in the namespace is detached by the kernel as soon as any
+// process of the machine replaces /etc/passwd (another checkout's useradd).
+//
 // Guards rule 4: read-only by absence.
 func TestPolkit(t *testing.T) {
-	// Not beside the others: under load its bus once hung up on a
-	// helper (a broken pipe) where it runs sequentially without fail.
 	requireRoot(t)
 	for _, p := range []string{"/usr/lib/polkit-1/polkitd", "/usr/bin/dbus-daemon"} {
 		if !isExec(p) {
 			missing(t, p+" (Debian packages polkitd, dbus)")
 		}
 	}
+	require(t, "useradd")
+	// useradd picks the uids (one of a fixed range would take the uid
+	// another checkout's useradd is about to pick).
+	var allow, deny *user.User
+	for _, u := range []**user.User{&allow, &deny} {
+		name := fmt.Sprintf("h9pk%06d", rand.IntN(1_000_000))
+		if out, err := userTool("useradd", "-M", "-U", "-d", "/nonexistent", "-s", "/usr/sbin/nologin", name); err != nil {
+			t.Fatalf("useradd %s: %v %s", name, err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := userTool("userdel", name); err != nil {
+				t.Errorf("userdel %s: %v %s", name, err, out)
+			}
+		})
+		var err error
+		*u, err = user.Lookup(name)
+		must(t, err)
+	}
 	work := sharedDir(t)
 	policy, err := filepath.Abs("../packaging/polkit/org.ninep.harness.move.policy")
 	must(t, err)
 	out := inNamespace(t, `
 mount -t tmpfs -o mode=755 tmpfs /run/dbus
-cp /etc/passwd "$WORK/passwd"; cp /etc/group "$WORK/group"
-echo "ptallow:x:4301:4301::/nonexistent:/usr/sbin/nologin" >>"$WORK/passwd"
-echo "ptdeny:x:4302:4302::/nonexistent:/usr/sbin/nologin" >>"$WORK/passwd"
-echo "ptallow:x:4301:" >>"$WORK/group"; echo "ptdeny:x:4302:" >>"$WORK/group"
-mount --bind "$WORK/passwd" /etc/passwd
-mount --bind "$WORK/group" /etc/group
 mount -t tmpfs -o mode=755 tmpfs /usr/share/polkit-1/actions
 cp "$POLICY" /usr/share/polkit-1/actions/
 mkdir -p /etc/polkit-1/rules.d
 mount -t tmpfs -o mode=755 tmpfs /etc/polkit-1/rules.d
-cat >/etc/polkit-1/rules.d/50-9harness-test.rules <<'JS'
+cat >/etc/polkit-1/rules.d/50-9harness-test.rules <<JS
 polkit.addRule(function(action, subject) {
-    if (action.id == "org.ninep.harness.move" && subject.user == "ptallow") return polkit.Result.YES;
-    if (action.id == "org.ninep.harness.move" && subject.user == "ptdeny") return polkit.Result.NO;
+    if (action.id == "org.ninep.harness.move" && subject.user == "$ALLOWNAME") return polkit.Result.YES;
+    if (action.id == "org.ninep.harness.move" && subject.user == "$DENYNAME") return polkit.Result.NO;
 });
 JS
-dbus-daemon --system --fork --print-pid >"$WORK/dbus.pid"
+# Its log on standard error (there is no syslog here), for the output.
+dbus-daemon --system --nofork --nosyslog 2>"$WORK/dbus.log" &
+DBUS=$!
+for i in $(seq 100); do [ -S /run/dbus/system_bus_socket ] && break; sleep 0.1; done
 /usr/lib/polkit-1/polkitd >"$WORK/polkitd.log" 2>&1 &
 PPID2=$!
-trap 'kill $PPID2 2>/dev/null || true; kill $(cat "$WORK/dbus.pid") 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+trap 'kill $PPID2 $DBUS 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for i in $(seq 100); do pkaction --action-id org.ninep.harness.move >/dev/null 2>&1 && break; sleep 0.1; done
 pkaction --action-id org.ninep.harness.move
-for u in 4301 4302; do
+for u in $ALLOW $DENY; do
   echo "AS $u: $(setpriv --reuid=$u --regid=$u --clear-groups env HELPER_POLKIT=system "$BIN/self.test" -test.run '^TestHelperPolkit$' 2>&1 | grep DECISION)"
 done
-echo "AS 4301 without bus: $(setpriv --reuid=4301 --regid=4301 --clear-groups env HELPER_POLKIT=unix:path=/nonexistent/bus "$BIN/self.test" -test.run '^TestHelperPolkit$' 2>&1 | grep DECISION)"
-`, "WORK="+work, "BIN="+bins, "POLICY="+policy)
+echo "AS $ALLOW without bus: $(setpriv --reuid=$ALLOW --regid=$ALLOW --clear-groups env HELPER_POLKIT=unix:path=/nonexistent/bus "$BIN/self.test" -test.run '^TestHelperPolkit$' 2>&1 | grep DECISION)"
+echo "--- dbus-daemon's log:"; cat "$WORK/dbus.log"
+`, "WORK="+work, "BIN="+bins, "POLICY="+policy, "ALLOW="+allow.Uid, "DENY="+deny.Uid, "ALLOWNAME="+allow.Username, "DENYNAME="+deny.Username)
 	for _, want := range []string{
-		"AS 4301: DECISION allow: uid 4301 is the daemon's own uid, --allow-move is set and polkit authorized org.ninep.harness.move",
-		"AS 4302: DECISION deny: polkit denied org.ninep.harness.move: not authorized for uid 4302",
-		"AS 4301 without bus: DECISION deny: polkit could not be asked, so the move is refused",
+		"AS " + allow.Uid + ": DECISION allow: uid " + allow.Uid + " is the daemon's own uid, --allow-move is set and polkit authorized org.ninep.harness.move",
+		"AS " + deny.Uid + ": DECISION deny: polkit denied org.ninep.harness.move: not authorized for uid " + deny.Uid,
+		"AS " + allow.Uid + " without bus: DECISION deny: polkit could not be asked, so the move is refused",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
