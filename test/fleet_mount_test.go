@@ -50,6 +50,20 @@ func isDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
+// fleetMount starts `9harness mount -f --all --hosts FILE --timeout 3s` on
+// a new directory, this machine's daemon at sock, and ends it with the
+// test.
+func fleetMount(t *testing.T, sock, home, hostsFile string) *fuseMount {
+	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
+	m.cmd = exec.Command(bin("9harness"), "-s", sock, "mount", "-f", "--all", "--hosts", hostsFile, "--timeout", "3s", m.dir)
+	m.cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
+	must(t, m.cmd.Start())
+	go func() { m.done <- m.cmd.Wait() }()
+	t.Cleanup(m.cleanup)
+	return m
+}
+
 // TestFleetMount: `mount --all DIR` over three hosts (three users, each
 // with their own sshd and daemon on loopback) and this machine shows
 // DIR/HOST/active for each, and this machine as DIR/local. A host that
@@ -74,13 +88,7 @@ func TestFleetMount(t *testing.T) {
 	hostsFile := filepath.Join(t.TempDir(), "hosts")
 	must(t, os.WriteFile(hostsFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 
-	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
-	m.cmd = exec.Command(bin("9harness"), "-s", d.sock, "mount", "-f", "--all", "--hosts", hostsFile, "--timeout", "3s", m.dir)
-	m.cmd.Env = []string{"HOME=" + local, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
-	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-	must(t, m.cmd.Start())
-	go func() { m.done <- m.cmd.Wait() }()
-	t.Cleanup(m.cleanup)
+	m := fleetMount(t, d.sock, local, hostsFile)
 	// On a loaded machine a host may take longer than --timeout to answer
 	// first ("mounted 3 of 4 hosts"); it comes once it answers.
 	said := regexp.MustCompile(`mounted ([0-4] of )?4 hosts on ` + regexp.QuoteMeta(m.dir) + "\n")
@@ -263,13 +271,7 @@ func TestFleetMountSlowHost(t *testing.T) {
 	hostsFile := filepath.Join(t.TempDir(), "hosts")
 	must(t, os.WriteFile(hostsFile, []byte(hostsLine(name, h.key)+"\n"), 0o644))
 
-	m := &fuseMount{t: t, dir: t.TempDir(), out: &syncBuffer{}, done: make(chan error, 1)}
-	m.cmd = exec.Command(bin("9harness"), "-s", d.sock, "mount", "-f", "--all", "--hosts", hostsFile, "--timeout", "3s", m.dir)
-	m.cmd.Env = []string{"HOME=" + local, "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + t.TempDir()}
-	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-	must(t, m.cmd.Start())
-	go func() { m.done <- m.cmd.Wait() }()
-	t.Cleanup(m.cleanup)
+	m := fleetMount(t, d.sock, local, hostsFile)
 	out := m.out.Await("hosts on " + m.dir + "\n")
 	if !regexp.MustCompile(`mounted [01] of 2 hosts on `).MatchString(out) {
 		t.Fatalf("the slow host is not reported as not answering yet:\n%s", out)
