@@ -220,14 +220,6 @@ func TestFleetPs(t *testing.T) {
 	// only those, each under its host. A remote fake runs as its host's
 	// user with no process of that user holding a terminal: detached.
 	t.Run("detached", func(t *testing.T) {
-		all, _, _, _ := ps("--json")
-		det, errs, code, _ := ps("--detached", "--json")
-		if code != 3 {
-			t.Errorf("ps --all --detached with two dead hosts: exit %d, want 3 (partial)\n%s", code, errs)
-		}
-		var allRows, detRows []map[string]any
-		must(t, json.Unmarshal([]byte(all), &allRows))
-		must(t, json.Unmarshal([]byte(det), &detRows))
 		// Other tests' agents of this uid come and go between the two
 		// calls: only this test's agents are compared.
 		mine := map[string]bool{}
@@ -235,6 +227,32 @@ func TestFleetPs(t *testing.T) {
 			mine[fmt.Sprint(h, ":", float64(pid))] = true
 		}
 		key := func(r map[string]any) string { return fmt.Sprint(r["host"], ":", r["pid"]) }
+		// Under load a live host can miss --timeout: a listing is taken
+		// again until it holds every live host's agent (each of them is
+		// detached: no process of its user holds a terminal).
+		listing := func(args ...string) (rows []map[string]any, errs string, code int) {
+			waitFor(t, time.Minute, func() bool {
+				var out string
+				out, errs, code, _ = ps(args...)
+				rows = nil
+				if json.Unmarshal([]byte(out), &rows) != nil {
+					return false
+				}
+				n := 0
+				for _, r := range rows {
+					if mine[key(r)] {
+						n++
+					}
+				}
+				return n == len(mine)
+			}, "every live host's agent in ps --all "+strings.Join(args, " "))
+			return rows, errs, code
+		}
+		allRows, _, _ := listing("--json")
+		detRows, errs, code := listing("--detached", "--json")
+		if code != 3 {
+			t.Errorf("ps --all --detached with two dead hosts: exit %d, want 3 (partial)\n%s", code, errs)
+		}
 		var want, got []string
 		for _, r := range allRows {
 			if r["reach"] == "detached" && mine[key(r)] {
