@@ -27,6 +27,14 @@ type Host struct {
 	Dial func() (c *client.Client, abort func(), err error)
 }
 
+// DefaultDialLimit is how long a fleet host's dial is waited for when the
+// probe's timeout is shorter: ssh's connecting and login and the relay's
+// start take longer than a probe's answer on a slow link or a loaded
+// machine, and a host that answers late should still appear.
+func DefaultDialLimit(timeout time.Duration) time.Duration {
+	return max(30*time.Second, timeout)
+}
+
 // FleetOptions tune a fleet mount.
 type FleetOptions struct {
 	// Source names the mount in the mount table: "9harness:" + Source.
@@ -39,8 +47,8 @@ type FleetOptions struct {
 	// DialLimit bounds a dial: ssh's connecting and login, the relay's
 	// start and the 9P handshake, which on a slow link or a loaded
 	// machine take longer than a probe's answer. A dial that answers
-	// after Timeout but within DialLimit is kept. Zero is 30 s, or
-	// Timeout if that is longer.
+	// after Timeout but within DialLimit is kept. Zero is
+	// DefaultDialLimit(Timeout).
 	DialLimit time.Duration
 	// Probe is how often a connected host is asked whether it is still
 	// there. Zero is 2 s.
@@ -101,7 +109,7 @@ func MountFleet(dir string, hosts []Host, opts FleetOptions) (*Fleet, error) {
 		opts.Timeout = 5 * time.Second
 	}
 	if opts.DialLimit <= 0 {
-		opts.DialLimit = 30 * time.Second
+		opts.DialLimit = DefaultDialLimit(opts.Timeout)
 	}
 	opts.DialLimit = max(opts.DialLimit, opts.Timeout)
 	if opts.Probe <= 0 {

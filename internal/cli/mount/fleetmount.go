@@ -64,16 +64,11 @@ func runFleetMount(g *cli.Globals, ff fleet.Flags, hostsChanged bool, ops []stri
 	return mountFleetForeground(g, hosts, ff.Timeout, dir, what, debug, stdout, stderr)
 }
 
-// dialLimit bounds a fleet host's dial (ssh's connecting and login, the
-// relay's start) when --timeout is shorter: a dial that takes longer than
-// --timeout is still waited for, and the host appears once it answers.
-const dialLimit = 30 * time.Second
-
 // mountFleetForeground mounts one directory per host on dir and serves
 // it until the mount is gone.
 func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Duration, dir, what string, debug bool, stdout, stderr io.Writer) int {
 	notify := notifyFile()
-	limit := max(dialLimit, timeout)
+	limit := fusefs.DefaultDialLimit(timeout)
 	var fhosts []fusefs.Host
 	for _, h := range hosts {
 		fhosts = append(fhosts, fusefs.Host{
