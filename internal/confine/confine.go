@@ -32,7 +32,6 @@ package confine
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -353,20 +352,9 @@ func programRules1(path string, depth int) ([]Rule, error) {
 		}
 		return append(rules, more...), nil
 	}
-	f, err := elf.Open(path)
+	interp, err := elfInterp(path)
 	if err != nil {
-		return rules, nil // another format: nothing more is known to load it
-	}
-	defer f.Close()
-	interp := ""
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				return nil, fmt.Errorf("%s: PT_INTERP: %w", path, err)
-			}
-			interp = strings.TrimRight(string(b), "\x00")
-		}
+		return nil, err
 	}
 	if interp == "" {
 		return rules, nil // static
