@@ -685,10 +685,7 @@ func splitPIDDomain(d string) (machine, ns string, ok bool) {
 	return machine, ns, ok && strings.HasPrefix(ns, "pid:[")
 }
 
-func init() { register(claude{}) }
-
-// Spec implements Harness.
-func (claude) Spec() Spec { return claudeSpec }
+var _ = register(claude{}, &claudeSpec)
 
 var claudeSpec = Spec{
 	Stale: claudeStale,

@@ -728,10 +728,7 @@ func codexRival(env Env, p proc.Proc, cwd string, created time.Time) int {
 	return 0
 }
 
-func init() { register(codex{}) }
-
-// Spec implements Harness.
-func (codex) Spec() Spec { return codexSpec }
+var _ = register(codex{}, &codexSpec)
 
 var codexSpec = Spec{
 	Name:  "codex",

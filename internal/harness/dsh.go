@@ -303,10 +303,7 @@ func (dsh) Resume(a Agent, env Env) ([]string, error) {
 	return nil, errs.E("harness.Resume", errs.Permission, "", errors.New("dsh's shipped profiles take no resume flag"))
 }
 
-func init() { register(dsh{}) }
-
-// Spec implements Harness.
-func (dsh) Spec() Spec { return dshSpec }
+var _ = register(dsh{}, &dshSpec)
 
 var dshSpec = Spec{
 	Name:    "dsh",

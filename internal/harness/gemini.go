@@ -549,10 +549,7 @@ func (gemini) Resume(a Agent, env Env) ([]string, error) {
 	return []string{"gemini", "--resume", a.Session}, nil
 }
 
-func init() { register(gemini{}) }
-
-// Spec implements Harness.
-func (gemini) Spec() Spec { return geminiSpec }
+var _ = register(gemini{}, &geminiSpec)
 
 var geminiSpec = Spec{
 	Name:  "gemini",

@@ -285,24 +285,26 @@ type Harness interface {
 	Resolve(env Env, p proc.Proc) Agent
 	// Resume returns the fixed argv that resumes a's session (argv[0] is the program name to look up on PATH, e.g. "claude"), or an error saying why this harness/session cannot be resumed.
 	Resume(a Agent, env Env) ([]string, error)
-	// Spec is everything else 9harness knows of the harness (spec.go).
-	Spec() Spec
 }
 
-// all is the one list of harnesses, in their Specs' Order: every other
-// list (the tree's directories, the daemon's --root names, Scan's
-// pre-filter, the credential table's stores) derives from it. Each
-// harness's file adds itself (register).
-var all []Harness
+// all is the one list of harnesses, in their Specs' Order, and specs
+// their Specs (everything else 9harness knows of them, spec.go), index by
+// index: every other list (the tree's directories, the daemon's --root
+// names, Scan's pre-filter, the credential table's stores) derives from
+// them. Each harness's file adds itself (register).
+var (
+	all   []Harness
+	specs []*Spec
+)
 
 // All returns the harnesses in the order they are listed.
 func All() []Harness { return slices.Clone(all) }
 
 // Names returns the harnesses' names in the order they are listed.
 func Names() []string {
-	n := make([]string, len(all))
-	for i, h := range all {
-		n[i] = h.Name()
+	n := make([]string, len(specs))
+	for i, s := range specs {
+		n[i] = s.Name
 	}
 	return n
 }
@@ -319,9 +321,9 @@ func DefaultRoot(name, home, xdgDataHome string) string {
 
 // ByName returns the harness called name, or nil.
 func ByName(name string) Harness {
-	for _, h := range all {
-		if h.Name() == name {
-			return h
+	for i, s := range specs {
+		if s.Name == name {
+			return all[i]
 		}
 	}
 	return nil

@@ -166,10 +166,7 @@ func (hermes) Resume(a Agent, env Env) ([]string, error) {
 	return []string{"hermes", "--resume", a.Session}, nil
 }
 
-func init() { register(hermes{}) }
-
-// Spec implements Harness.
-func (hermes) Spec() Spec { return hermesSpec }
+var _ = register(hermes{}, &hermesSpec)
 
 var hermesSpec = Spec{
 	Name:    "hermes",

@@ -93,10 +93,7 @@ func (kilo) Resolve(env Env, p proc.Proc) Agent { return ocResolve("kilo", env, 
 // Resume implements Harness: kilo --session <id>, in the session's cwd.
 func (kilo) Resume(a Agent, env Env) ([]string, error) { return ocResume("kilo", a) }
 
-func init() { register(kilo{}) }
-
-// Spec implements Harness.
-func (kilo) Spec() Spec { return kiloSpec }
+var _ = register(kilo{}, &kiloSpec)
 
 var kiloSpec = Spec{
 	Name:  "kilo",

@@ -516,10 +516,7 @@ func piResume(name string, a Agent, env Env) ([]string, error) {
 	return []string{name, "--session", absPath(env.Root, a.Transcript)}, nil
 }
 
-func init() { register(omp{}) }
-
-// Spec implements Harness.
-func (omp) Spec() Spec { return ompSpec }
+var _ = register(omp{}, &ompSpec)
 
 var ompSpec = Spec{
 	Name:    "omp",

@@ -398,10 +398,7 @@ func ocResume(name string, a Agent) ([]string, error) {
 	return []string{name, "--session", a.Session}, nil
 }
 
-func init() { register(opencode{}) }
-
-// Spec implements Harness.
-func (opencode) Spec() Spec { return opencodeSpec }
+var _ = register(opencode{}, &opencodeSpec)
 
 // xdgDataRoot is the Root of a harness that follows the XDG base
 // directories: $XDG_DATA_HOME/name when that is absolute, else

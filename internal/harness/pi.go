@@ -62,10 +62,7 @@ func (pi) Resume(a Agent, env Env) ([]string, error) {
 	return piResume("pi", a, env)
 }
 
-func init() { register(pi{}) }
-
-// Spec implements Harness.
-func (pi) Spec() Spec { return piSpec }
+var _ = register(pi{}, &piSpec)
 
 // piKeep are the flags a resume of pi (or omp, whose command line is
 // pi's) keeps.

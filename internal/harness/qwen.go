@@ -519,10 +519,7 @@ func (qwen) Resume(a Agent, env Env) ([]string, error) {
 	return []string{"qwen", "--resume", a.Session}, nil
 }
 
-func init() { register(qwen{}) }
-
-// Spec implements Harness.
-func (qwen) Spec() Spec { return qwenSpec }
+var _ = register(qwen{}, &qwenSpec)
 
 var qwenSpec = Spec{
 	Name:  "qwen",

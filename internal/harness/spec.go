@@ -14,10 +14,10 @@ import (
 // state lives and what of it the tree serves, what is secret in it, how
 // its processes look, what a move of its agents keeps and drops, and what
 // the docs say of it. What is code (Classify, Resolve, Resume, and, where
-// the harness has them, Promote) stays methods of the Harness that returns
-// the Spec. A harness is one file: its type, its Spec, and an init that
-// registers it (register). Every other package derives its lists from
-// Specs and knows no harness by name.
+// the harness has them, Promote) stays methods of the Harness registered
+// with the Spec. A harness is one file: its type, its Spec, and a
+// variable whose initializer registers both (register). Every other
+// package derives its lists from Specs and knows no harness by name.
 type Spec struct {
 	// Name is the harness's one name: its directory in the tree
 	// (/NAME/), its directory under /active, its --root NAME, the
@@ -174,37 +174,54 @@ type Doc struct {
 
 // Specs returns every harness's Spec, in All's order.
 func Specs() []Spec {
-	out := make([]Spec, len(all))
-	for i, h := range all {
-		out[i] = h.Spec()
+	out := make([]Spec, len(specs))
+	for i, s := range specs {
+		out[i] = *s
 	}
 	return out
 }
 
 // SpecOf returns the Spec of the harness called name, and whether there is one.
 func SpecOf(name string) (Spec, bool) {
-	if h := ByName(name); h != nil {
-		return h.Spec(), true
+	for _, s := range specs {
+		if s.Name == name {
+			return *s, true
+		}
 	}
 	return Spec{}, false
 }
 
-// register adds h to the list of harnesses, in its Spec's Order. Each
-// harness's file calls it from its init, so a harness is added by adding
-// its file; every list derived from the specs is derived after every init
-// has run (by the importers of this package, or lazily here).
-func register(h Harness) {
-	s := h.Spec()
-	if s.Name == "" || s.Name != h.Name() || s.Name != filepath.Base(s.Name) || strings.ContainsAny(s.Name, "/ .") {
-		panic(fmt.Sprintf("harness: bad spec name %q", s.Name))
-	}
-	for _, o := range all {
-		if o.Name() == s.Name || o.Spec().Order == s.Order {
-			panic(fmt.Sprintf("harness: %s and %s share a name or an order", o.Name(), s.Name))
+// specFor returns h's Spec.
+func specFor(h Harness) *Spec {
+	for i, o := range all {
+		if o == h {
+			return specs[i]
 		}
 	}
-	i, _ := slices.BinarySearchFunc(all, s.Order, func(o Harness, n int) int { return o.Spec().Order - n })
+	panic(fmt.Sprintf("harness: %T is not registered", h))
+}
+
+// register adds h, described by s, to the list of harnesses, in s's
+// Order. Each harness's file calls it from a package variable's
+// initializer, var _ = register(h{}, &hSpec), so a harness is added by
+// adding its file; every list derived from the specs is derived after the
+// package is initialized (by the importers of this package, or lazily
+// here). A variable rather than an init function because Go puts every
+// package variable's initializer in the package's one init, beside the
+// others, and a file's own init beside that file's code: the daemon
+// would map a window of every harness's code at start to run ten calls.
+func register(h Harness, s *Spec) bool {
+	if s.Name == "" || s.Name != filepath.Base(s.Name) || strings.ContainsAny(s.Name, "/ .") {
+		panic(fmt.Sprintf("harness: bad spec name %q", s.Name))
+	}
+	for _, o := range specs {
+		if o.Name == s.Name || o.Order == s.Order {
+			panic(fmt.Sprintf("harness: %s and %s share a name or an order", o.Name, s.Name))
+		}
+	}
+	i, _ := slices.BinarySearchFunc(specs, s.Order, func(o *Spec, n int) int { return o.Order - n })
 	all = slices.Insert(all, i, h)
+	specs = slices.Insert(specs, i, s)
 	harnessNames[s.Name] = true
 	for _, p := range s.Programs {
 		programs[p] = true
@@ -217,7 +234,8 @@ func register(h Harness) {
 	if s.Flags.value != nil || s.Flags.optional != nil {
 		valueFlags[s.Name] = s.Flags
 	}
-	registerShared(s)
+	registerShared(*s)
+	return true
 }
 
 // registerShared hands the packages below this one (which know no
