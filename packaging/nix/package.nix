@@ -72,7 +72,7 @@ buildGo {
   #   packaging/nix/update-vendor-hash.sh
   # (test/nix_test.go fails until you do). Without Nix on the machine: set
   # vendorHash = lib.fakeHash, build once, and copy the "got:" hash here.
-  vendorHash = "sha256-U3gn+E/gYeggN0qVpE7Z7D3FhOk/RiBIhF1AXQSHG8c=";
+  vendorHash = "sha256-EZOWgd0XpZQDp9GOKPxI+JalTC1Q1xFyF7bl422wXfU=";
 
   subPackages = [
     "cmd/9harnessd"
