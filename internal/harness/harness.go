@@ -321,10 +321,8 @@ func DefaultRoot(name, home, xdgDataHome string) string {
 
 // ByName returns the harness called name, or nil.
 func ByName(name string) Harness {
-	for i, s := range specs {
-		if s.Name == name {
-			return all[i]
-		}
+	if i := indexOf(name); i >= 0 {
+		return all[i]
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func ResumeArgv(h Harness, a Agent, env Env) (argv, kept, dropped []string, err 
 		return nil, nil, nil, err
 	}
 	extra, kept, dropped := keptFlags(h.Name(), agentArgs(a.Argv))
-	if specFor(h).FlagsBeforeID && len(fixed) == 3 {
+	if sp, _ := SpecOf(h.Name()); sp.FlagsBeforeID && len(fixed) == 3 {
 		argv = append(append(append([]string{}, fixed[:2]...), extra...), fixed[2])
 	} else {
 		argv = append(append([]string{}, fixed...), extra...)

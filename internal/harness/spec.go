@@ -183,22 +183,15 @@ func Specs() []Spec {
 
 // SpecOf returns the Spec of the harness called name, and whether there is one.
 func SpecOf(name string) (Spec, bool) {
-	for _, s := range specs {
-		if s.Name == name {
-			return *s, true
-		}
+	if i := indexOf(name); i >= 0 {
+		return *specs[i], true
 	}
 	return Spec{}, false
 }
 
-// specFor returns h's Spec.
-func specFor(h Harness) *Spec {
-	for i, o := range all {
-		if o == h {
-			return specs[i]
-		}
-	}
-	panic(fmt.Sprintf("harness: %T is not registered", h))
+// indexOf is the index in all and specs of the harness called name, or -1.
+func indexOf(name string) int {
+	return slices.IndexFunc(specs, func(s *Spec) bool { return s.Name == name })
 }
 
 // register adds h, described by s, to the list of harnesses, in s's
