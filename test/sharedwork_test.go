@@ -35,20 +35,7 @@ func startWorkRig(t *testing.T, home, sock string) *boundsRig {
 	u := testUIDs(t)
 	t.Helper()
 	d := startAs(t, u.owner, home, sock, "--allow-uid", "0")
-	r := &boundsRig{t: t, d: d, sock: sock, pid: d.cmd.Process.Pid,
-		over: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go r.watch()
-	t.Cleanup(r.finish)
-	for deadline := time.Now().Add(ownerWait); ; time.Sleep(50 * time.Millisecond) {
-		err := r.ownerLs()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon does not answer: %v\n%s", err, d.stderr.String())
-		}
-	}
-	return r
+	return watchDaemon(t, d, sock)
 }
 
 // ownedWorkDir makes a directory next to home, owned by the test's owner uid: the
