@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +116,7 @@ func (g *Globals) Dial() (*client.Client, error) {
 		if s == nil {
 			return nil, errors.New("bad --ssh flags")
 		}
-		return client.DialSSH(*s)
+		return client.DialSSH(context.Background(), *s)
 	}
 	c, err := client.DialAname(g.Sock, g.Aname)
 	if err != nil {

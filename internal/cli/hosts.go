@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -74,7 +75,7 @@ func DialNamedHost(g *Globals, name, file string, fileChanged bool, stderr io.Wr
 		}
 		h = &client.Host{Name: name, SSH: &s}
 	}
-	c, err := client.DialSSH(g.Dialer().WithFlags(*h.SSH))
+	c, err := client.DialSSH(context.Background(), g.Dialer().WithFlags(*h.SSH))
 	if err != nil {
 		return fail(ExitError, fmt.Errorf("%s: %v", name, err))
 	}

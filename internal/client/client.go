@@ -6,6 +6,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -69,21 +70,38 @@ func Dial(sock string) (*Client, error) { return DialAname(sock, "/") }
 // directory owner's is refused with a *sockpath.Untrusted naming the path
 // and the owner found.
 func DialAname(sock, aname string) (*Client, error) {
-	return DialFunc(func() (net.Conn, error) {
+	return DialFunc(context.Background(), func() (net.Conn, error) {
 		return sockpath.Dial(sock, 5*time.Second)
 	}, aname)
 }
 
 // DialFunc is DialAname over the connections dial makes: one, or a second
 // one when the server refuses the Google version string. A daemon that
-// hangs up before answering gives an error wrapping ErrUnanswered.
-func DialFunc(dial func() (net.Conn, error), aname string) (*Client, error) {
+// hangs up before answering gives an error wrapping ErrUnanswered. When
+// ctx ends first the dial is given up (as NewContext's).
+func DialFunc(ctx context.Context, dial func() (net.Conn, error), aname string) (*Client, error) {
 	var last net.Conn
+	var stops []func() bool
 	s, err := p9client.Dial(func() (net.Conn, error) {
 		c, err := dial()
+		if err == nil {
+			stops = append(stops, context.AfterFunc(ctx, func() { c.Close() }))
+		}
 		last = c
 		return c, err
 	}, aname)
+	given := false
+	for _, stop := range stops {
+		if !stop() {
+			given = true
+		}
+	}
+	if given {
+		if err == nil {
+			s.Close()
+		}
+		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+	}
 	var ue *p9client.UnansweredError
 	if errors.As(err, &ue) {
 		return nil, fmt.Errorf("%w [%v]", ErrUnanswered, ue.Err)
@@ -105,6 +123,28 @@ func New(conn net.Conn) (*Client, error) {
 		return nil, err
 	}
 	return &Client{conn: conn, s: s}, nil
+}
+
+// NewContext is New, given up when ctx ends first: conn is closed, which
+// ends the version and attach in flight (a *CommandConn's program is
+// killed), and the error wraps ctx's cause. A dial waited for no longer
+// leaves neither a goroutine nor an ssh behind.
+func NewContext(ctx context.Context, conn net.Conn) (*Client, error) {
+	stop := context.AfterFunc(ctx, func() {
+		if cc, ok := conn.(*CommandConn); ok {
+			cc.Abort()
+		} else {
+			conn.Close()
+		}
+	})
+	c, err := New(conn)
+	if !stop() {
+		if err == nil {
+			c.Close()
+		}
+		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+	}
+	return c, err
 }
 
 // Msize is the msize the server granted: no request or reply of the

@@ -112,6 +112,14 @@ func (c *CommandConn) Close() error {
 	return nil
 }
 
+// Abort kills the program at once and closes the connection: a dial given
+// up on, whose program owes nobody a clean end (and an ssh stuck in
+// login would not read the closed input that ends a relay).
+func (c *CommandConn) Abort() {
+	c.cmd.Process.Kill() // after Wait reaped it: os.ErrProcessDone
+	c.Close()
+}
+
 // Exited is nil while the program runs; after, it says how it ended.
 func (c *CommandConn) Exited() *CommandError {
 	select {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -150,7 +151,7 @@ func writeFwdRecord(path string, r fwdRecord) error {
 // dialForward attaches through the host's forward, if it has a working
 // one. A nil client means use the relay; setup says whether that call
 // should then try to make a forward.
-func dialForward(s SSH, record string) (c *Client, setup bool) {
+func dialForward(ctx context.Context, record string) (c *Client, setup bool) {
 	r, ok := readFwdRecord(record)
 	switch {
 	case !ok:
@@ -160,9 +161,12 @@ func dialForward(s SSH, record string) (c *Client, setup bool) {
 	}
 	conn, err := sockpath.Dial(r.local, 5*time.Second)
 	if err == nil {
-		if c, err = New(conn); err == nil {
+		if c, err = NewContext(ctx, conn); err == nil {
 			return c, false
 		}
+	}
+	if ctx.Err() != nil {
+		return nil, false // given up, which says nothing of the forward
 	}
 	// Gone (the master exited), refused (the remote side would not
 	// join it) or not the user's: forgotten, and made again after the

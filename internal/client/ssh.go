@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -96,8 +97,9 @@ func ShellQuote(s string) string { return shquote.Quote(s) }
 // forward beside it, and its Close waits for that. If ssh or the remote
 // relay fails, the error is a *CommandError carrying the exit status and
 // the last line of ssh's standard error (where the remote relay's own
-// message arrives too).
-func DialSSH(s SSH) (*Client, error) {
+// message arrives too). When ctx ends first the dial is given up: its ssh
+// is ended and the error wraps ctx's cause.
+func DialSSH(ctx context.Context, s SSH) (*Client, error) {
 	argv, err := s.Argv()
 	if err != nil {
 		return nil, err
@@ -107,12 +109,15 @@ func DialSSH(s SSH) (*Client, error) {
 	if !s.NoForward {
 		if record = s.fwdRecordPath(); record != "" {
 			var c *Client
-			if c, setup = dialForward(s, record); c != nil {
+			if c, setup = dialForward(ctx, record); c != nil {
 				return c, nil
 			}
 		}
 	}
-	c, err := dialRelay(s, argv)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+	}
+	c, err := dialRelay(ctx, s, argv)
 	if err == nil && setup {
 		pid := c.conn.(*CommandConn).Pid()
 		done := make(chan struct{})
@@ -126,14 +131,14 @@ func DialSSH(s SSH) (*Client, error) {
 }
 
 // dialRelay starts argv, ssh running the relay, and attaches over it.
-func dialRelay(s SSH, argv []string) (*Client, error) {
+func dialRelay(ctx context.Context, s SSH, argv []string) (*Client, error) {
 	conn, err := StartCommand("ssh "+s.Dest, argv)
 	if err != nil {
 		return nil, err
 	}
-	c, err := New(conn) // closes conn on failure, which reaps ssh
-	if err == nil {
-		return c, nil
+	c, err := NewContext(ctx, conn) // closes conn on failure, which reaps ssh
+	if err == nil || ctx.Err() != nil {
+		return c, err
 	}
 	if e := conn.Exited(); e != nil {
 		if e.Err == nil && e.LastLine() == "" {

@@ -6,6 +6,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,14 +114,15 @@ func (d *Dialer) WithFlags(s client.SSH) client.SSH {
 
 // Dial reaches one machine's daemon: this one's socket, or ssh. A
 // remote host's ssh gives up connecting after timeout (ConnectTimeout,
-// after the user's own options, so that theirs wins).
-func (d *Dialer) Dial(h client.Host, timeout time.Duration) (*client.Client, error) {
+// after the user's own options, so that theirs wins), and the whole dial
+// when ctx ends.
+func (d *Dialer) Dial(ctx context.Context, h client.Host, timeout time.Duration) (*client.Client, error) {
 	if h.SSH == nil {
 		return d.Local()
 	}
 	s := *h.SSH
 	s.ConnectTimeout = timeout
-	return client.DialSSH(s)
+	return client.DialSSH(ctx, s)
 }
 
 // Row is one agent of a fleet: its host's name and its facts, as one
@@ -213,7 +215,9 @@ func (f *Fleet) Query(harnesses []string) ([]Row, []Failure) {
 			var r result
 			r.host = fh.host.Name
 			if c == nil {
-				c, r.err = f.d.Dial(fh.host, f.timeout)
+				// Not given up at the timeout: a host slow to set up
+				// answers a later query (ps --watch).
+				c, r.err = f.d.Dial(context.Background(), fh.host, f.timeout)
 			}
 			if r.err == nil {
 				r.agents, r.err = c.Agents(harnesses...)

@@ -98,7 +98,7 @@ func FollowHost(ctx context.Context, d *Dialer, h client.Host, timeout time.Dura
 	backoff := MinBackoff
 	down := false
 	for {
-		attempt := dialEvents(d, h, timeout)
+		attempt := dialEvents(ctx, d, h, timeout)
 		// An attempt ctx gives up on ends aside; its session is closed.
 		abandon := func() {
 			go func() {
@@ -177,17 +177,19 @@ type eventSession struct {
 	err error
 }
 
-// dialEvents dials h and opens its events stream in the background; the
-// outcome arrives on the channel.
-func dialEvents(d *Dialer, h client.Host, timeout time.Duration) <-chan eventSession {
+// dialEvents dials h and opens its events stream in the background, until
+// ctx ends; the outcome arrives on the channel.
+func dialEvents(ctx context.Context, d *Dialer, h client.Host, timeout time.Duration) <-chan eventSession {
 	attempt := make(chan eventSession, 1)
 	go func() {
-		c, err := d.Dial(h, timeout)
+		c, err := d.Dial(ctx, h, timeout)
 		if err != nil {
 			attempt <- eventSession{err: HostError(err)}
 			return
 		}
+		stop := context.AfterFunc(ctx, c.Hangup) // a hung host's open
 		r, err := OpenEvents(c)
+		stop()
 		if err != nil {
 			c.Close()
 			err = HostError(err)

@@ -20,11 +20,13 @@ import (
 // to reach its daemon (a local socket, or ssh running the relay).
 type Host struct {
 	Name string
-	// Dial connects; abort ends the connection's transport at once (it
-	// closes the socket, or ends ssh), which fails every request in
-	// flight. Client.Close alone would wait for a hung host to answer
-	// the clunk of its root.
-	Dial func() (c *client.Client, abort func(), err error)
+	// Dial connects, and gives up when ctx ends (a dial waited for no
+	// longer leaves no ssh behind; ctx bounds the dial, and ends after
+	// it, not the connection's life); abort ends the connection's
+	// transport at once (it closes the socket, or ends ssh), which fails
+	// every request in flight. Client.Close alone would wait for a hung
+	// host to answer the clunk of its root.
+	Dial func(ctx context.Context) (c *client.Client, abort func(), err error)
 }
 
 // DefaultDialLimit is how long a fleet host's dial is waited for when the
@@ -292,17 +294,19 @@ func hangUp(c *client.Client, abort func()) {
 // dialWithin dials. A dial still going after timeout is reported to late
 // and waited for up to limit in all: a slow host is slow to set up, not
 // gone, and a dial given up at the probe's bound would be given up every
-// time. A dial given up on (at limit, or at stop) is hung up if it
-// answers later.
-func dialWithin(dial func() (*client.Client, func(), error), timeout, limit time.Duration, late func(error), stop <-chan struct{}) (*client.Client, func(), error) {
+// time. A dial given up on (at limit, or at stop) is cancelled, and hung
+// up if it answers all the same.
+func dialWithin(dial func(context.Context) (*client.Client, func(), error), timeout, limit time.Duration, late func(error), stop <-chan struct{}) (*client.Client, func(), error) {
 	type result struct {
 		c     *client.Client
 		abort func()
 		err   error
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan result, 1)
 	go func() {
-		c, abort, err := dial()
+		c, abort, err := dial(ctx)
 		done <- result{c, abort, err}
 	}()
 	giveUp := func(err error) (*client.Client, func(), error) {

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -41,15 +42,16 @@ func TestInoMap(t *testing.T) {
 // TestDialWithin: a dial's own answer comes back as it is; one slower
 // than the timeout is reported late once and still kept if it answers
 // within the limit; one that does not is given up at the limit, or at
-// stop, whichever comes first. Each dial answers on an event, never on a
-// clock, so that a busy machine cannot reorder them.
+// stop, whichever comes first, and its context is cancelled (which ends
+// its ssh). Each dial answers on an event, never on a clock, so that a
+// busy machine cannot reorder them.
 func TestDialWithin(t *testing.T) {
 	refused := errors.New("refused")
 	const short, long = 20 * time.Millisecond, time.Minute
 	const (
 		now       = iota // the dial answers at once
 		afterLate        // once it was reported late
-		never            // only after dialWithin returned (refused)
+		never            // only once cancelled, or released after (refused)
 	)
 	for _, tc := range []struct {
 		name           string
@@ -72,12 +74,17 @@ func TestDialWithin(t *testing.T) {
 		var aborted atomic.Bool
 		abort := func() { aborted.Store(true) }
 		var lates atomic.Int32
-		_, gotAbort, err := dialWithin(func() (*client.Client, func(), error) {
+		cancelled := make(chan struct{})
+		_, gotAbort, err := dialWithin(func(ctx context.Context) (*client.Client, func(), error) {
 			switch tc.answers {
 			case afterLate:
 				<-lateCh
 			case never:
-				<-release
+				select {
+				case <-ctx.Done():
+					close(cancelled)
+				case <-release:
+				}
 				return nil, nil, refused
 			}
 			if tc.err != nil {
@@ -95,6 +102,13 @@ func TestDialWithin(t *testing.T) {
 				t.Errorf("%s: told late with %v, want %v", tc.name, err, errTimeout(tc.timeout))
 			}
 		}, stop)
+		if tc.answers == never {
+			select {
+			case <-cancelled:
+			case <-time.After(10 * time.Second): // a bound on a hang
+				t.Errorf("%s: the dial given up on was not cancelled", tc.name)
+			}
+		}
 		close(release)
 		if err != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -73,7 +74,7 @@ func mountFleetForeground(g *cli.Globals, hosts []client.Host, timeout time.Dura
 	for _, h := range hosts {
 		fhosts = append(fhosts, fusefs.Host{
 			Name: mountName(h),
-			Dial: func() (*client.Client, func(), error) { return dialFleetHost(g, h, limit) },
+			Dial: func(ctx context.Context) (*client.Client, func(), error) { return dialFleetHost(ctx, g, h, limit) },
 		})
 	}
 	opts := fusefs.FleetOptions{
@@ -196,11 +197,12 @@ func fleetMountArgs(g *cli.Globals, ff fleet.Flags, hostsChanged bool, dir strin
 
 // dialFleetHost reaches one host of a fleet mount as fleet.Dialer does, and
 // keeps its transport, whose close the mount uses to hang up on a host
-// that stopped answering. ssh gives up connecting after limit.
-func dialFleetHost(g *cli.Globals, h client.Host, limit time.Duration) (*client.Client, func(), error) {
+// that stopped answering. ssh gives up connecting after limit, and the
+// whole dial when ctx ends.
+func dialFleetHost(ctx context.Context, g *cli.Globals, h client.Host, limit time.Duration) (*client.Client, func(), error) {
 	if h.SSH == nil {
 		var conn net.Conn
-		c, err := client.DialFunc(func() (net.Conn, error) {
+		c, err := client.DialFunc(ctx, func() (net.Conn, error) {
 			c, err := sockpath.Dial(g.Sock, 5*time.Second)
 			if err != nil {
 				return nil, err
@@ -215,7 +217,7 @@ func dialFleetHost(g *cli.Globals, h client.Host, limit time.Duration) (*client.
 	}
 	s := *h.SSH
 	s.ConnectTimeout = limit
-	c, err := client.DialSSH(s)
+	c, err := client.DialSSH(ctx, s)
 	if err != nil {
 		return nil, nil, fleet.HostError(err)
 	}
