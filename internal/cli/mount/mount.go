@@ -63,12 +63,12 @@ while it answers: one that does not answer a probe (every 2 s) within
 --timeout, or whose connection ends, leaves DIR, and a read of its files
 fails with EIO; it is dialed again (2 s, 4 s, 8 s, then every 10 s) and
 comes back when it answers. A dial (ssh's connecting and login, the relay's
-start) is given 30 s, or --timeout if longer. A host that never answered is
-not in DIR. The mount waits for each host's first answer (at most
---timeout), then says "mounted N hosts on DIR", or "mounted K of N hosts on
-DIR" with a line for each host that did not answer and why; one still
-dialing appears once it answers. The mount stays until unmounted, whatever
-its hosts do.
+start) is given 30 s, or --timeout if longer, then ended (its ssh killed).
+A host that never answered is not in DIR. The mount waits for each host's
+first answer (at most --timeout), then says "mounted N hosts on DIR", or
+"mounted K of N hosts on DIR" with a line for each host that did not answer
+and why; one still dialing appears once it answers. The mount stays until
+unmounted, whatever its hosts do.
 
 Options:
   -f, --foreground  stay in the foreground (a fleet mount logs its hosts
