@@ -175,30 +175,64 @@ func configure(opts []Option) config {
 }
 
 // takeImage is Image with the image's charge, which the caller releases.
+// An attempt that found the files changed leaves its buffers, still
+// charged, to the next: a database written to faster than it is read
+// would otherwise leave an image's worth of garbage per attempt, which
+// the collector reclaims only after the next attempt has allocated
+// another.
 func takeImage(root *saferoot.Root, rel string, cfg config) ([]byte, *budget.Hold, error) {
 	const op = "dbsnap.Image"
+	ch := budget.NewHold(cfg.pool)
+	var bufs buffers
 	pause := firstPause
 	for i := 0; ; i++ {
-		ch := budget.NewHold(cfg.pool)
-		img, err := read(root, rel, cfg.max, ch)
-		if err != nil {
-			ch.Release()
-		}
-		if !errors.Is(err, errChanged) {
-			if err != nil {
-				if errs.KindOf(err) != errs.Other {
-					return nil, nil, err
-				}
-				return nil, nil, errs.E(op, errs.Invalid, rel, err)
-			}
+		img, err := read(root, rel, cfg.max, ch, &bufs)
+		if err == nil {
+			// The charge is the image's array, which may be a
+			// reused buffer larger than this image needs.
+			ch.Give(ch.Held() - int64(cap(img)))
 			return img, ch, nil
 		}
-		if i == attempts-1 {
-			return nil, nil, errs.E(op, errs.Busy, rel, err)
+		if !errors.Is(err, errChanged) || i == attempts-1 {
+			ch.Release()
+			switch {
+			case errors.Is(err, errChanged):
+				return nil, nil, errs.E(op, errs.Busy, rel, err)
+			case errs.KindOf(err) != errs.Other:
+				return nil, nil, err
+			}
+			return nil, nil, errs.E(op, errs.Invalid, rel, err)
 		}
 		time.Sleep(pause)
 		pause *= 2
 	}
+}
+
+// buffers are what a snapshot is read into: the main file, with room for
+// the WAL's pages, and the WAL.
+type buffers struct{ main, wal []byte }
+
+// room is the capacity of sized(b, _, c, limit): b's if it has room for
+// c; else c, and up to an eighth more (within limit) in place of a b too
+// small (the files grew between attempts, and may grow again before the
+// next).
+func room(b []byte, c, limit int64) int64 {
+	switch {
+	case int64(cap(b)) >= c:
+		return int64(cap(b))
+	case b != nil:
+		return max(c, min(c+c/8, limit))
+	}
+	return c
+}
+
+// sized is b as n bytes, or a new buffer of n bytes when b has not room
+// for c.
+func sized(b []byte, n, c, limit int64) []byte {
+	if r := room(b, c, limit); r != int64(cap(b)) {
+		return make([]byte, n, r)
+	}
+	return b[:n]
 }
 
 // fileID is what changes when a file is written.
@@ -216,10 +250,11 @@ func statID(f *os.File) (fileID, error) {
 	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctm: st.Ctim}, nil
 }
 
-// read takes one snapshot, or errChanged. The bytes it holds are charged
-// to ch before they are read: the main file with room for the WAL's pages
-// (so applying them never copies the image), and the WAL until applied.
-func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, error) {
+// read takes one snapshot into bufs, or errChanged. The bytes it holds
+// are charged to ch before they are read: the main file with room for the
+// WAL's pages (so applying them never copies the image), and the WAL
+// until applied. ch may hold enough already, for bufs read before.
+func read(root *saferoot.Root, rel string, limit int64, ch *budget.Hold, bufs *buffers) ([]byte, error) {
 	const op = "dbsnap.read"
 	f, err := root.Open(rel)
 	if err != nil {
@@ -230,12 +265,12 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 	if err != nil {
 		return nil, errs.E(op, errs.IO, rel, err)
 	}
-	if id1.size > max {
+	if id1.size > limit {
 		return nil, errs.E(op, errs.Invalid, rel, errors.New("database larger than the bound"))
 	}
 
 	// The -wal, opened once: its header now, all of it after the main file.
-	w, hdr1, walSize, err := openWAL(root, rel, max-id1.size)
+	w, hdr1, walSize, err := openWAL(root, rel, limit-id1.size)
 	if err != nil {
 		return nil, err
 	}
@@ -246,10 +281,15 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 		return nil, err
 	}
 
-	if err := ch.Take(id1.size + 2*walSize); err != nil {
-		return nil, err
+	// ch covers bufs once they have room for this attempt: a buffer too
+	// small is replaced (and garbage until collected), a larger one kept.
+	if more := room(bufs.main, id1.size+walSize, limit) + room(bufs.wal, walSize, limit) - ch.Held(); more > 0 {
+		if err := ch.Take(more); err != nil {
+			return nil, err
+		}
 	}
-	main, err := readExactly(f, id1.size, id1.size+walSize)
+	bufs.main = sized(bufs.main, id1.size, id1.size+walSize, limit)
+	main, err := readExactly(f, bufs.main)
 	if err != nil {
 		return nil, errs.E(op, errs.IO, rel, err)
 	}
@@ -260,7 +300,8 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 	// belong to later commits, and a restarted WAL has another header.
 	var wal []byte
 	if w != nil {
-		wal, err = readExactly(w, walSize, walSize)
+		bufs.wal = sized(bufs.wal, walSize, walSize, limit)
+		wal, err = readExactly(w, bufs.wal)
 		if err != nil {
 			return nil, errs.E(op, errs.IO, rel+"-wal", err)
 		}
@@ -272,11 +313,10 @@ func read(root *saferoot.Root, rel string, max int64, ch *budget.Hold) ([]byte, 
 	if err := unchanged(root, rel, f, id1, main, w != nil, hdr1, wal); err != nil {
 		return nil, err
 	}
-	img, err := apply(main, wal, max)
+	img, err := apply(main, wal, limit)
 	if err != nil {
 		return nil, errs.E(op, errs.Invalid, rel, err)
 	}
-	ch.Give(walSize) // the WAL's bytes are in the image now, or dropped
 	return img, nil
 }
 
@@ -341,12 +381,10 @@ func unchanged(root *saferoot.Root, rel string, f *os.File, id1 fileID, main []b
 	return journalIdle(root, rel)
 }
 
-// readExactly reads the first n bytes of f into a buffer of capacity c,
-// or nil when f has fewer.
-func readExactly(f *os.File, n, c int64) ([]byte, error) {
-	b := make([]byte, n, c)
+// readExactly fills b from the start of f, or is nil when f is shorter.
+func readExactly(f *os.File, b []byte) ([]byte, error) {
 	m, err := f.ReadAt(b, 0)
-	if int64(m) < n {
+	if m < len(b) {
 		if err == io.EOF {
 			return nil, nil
 		}
@@ -424,7 +462,10 @@ func apply(main, wal []byte, max int64) ([]byte, error) {
 			main = main[:size]
 			clear(main[n:])
 		default:
-			main = append(main, make([]byte, int(size)-n)...)
+			// Every page of a commit is in the main file or the WAL,
+			// for which read left room: this one names pages
+			// neither holds, and more bytes than were charged.
+			return nil, errors.New("WAL commit larger than the database and WAL")
 		}
 		for pgno, off := range frames {
 			if pgno > nPages {

@@ -1,6 +1,7 @@
 package dbsnap
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/binary"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	_ "github.com/ncruces/go-sqlite3/driver"
 
+	"github.com/9harness/9harness/internal/budget"
 	"github.com/9harness/9harness/internal/errs"
 	"github.com/9harness/9harness/internal/saferoot"
 )
@@ -215,6 +217,150 @@ func TestTornWAL(t *testing.T) {
 				t.Errorf("%d rows, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCommitBeyondFiles: a WAL whose commit names pages that neither the
+// main file nor the WAL holds (here the main file cut to its first page)
+// is refused as invalid: the image would need more bytes than read
+// charged, and its missing pages would be zeros.
+func TestCommitBeyondFiles(t *testing.T) {
+	src := t.TempDir()
+	w := writer(t, filepath.Join(src, "s.db"), 0)
+	insertTx(t, w, 1, 20, 3000) // about 20 pages
+	if _, err := w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		t.Fatal(err)
+	}
+	insertTx(t, w, 2, 1, 10) // a commit of a page or two
+	main, err := os.ReadFile(filepath.Join(src, "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, err := os.ReadFile(filepath.Join(src, "s.db-wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pageSize := dbPageSize(main)
+	if err := os.WriteFile(filepath.Join(dir, "s.db"), main[:pageSize], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s.db-wal"), wal, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool := budget.New("test", 1<<30)
+	_, err = Image(saferoot.New(dir), "s.db", WithBudget(pool))
+	if !errs.Is(err, errs.Invalid) || !strings.Contains(err.Error(), "WAL commit larger") {
+		t.Errorf("a commit beyond the files: %v, want it refused as invalid", err)
+	}
+	if u := pool.Used(); u != 0 {
+		t.Errorf("%d bytes still charged", u)
+	}
+}
+
+// TestImageCharge: under a writer whose commits make attempts retry,
+// every image taken is charged exactly its array's bytes (a buffer reused
+// from an attempt that found the files changed included), and nothing
+// once released.
+func TestImageCharge(t *testing.T) {
+	dir := t.TempDir()
+	w := writer(t, filepath.Join(dir, "s.db"), 8)
+	insertTx(t, w, 0, 50, 3000)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for tx := 1; ; tx++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Rewrites, not inserts: the file keeps its size.
+			w.Exec(`UPDATE t SET pad = zeroblob(?) WHERE id = ?`, 2000+tx%7*300, 1+tx%50)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	root := saferoot.New(dir)
+	pool := budget.New("test", 1<<30)
+	var taken, busy int
+	for range 50 {
+		img, ch, err := takeImage(root, "s.db", config{max: MaxBytes, pool: pool})
+		if errs.Is(err, errs.Busy) {
+			busy++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken++
+		if h, u := ch.Held(), pool.Used(); h != int64(cap(img)) || u != h {
+			t.Fatalf("image of %d bytes (array %d): held %d, pool %d", len(img), cap(img), h, u)
+		}
+		ch.Release()
+		if u := pool.Used(); u != 0 {
+			t.Fatalf("%d bytes charged after the release", u)
+		}
+	}
+	t.Logf("%d images, %d busy", taken, busy)
+	if taken == 0 {
+		t.Fatal("no image was taken")
+	}
+}
+
+// TestReadReusesBuffers: an attempt after one that found the files
+// changed reads into the same arrays, charged once, and a buffer the
+// files outgrew is replaced by one with room to spare: a database written
+// to faster than it is read costs an image or two, not one per attempt.
+func TestReadReusesBuffers(t *testing.T) {
+	dir := t.TempDir()
+	w := writer(t, filepath.Join(dir, "s.db"), 0)
+	insertTx(t, w, 1, 20, 3000)
+	root := saferoot.New(dir)
+	pool := budget.New("test", 1<<30)
+	ch := budget.NewHold(pool)
+	defer ch.Release()
+	var bufs buffers
+	first, err := read(root, "s.db", MaxBytes, ch, &bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := ch.Held()
+	if want := int64(cap(bufs.main) + cap(bufs.wal)); held != want || pool.Used() != held {
+		t.Fatalf("held %d, pool %d, want the buffers' %d", held, pool.Used(), want)
+	}
+	same, err := read(root, "s.db", MaxBytes, ch, &bufs) // as an attempt after a touch
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &same[0] != &first[0] || ch.Held() != held {
+		t.Errorf("a read of the same files: a new array %v, %d bytes more", &same[0] != &first[0], ch.Held()-held)
+	}
+	insertTx(t, w, 2, 1, 10) // the WAL grows by a page or two, past the room
+	grown, err := read(root, "s.db", MaxBytes, ch, &bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &grown[0] == &first[0] {
+		t.Fatal("the files grew past the buffers, yet the read used them")
+	}
+	held = ch.Held()
+	if want := int64(cap(bufs.main) + cap(bufs.wal)); held != want || pool.Used() != held {
+		t.Fatalf("held %d, pool %d, want the buffers' %d", held, pool.Used(), want)
+	}
+	insertTx(t, w, 3, 1, 10) // and again, within the eighth to spare
+	again, err := read(root, "s.db", MaxBytes, ch, &bufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &again[0] != &grown[0] || ch.Held() != held {
+		t.Errorf("a read after a small growth: a new array %v, %d bytes more", &again[0] != &grown[0], ch.Held()-held)
+	}
+	fresh, err := Image(root, "s.db")
+	if err != nil || !bytes.Equal(again, fresh) {
+		t.Errorf("the image read into a reused buffer differs from a fresh one (%v)", err)
 	}
 }
 
