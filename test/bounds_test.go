@@ -132,8 +132,8 @@ func (r *boundsRig) watch() {
 // or under the race detector (the daemon is built with -race too) what is
 // resident outside the detector's shadow, which the daemon's own code
 // never holds and which multiplies its size 4-6x (measured on
-// TestBoundsDatabaseChurn: 645 of 836 MiB; the rest, 149 MiB, is what
-// the daemon built without -race peaks at).
+// TestBoundsDatabaseChurn: 645 of 836 MiB, where the daemon built
+// without -race peaks at 149 MiB).
 func procStatus(pid int) (rss, threads int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

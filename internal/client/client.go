@@ -100,7 +100,7 @@ func DialFunc(ctx context.Context, dial func() (net.Conn, error), aname string) 
 		if err == nil {
 			s.Close()
 		}
-		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+		return nil, givenUp(ctx)
 	}
 	var ue *p9client.UnansweredError
 	if errors.As(err, &ue) {
@@ -125,6 +125,11 @@ func New(conn net.Conn) (*Client, error) {
 	return &Client{conn: conn, s: s}, nil
 }
 
+// givenUp is the error of a dial whose context ended first.
+func givenUp(ctx context.Context) error {
+	return fmt.Errorf("given up: %w", context.Cause(ctx))
+}
+
 // NewContext is New, given up when ctx ends first: conn is closed, which
 // ends the version and attach in flight (a *CommandConn's program is
 // killed), and the error wraps ctx's cause. A dial waited for no longer
@@ -142,7 +147,7 @@ func NewContext(ctx context.Context, conn net.Conn) (*Client, error) {
 		if err == nil {
 			c.Close()
 		}
-		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+		return nil, givenUp(ctx)
 	}
 	return c, err
 }

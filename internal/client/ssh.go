@@ -115,7 +115,7 @@ func DialSSH(ctx context.Context, s SSH) (*Client, error) {
 		}
 	}
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("given up: %w", context.Cause(ctx))
+		return nil, givenUp(ctx)
 	}
 	c, err := dialRelay(ctx, s, argv)
 	if err == nil && setup {
